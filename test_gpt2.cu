@@ -12,7 +12,9 @@
 #include <string.h>
 #include <math.h>
 
-/* A test returns 0 when it passes; EXPECT prints what differed, by how much, where, and fails it. */
+/* A test returns 0 when it passes, 1 when it fails, SKIP when what it needs is absent (no GPU);
+   EXPECT prints what differed, by how much, where, and fails it. */
+#define SKIP 2
 #define EXPECT(cond, ...)                                                          \
     do {                                                                           \
         if (!(cond)) {                                                             \
@@ -40,18 +42,19 @@ static gpt2_options test_options(void) {
 static const test_case *const test_groups[] = { tokenizer_tests, cuda_tests };
 
 int main(int argc, char **argv) {
-    int passed = 0, failed = 0;
+    int passed = 0, failed = 0, skipped = 0;
     for (size_t g = 0; g < sizeof test_groups / sizeof test_groups[0]; g++) {
         for (const test_case *t = test_groups[g]; t->name; t++) {
             int selected = argc < 2;
             for (int a = 1; a < argc; a++) if (strstr(t->name, argv[a])) selected = 1;
             if (!selected) continue;
             fflush(stdout);
-            int bad = t->fn();
-            printf("%s %s\n", bad ? "FAIL" : "ok  ", t->name);
-            if (bad) failed++; else passed++;
+            int r = t->fn();
+            printf("%s %s\n", r == SKIP ? "skip" : r ? "FAIL" : "ok  ", t->name);
+            if (r == SKIP) skipped++; else if (r) failed++; else passed++;
         }
     }
+    if (skipped) printf("%d skipped (what they need is absent here)\n", skipped);
     printf("%d passed, %d failed\n", passed, failed);
     return failed ? 1 : 0;
 }

@@ -1,0 +1,57 @@
+# make            build demo and test_gpt2 (nvcc when on PATH: CUDA + CPU backends; else cc: CPU only)
+# make test       build and run every test (CPU backend; GPT2_TEST_BACKEND=cuda for the GPU)
+# make demo       build the demo
+# make bench      build the benchmark (needs nvcc)
+# demo_mpi and the MPI tests are built when mpicc is found.
+
+NVCC ?= $(shell command -v nvcc 2>/dev/null)
+CC ?= cc
+MPICC := $(shell command -v mpicc 2>/dev/null)
+CUDA_ARCH ?= -gencode arch=compute_90,code=sm_90 -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=compute_90
+WARN := -Wall -Wextra
+OPENMP := -fopenmp
+
+ifneq ($(NVCC),)
+  BUILD = $(NVCC) -x cu -O3 -std=c++17 $(CUDA_ARCH) -Xcompiler "$(WARN) $(OPENMP)" -I.
+  LIBS = -lcublasLt -lcublas -lgomp
+else
+  BUILD = $(CC) -x c -O3 -std=gnu99 $(WARN) $(OPENMP) -DGPT2_NO_CUDA -I.
+  LIBS = -lm
+endif
+# the CPU part also builds as plain C: checked on every test run
+CBUILD = $(CC) -x c -O3 -std=gnu99 $(WARN) -Werror $(OPENMP) -DGPT2_NO_CUDA -I.
+
+HEADERS = gpt2.cuh $(wildcard wip/*.inc)
+TEST_INC = $(wildcard tests/*.inc)
+
+all: demo test_gpt2 $(if $(MPICC),demo_mpi)
+
+demo: demo.cu $(HEADERS)
+	$(BUILD) demo.cu -o $@ $(LIBS)
+
+test_gpt2: test_gpt2.cu $(HEADERS) $(TEST_INC)
+	$(BUILD) test_gpt2.cu -o $@ $(LIBS)
+
+test_gpt2_c: test_gpt2.cu $(HEADERS) $(TEST_INC)
+	$(CBUILD) test_gpt2.cu -o $@ -lm
+
+demo_mpi: demo.cu gpt2_mpi.h $(HEADERS)
+	$(BUILD) -DGPT2_DEMO_MPI $(shell mpicc --showme:compile) demo.cu -o $@ $(LIBS) $(shell mpicc --showme:link)
+
+test: test_gpt2 test_gpt2_c $(if $(MPICC),demo_mpi)
+	./test_gpt2
+ifneq ($(MPICC),)
+	bash tests/mpi/run.sh
+else
+	@echo "MPI tests skipped: Open MPI (mpicc) is not installed"
+endif
+
+bench: bench/bench_gpt2
+
+bench/bench_gpt2: bench/bench_gpt2.cu $(HEADERS)
+	$(BUILD) bench/bench_gpt2.cu -o $@ $(LIBS)
+
+clean:
+	rm -f demo demo_mpi test_gpt2 test_gpt2_c bench/bench_gpt2
+
+.PHONY: all test bench clean
