@@ -1090,6 +1090,8 @@ GPT2_API gpt2_status gpt2_load(gpt2_model **model, const char *path, const gpt2_
     *model = NULL;
     if (!path || !*path) return gpt2__fail(GPT2_ERR_ARG, "gpt2_load: path is empty");
     char cfg_path[4096], st_path[4096];
+    struct stat sb;
+    if (stat(path, &sb) != 0) return gpt2__fail(GPT2_ERR_IO, "%s: cannot open (%s)", path, strerror(errno));
     if (gpt2__is_dir(path)) {
         if (!gpt2__join(cfg_path, sizeof cfg_path, path, "config.json") ||
             !gpt2__join(st_path, sizeof st_path, path, "model.safetensors"))

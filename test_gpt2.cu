@@ -36,10 +36,519 @@ static gpt2_options test_options(void) {
     return o;
 }
 
+
+/* ---------------------------------------------------------------- fixtures: reference tensors */
+
+/* A tensor read from a reference.safetensors (tokens/prompt/greedy I32, logits F32). */
+typedef struct ref_tensor { int ndim; long shape[4]; size_t count; void *data; } ref_tensor;
+
+/* Reads tensor `name` from a safetensors file into freshly allocated memory (I32 or F32 only). */
+static int ref_read(const char *path, const char *name, ref_tensor *t) {
+    char *buf;
+    size_t len;
+    if (gpt2__read_file(path, &buf, &len)) return 0;
+    int ok = 0;
+    uint64_t hlen = 0;
+    for (int i = 7; i >= 0 && len >= 8; i--) hlen = (hlen << 8) | (unsigned char)buf[i];
+    if (len >= 8 && hlen <= len - 8) {
+        gpt2__json j = {buf + 8, buf + 8, buf + 8 + hlen, path, 0};
+        int first = 1;
+        char key[128];
+        size_t klen;
+        while (!ok && gpt2__json_member(&j, &first, key, sizeof key, &klen) == 1) {
+            if (strcmp(key, name)) { if (gpt2__json_skip(&j)) break; continue; }
+            int f2 = 1;
+            char fk[32];
+            double off[2] = {0, 0};
+            t->ndim = 0;
+            while (gpt2__json_member(&j, &f2, fk, sizeof fk, &klen) == 1) {
+                if (!strcmp(fk, "shape") || !strcmp(fk, "data_offsets")) {
+                    int sh = fk[0] == 's', c = 0;
+                    gpt2__json_ws(&j); j.p++; gpt2__json_ws(&j);
+                    while (*j.p != ']') {
+                        double v;
+                        gpt2__json_number(&j, &v);
+                        if (sh && c < 4) t->shape[c] = (long)v; else if (!sh && c < 2) off[c] = v;
+                        c++;
+                        gpt2__json_ws(&j);
+                        if (*j.p == ',') j.p++;
+                        gpt2__json_ws(&j);
+                    }
+                    j.p++;
+                    if (sh) t->ndim = c;
+                } else gpt2__json_skip(&j);
+            }
+            t->count = 1;
+            for (int d = 0; d < t->ndim; d++) t->count *= (size_t)t->shape[d];
+            size_t bytes = (size_t)(off[1] - off[0]);
+            t->data = malloc(bytes ? bytes : 1);
+            memcpy(t->data, buf + 8 + hlen + (size_t)off[0], bytes);
+            ok = bytes == t->count * 4;
+        }
+    }
+    free(buf);
+    return ok;
+}
+
+/* The fixture directories: every tests/models/NAME plus the embedded model in weights/. */
+#include <dirent.h>
+static int fixture_dirs(char dirs[][256], int cap) {
+    int n = 0;
+    DIR *d = opendir("tests/models");
+    struct dirent *e;
+    while (d && (e = readdir(d)) && n < cap) {
+        if (e->d_name[0] == '.') continue;
+        snprintf(dirs[n++], 256, "tests/models/%.200s", e->d_name);
+    }
+    if (d) closedir(d);
+    FILE *f = fopen("weights/reference.safetensors", "rb");
+    if (f && n < cap) { fclose(f); snprintf(dirs[n++], 256, "weights"); }
+    /* a fixed order, whatever readdir gives */
+    for (int i = 0; i < n; i++)
+        for (int k = i + 1; k < n; k++)
+            if (strcmp(dirs[i], dirs[k]) > 0) { char t[256]; memcpy(t, dirs[i], 256); memcpy(dirs[i], dirs[k], 256); memcpy(dirs[k], t, 256); }
+    return n;
+}
+
+static int backend_unavailable(const gpt2_options *o) {
+#if GPT2__CUDA
+    char why[256];
+    return o->backend == GPT2_BACKEND_CUDA && !gpt2__cuda_usable(o->device, why, sizeof why);
+#else
+    return o->backend == GPT2_BACKEND_CUDA;
+#endif
+}
+
+/* DESIGN.md's Numerics table: the logit tolerance factor for the backend and dtype under test */
+static double logit_tolerance(const gpt2_options *o) {
+    if (o->backend == GPT2_BACKEND_CPU) return 1e-4;
+    return o->dtype == GPT2_DTYPE_F32 ? 1e-3 : 5e-2;
+}
+
+/* ---------------------------------------------------------------- model tests */
+
+static int test_logits_match_reference(void) {
+    gpt2_options o = test_options();
+    if (backend_unavailable(&o)) return SKIP;
+    char dirs[64][256];
+    int nd = fixture_dirs(dirs, 64);
+    EXPECT(nd >= 4, "only %d fixtures found under tests/models (run from the repository root)", nd);
+    double tol = logit_tolerance(&o);
+    for (int f = 0; f < nd; f++) {
+        char path[600];
+        ref_tensor tok, ref;
+        snprintf(path, sizeof path, "%s/reference.safetensors", dirs[f]);
+        EXPECT(ref_read(path, "tokens", &tok) && ref_read(path, "logits", &ref), "%s: cannot read tokens/logits", path);
+        int B = (int)tok.shape[0], T = (int)tok.shape[1], V = (int)ref.shape[2];
+        gpt2_model *m;
+        gpt2_status st = gpt2_load(&m, dirs[f], &o);
+        EXPECT(st == GPT2_OK, "%s: load failed: %s", dirs[f], gpt2_last_error());
+        EXPECT(gpt2_model_config(m).n_vocab == V, "%s: vocab %d, reference has %d", dirs[f], gpt2_model_config(m).n_vocab, V);
+        float *out = (float *)malloc(ref.count * sizeof(float));
+        st = gpt2_forward(m, (const int *)tok.data, B, T, out);
+        EXPECT(st == GPT2_OK, "%s: forward failed: %s", dirs[f], gpt2_last_error());
+        const float *r = (const float *)ref.data;
+        double max_ref = 0, max_err = 0;
+        size_t worst = 0;
+        for (size_t i = 0; i < ref.count; i++) {
+            if (fabs(r[i]) > max_ref) max_ref = fabs(r[i]);
+            double e = fabs((double)out[i] - r[i]);
+            if (!(e <= max_err)) { max_err = e; worst = i; }
+        }
+        int agree = 0;
+        for (int p = 0; p < B * T; p++)
+            agree += gpt2__sample_greedy(out + (size_t)p * V, V) == gpt2__sample_greedy(r + (size_t)p * V, V);
+        double limit = tol * (1 + max_ref);
+        printf("    %-32s max |logit err| %.3g (limit %.3g, max |logit| %.3g), argmax agrees %d/%d\n",
+               dirs[f], max_err, limit, max_ref, agree, B * T);
+        EXPECT(max_err <= limit, "%s: logit %zu (batch %zu, pos %zu, token %zu) is %.6f, reference %.6f: error %.3g > %.3g",
+               dirs[f], worst, worst / ((size_t)T * V), worst / V % T, worst % V, out[worst], r[worst], max_err, limit);
+        if (o.dtype != GPT2_DTYPE_F32)
+            EXPECT(agree >= 0.98 * B * T, "%s: argmax agrees at %d of %d positions (< 98%%)", dirs[f], agree, B * T);
+        free(out); free(tok.data); free(ref.data);
+        gpt2_free(m);
+    }
+    return 0;
+}
+
+static int test_greedy_continuation_matches_reference(void) {
+    gpt2_options o = test_options();
+    if (backend_unavailable(&o) || o.dtype != GPT2_DTYPE_F32) return SKIP; /* "identical" is an F32 promise */
+    char dirs[64][256];
+    int nd = fixture_dirs(dirs, 64);
+    EXPECT(nd >= 4, "only %d fixtures found", nd);
+    for (int f = 0; f < nd; f++) {
+        char path[600];
+        ref_tensor prompt, greedy;
+        snprintf(path, sizeof path, "%s/reference.safetensors", dirs[f]);
+        EXPECT(ref_read(path, "prompt", &prompt) && ref_read(path, "greedy", &greedy), "%s: cannot read prompt/greedy", path);
+        gpt2_model *m;
+        EXPECT(gpt2_load(&m, dirs[f], &o) == GPT2_OK, "%s: %s", dirs[f], gpt2_last_error());
+        int out[1024];
+        gpt2_request r;
+        memset(&r, 0, sizeof r);
+        r.prompt = (const int *)prompt.data; r.prompt_len = (int)prompt.count;
+        r.max_new_tokens = (int)greedy.count; r.stop_token = -1; r.out = out;
+        EXPECT(gpt2_generate(m, &r, 1, NULL, NULL) == GPT2_OK, "%s: %s", dirs[f], gpt2_last_error());
+        EXPECT(r.n_out == (int)greedy.count, "%s: %d tokens generated, expected %zu", dirs[f], r.n_out, greedy.count);
+        const int *g = (const int *)greedy.data;
+        for (int i = 0; i < r.n_out; i++)
+            EXPECT(out[i] == g[i], "%s: greedy token %d is %d, reference %d", dirs[f], i, out[i], g[i]);
+        free(prompt.data); free(greedy.data);
+        gpt2_free(m);
+    }
+    return 0;
+}
+
+/* A deterministic mix of requests over a fixture: prompt lengths, lengths to generate, sampling. */
+static void make_requests(gpt2_request *r, int n, int *prompts, int *outs, int V, int max_seq) {
+    uint64_t s = 12345;
+    for (int i = 0; i < n; i++) {
+        memset(&r[i], 0, sizeof r[i]);
+        int plen = 1 + (int)(gpt2__mix64(s + 3 * i) % (uint64_t)(max_seq / 2));
+        int gen = 1 + (int)(gpt2__mix64(s + 3 * i + 1) % (uint64_t)(max_seq - plen));
+        for (int t = 0; t < plen; t++) prompts[i * max_seq + t] = (int)(gpt2__mix64(s * 7 + i * 1000 + t) % (uint64_t)V);
+        r[i].prompt = prompts + i * max_seq; r[i].prompt_len = plen; r[i].max_new_tokens = gen;
+        r[i].out = outs + i * max_seq; r[i].stop_token = -1;
+        if (i % 3) { r[i].sampling.temperature = 0.7f + 0.1f * (i % 5); r[i].sampling.seed = 1000 + i; }
+        if (i % 3 == 2) r[i].sampling.top_k = 5;
+        if (i % 4 == 3) r[i].sampling.top_p = 0.8f;
+    }
+}
+
+static int test_outputs_independent_of_max_batch(void) {
+    gpt2_options o = test_options();
+    if (backend_unavailable(&o)) return SKIP;
+    enum { N = 40 };
+    const char *dir = "tests/models/f32_bare_buffers";
+    int batches[3] = {1, 7, 64}, *first = NULL;
+    for (int b = 0; b < 3; b++) {
+        o.max_batch = batches[b];
+        gpt2_model *m;
+        EXPECT(gpt2_load(&m, dir, &o) == GPT2_OK, "%s: %s", dir, gpt2_last_error());
+        int S = gpt2_model_max_seq(m), V = gpt2_model_config(m).n_vocab;
+        int *prompts = (int *)calloc((size_t)N * S, sizeof(int)), *outs = (int *)calloc((size_t)N * S, sizeof(int));
+        gpt2_request r[N];
+        make_requests(r, N, prompts, outs, V, S);
+        EXPECT(gpt2_generate(m, r, N, NULL, NULL) == GPT2_OK, "max_batch %d: %s", batches[b], gpt2_last_error());
+        for (int i = 0; i < N; i++) EXPECT(r[i].n_out == r[i].max_new_tokens, "request %d: %d of %d tokens", i, r[i].n_out, r[i].max_new_tokens);
+        if (!first) first = outs;
+        else {
+            for (int i = 0; i < N; i++)
+                for (int t = 0; t < r[i].n_out; t++)
+                    EXPECT(outs[i * S + t] == first[i * S + t], "max_batch %d: request %d token %d is %d, with max_batch 1 it was %d",
+                           batches[b], i, t, outs[i * S + t], first[i * S + t]);
+            free(outs);
+        }
+        free(prompts);
+        gpt2_free(m);
+    }
+    free(first);
+    return 0;
+}
+
+/* generate's KV-cached decode must agree with a full forward over prompt + generated tokens */
+static int test_generate_agrees_with_forward(void) {
+    gpt2_options o = test_options();
+    if (backend_unavailable(&o) || o.dtype != GPT2_DTYPE_F32) return SKIP;
+    const char *dir = "tests/models/f16_prefixed_lmhead";
+    gpt2_model *m;
+    EXPECT(gpt2_load(&m, dir, &o) == GPT2_OK, "%s: %s", dir, gpt2_last_error());
+    gpt2_config c = gpt2_model_config(m);
+    int P = 5, G = 20, seq[64], out[64];
+    for (int i = 0; i < P; i++) seq[i] = (i * 37 + 11) % c.n_vocab;
+    gpt2_request r;
+    memset(&r, 0, sizeof r);
+    r.prompt = seq; r.prompt_len = P; r.max_new_tokens = G; r.stop_token = -1; r.out = out;
+    EXPECT(gpt2_generate(m, &r, 1, NULL, NULL) == GPT2_OK, "%s", gpt2_last_error());
+    memcpy(seq + P, out, (size_t)G * sizeof(int));
+    float *logits = (float *)malloc((size_t)(P + G) * c.n_vocab * sizeof(float));
+    EXPECT(gpt2_forward(m, seq, 1, P + G - 1, logits) == GPT2_OK, "%s", gpt2_last_error());
+    for (int i = 0; i < G; i++) {
+        int a = gpt2__sample_greedy(logits + (size_t)(P - 1 + i) * c.n_vocab, c.n_vocab);
+        EXPECT(a == out[i], "token %d: generate gave %d, argmax of forward logits is %d", i, out[i], a);
+    }
+    free(logits);
+    gpt2_free(m);
+    return 0;
+}
+
+typedef struct stop_ctx { int stop_after[8]; int seen[8]; int order_ok; int last[8]; } stop_ctx;
+static int stop_cb(void *user, int req, int tok) {
+    stop_ctx *c = (stop_ctx *)user;
+    c->last[req] = tok;
+    return ++c->seen[req] >= c->stop_after[req];
+}
+
+static int test_callback_and_stop_token_end_requests(void) {
+    gpt2_options o = test_options();
+    if (backend_unavailable(&o)) return SKIP;
+    o.max_batch = 2; /* more requests than slots */
+    gpt2_model *m;
+    EXPECT(gpt2_load(&m, "tests/models/micro_f32", &o) == GPT2_OK, "%s", gpt2_last_error());
+    int prompt[3] = {1, 2, 3}, outs[5][16];
+    gpt2_request r[5];
+    stop_ctx ctx;
+    memset(&ctx, 0, sizeof ctx);
+    for (int i = 0; i < 5; i++) {
+        memset(&r[i], 0, sizeof r[i]);
+        r[i].prompt = prompt; r[i].prompt_len = 3; r[i].max_new_tokens = 10; r[i].out = outs[i]; r[i].stop_token = -1;
+        ctx.stop_after[i] = 100;
+    }
+    r[0].max_new_tokens = 0;   /* nothing to generate */
+    ctx.stop_after[1] = 1;     /* the callback ends it after one token */
+    ctx.stop_after[2] = 4;
+    /* request 3 stops at its stop token: the greedy continuation's 3rd token */
+    gpt2_request probe = r[3];
+    int probe_out[16];
+    probe.out = probe_out;
+    EXPECT(gpt2_generate(m, &probe, 1, NULL, NULL) == GPT2_OK, "%s", gpt2_last_error());
+    r[3].stop_token = probe_out[2];
+    int expect_len3 = 0;
+    while (probe_out[expect_len3] != probe_out[2]) expect_len3++;
+    expect_len3++;
+    EXPECT(gpt2_generate(m, r, 5, stop_cb, &ctx) == GPT2_OK, "%s", gpt2_last_error());
+    EXPECT(r[0].n_out == 0 && ctx.seen[0] == 0, "max_new_tokens 0 gave %d tokens", r[0].n_out);
+    EXPECT(r[1].n_out == 1 && ctx.seen[1] == 1, "callback stop after 1: %d tokens, %d callbacks", r[1].n_out, ctx.seen[1]);
+    EXPECT(r[2].n_out == 4, "callback stop after 4: %d tokens", r[2].n_out);
+    EXPECT(r[3].n_out == expect_len3 && outs[3][expect_len3 - 1] == r[3].stop_token,
+           "stop token %d: %d tokens, expected %d ending with it", r[3].stop_token, r[3].n_out, expect_len3);
+    EXPECT(r[4].n_out == 10 && ctx.seen[4] == 10, "unstopped request: %d tokens, %d callbacks", r[4].n_out, ctx.seen[4]);
+    for (int i = 1; i < 5; i++) EXPECT(ctx.last[i] == outs[i][r[i].n_out - 1], "request %d: callback's last token differs from out", i);
+    gpt2_free(m);
+    return 0;
+}
+
+/* ---------------------------------------------------------------- sampler tests */
+
+static int test_sampler_greedy_takes_lowest_index_on_ties(void) {
+    float l[6] = {0.5f, 2.0f, -1.0f, 2.0f, 1.0f, 2.0f};
+    gpt2_sampling s;
+    memset(&s, 0, sizeof s);
+    gpt2__cand sc[6];
+    EXPECT(gpt2__sample(l, 6, &s, 0, sc) == 1, "greedy picked %d, expected 1", gpt2__sample(l, 6, &s, 0, sc));
+    s.temperature = 1.0f; s.top_k = 1;
+    for (int d = 0; d < 50; d++) EXPECT(gpt2__sample(l, 6, &s, (uint64_t)d, sc) == 1, "top_k 1 draw %d picked %d", d, gpt2__sample(l, 6, &s, (uint64_t)d, sc));
+    return 0;
+}
+
+static int test_sampler_frequencies_follow_softmax(void) {
+    enum { V = 5, DRAWS = 40000 };
+    float l[V] = {1.0f, 0.0f, 2.0f, -1.0f, 0.5f};
+    gpt2_sampling s;
+    memset(&s, 0, sizeof s);
+    s.temperature = 0.8f; s.seed = 42;
+    gpt2__cand sc[V];
+    int cnt[V] = {0};
+    for (int d = 0; d < DRAWS; d++) cnt[gpt2__sample(l, V, &s, (uint64_t)d, sc)]++;
+    double z = 0, p[V];
+    for (int i = 0; i < V; i++) z += exp(l[i] / 0.8);
+    for (int i = 0; i < V; i++) {
+        p[i] = exp(l[i] / 0.8) / z;
+        double sd = sqrt(DRAWS * p[i] * (1 - p[i]));
+        EXPECT(fabs(cnt[i] - DRAWS * p[i]) < 5 * sd, "token %d drawn %d times, expected %.0f ± %.0f", i, cnt[i], DRAWS * p[i], 5 * sd);
+    }
+    return 0;
+}
+
+static int test_sampler_top_k_and_top_p_restrict_support(void) {
+    enum { V = 8 };
+    float l[V] = {3.0f, 1.0f, 2.9f, 0.0f, 2.8f, -1.0f, 1.5f, 0.5f};
+    gpt2_sampling s;
+    memset(&s, 0, sizeof s);
+    s.temperature = 1.0f; s.seed = 7; s.top_k = 3;
+    gpt2__cand sc[V];
+    for (int d = 0; d < 2000; d++) {
+        int t = gpt2__sample(l, V, &s, (uint64_t)d, sc);
+        EXPECT(t == 0 || t == 2 || t == 4, "top_k 3 drew token %d (allowed 0, 2, 4)", t);
+    }
+    s.top_k = 0; s.top_p = 0.5f; /* p(0) ≈ 0.33, p(2) ≈ 0.30: the nucleus is {0, 2} */
+    for (int d = 0; d < 2000; d++) {
+        int t = gpt2__sample(l, V, &s, (uint64_t)d, sc);
+        EXPECT(t == 0 || t == 2, "top_p 0.5 drew token %d (allowed 0, 2)", t);
+    }
+    return 0;
+}
+
+static int test_sampler_depends_on_seed_and_draw_only(void) {
+    enum { V = 50 };
+    float l[V];
+    for (int i = 0; i < V; i++) l[i] = (float)((i * 7919) % 13) * 0.3f;
+    gpt2_sampling a, b;
+    memset(&a, 0, sizeof a);
+    a.temperature = 1.2f; a.seed = 99; b = a;
+    gpt2__cand sc[V];
+    int differ = 0;
+    for (int d = 0; d < 200; d++) {
+        EXPECT(gpt2__sample(l, V, &a, (uint64_t)d, sc) == gpt2__sample(l, V, &b, (uint64_t)d, sc), "same seed and draw %d gave different tokens", d);
+        b.seed = 100;
+        differ += gpt2__sample(l, V, &a, (uint64_t)d, sc) != gpt2__sample(l, V, &b, (uint64_t)d, sc);
+        b.seed = 99;
+    }
+    EXPECT(differ > 50, "seeds 99 and 100 agree on %d of 200 draws", 200 - differ);
+    return 0;
+}
+
+/* ---------------------------------------------------------------- bad input */
+
+typedef struct bad_case { const char *dir; gpt2_status st; const char *names[3]; } bad_case;
+
+static int has_all(const char *msg, const char *const *names) {
+    for (int i = 0; i < 3 && names[i]; i++) if (!strstr(msg, names[i])) return 0;
+    return 1;
+}
+
+static int test_malformed_models_fail_with_a_reason(void) {
+    static const bad_case cases[] = {
+        {"truncated", GPT2_ERR_FORMAT, {"model.safetensors", NULL}},
+        {"header_past_eof", GPT2_ERR_FORMAT, {"model.safetensors", "header length", "file size"}},
+        {"header_oversized", GPT2_ERR_FORMAT, {"model.safetensors", "header length", NULL}},
+        {"header_not_json", GPT2_ERR_FORMAT, {"model.safetensors", "JSON", NULL}},
+        {"tensor_missing", GPT2_ERR_FORMAT, {"h.0.mlp.c_fc.weight", "missing", NULL}},
+        {"tensor_wrong_shape", GPT2_ERR_FORMAT, {"h.0.attn.c_attn.weight", "[48, 16]", "[16, 48]"}},
+        {"tensor_offsets_outside", GPT2_ERR_FORMAT, {"wte.weight", "outside", NULL}},
+        {"tensor_bytes_mismatch", GPT2_ERR_FORMAT, {"wte.weight", NULL}},
+        {"dtype_i64", GPT2_ERR_FORMAT, {"wte.weight", "I64", NULL}},
+        {"config_bad_json", GPT2_ERR_FORMAT, {"config.json", "JSON", NULL}},
+        {"config_missing_n_embd", GPT2_ERR_FORMAT, {"config.json", "n_embd", NULL}},
+        {"config_n_embd_not_divisible", GPT2_ERR_FORMAT, {"n_embd", "n_head", NULL}},
+        {"config_n_head_zero", GPT2_ERR_FORMAT, {"n_head", "0", NULL}},
+        {"config_absurd_n_layer", GPT2_ERR_FORMAT, {"n_layer", NULL}},
+        {"config_vocab_mismatch", GPT2_ERR_FORMAT, {"wte.weight", "[60, 16]", "[50, 16]"}},
+    };
+    gpt2_options o = gpt2_default_options();
+    o.backend = GPT2_BACKEND_CPU;
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char dir[256];
+        snprintf(dir, sizeof dir, "tests/bad/%s", cases[i].dir);
+        gpt2_model *m = (gpt2_model *)&o; /* must come back NULL */
+        gpt2_status st = gpt2_load(&m, dir, &o);
+        EXPECT(st == cases[i].st, "%s: status %d, expected %d (message: %s)", dir, st, cases[i].st, gpt2_last_error());
+        EXPECT(m == NULL, "%s: *model not NULL after a failed load", dir);
+        EXPECT(has_all(gpt2_last_error(), cases[i].names), "%s: message \"%s\" does not name %s %s %s", dir, gpt2_last_error(),
+               cases[i].names[0], cases[i].names[1] ? cases[i].names[1] : "", cases[i].names[2] ? cases[i].names[2] : "");
+    }
+    return 0;
+}
+
+static int test_missing_path_names_the_file(void) {
+    gpt2_model *m;
+    gpt2_options o = gpt2_default_options();
+    o.backend = GPT2_BACKEND_CPU;
+    EXPECT(gpt2_load(&m, "tests/no_such_model", &o) == GPT2_ERR_IO, "status %d", 0);
+    EXPECT(strstr(gpt2_last_error(), "tests/no_such_model"), "message \"%s\" does not name the path", gpt2_last_error());
+    EXPECT(gpt2_load(&m, NULL, &o) == GPT2_ERR_ARG, "NULL path accepted");
+    EXPECT(gpt2_load(NULL, "tests/models/micro_f32", &o) == GPT2_ERR_ARG, "NULL model pointer accepted");
+    return 0;
+}
+
+static int test_bad_arguments_are_rejected(void) {
+    gpt2_options o = gpt2_default_options();
+    o.backend = GPT2_BACKEND_CPU;
+    gpt2_model *m;
+    EXPECT(gpt2_load(&m, "tests/models/micro_f32", &o) == GPT2_OK, "%s", gpt2_last_error());
+    gpt2_config c = gpt2_model_config(m);
+    int tok[64] = {0};
+    float *logits = (float *)malloc((size_t)64 * c.n_vocab * sizeof(float));
+    tok[3] = c.n_vocab;
+    EXPECT(gpt2_forward(m, tok, 1, 8, logits) == GPT2_ERR_ARG && strstr(gpt2_last_error(), "tokens[3]"),
+           "out-of-vocab id: %s", gpt2_last_error());
+    tok[3] = -1;
+    EXPECT(gpt2_forward(m, tok, 1, 8, logits) == GPT2_ERR_ARG, "negative id accepted");
+    tok[3] = 0;
+    EXPECT(gpt2_forward(m, tok, 1, c.n_ctx + 1, logits) == GPT2_ERR_ARG && strstr(gpt2_last_error(), "max_seq"),
+           "T > n_ctx: %s", gpt2_last_error());
+    EXPECT(gpt2_forward(m, tok, 0, 4, logits) == GPT2_ERR_ARG, "B = 0 accepted");
+    int out[64];
+    gpt2_request r;
+    memset(&r, 0, sizeof r);
+    r.prompt = tok; r.prompt_len = c.n_ctx - 2; r.max_new_tokens = 3; r.out = out; r.stop_token = -1;
+    EXPECT(gpt2_generate(m, &r, 1, NULL, NULL) == GPT2_ERR_ARG && strstr(gpt2_last_error(), "max_seq"),
+           "prompt + new tokens > n_ctx: %s", gpt2_last_error());
+    r.prompt_len = 0;
+    EXPECT(gpt2_generate(m, &r, 1, NULL, NULL) == GPT2_ERR_ARG, "empty prompt accepted");
+    r.prompt_len = 2; r.out = NULL;
+    EXPECT(gpt2_generate(m, &r, 1, NULL, NULL) == GPT2_ERR_ARG, "NULL out accepted");
+    free(logits);
+    gpt2_free(m);
+    o.max_seq = c.n_ctx + 1;
+    EXPECT(gpt2_load(&m, "tests/models/micro_f32", &o) == GPT2_ERR_ARG && strstr(gpt2_last_error(), "max_seq"),
+           "max_seq > n_ctx: %s", gpt2_last_error());
+    o.max_seq = 0;
+    o.dtype = GPT2_DTYPE_F16;
+    EXPECT(gpt2_load(&m, "tests/models/micro_f32", &o) == GPT2_ERR_ARG, "F16 on the CPU backend accepted");
+#if !GPT2__CUDA
+    o.dtype = GPT2_DTYPE_AUTO;
+    o.backend = GPT2_BACKEND_CUDA;
+    EXPECT(gpt2_load(&m, "tests/models/micro_f32", &o) == GPT2_ERR_DEVICE && strstr(gpt2_last_error(), "without CUDA"),
+           "CUDA on a CPU-only build: %s", gpt2_last_error());
+#endif
+    return 0;
+}
+
+/* issue 7's corruption sweep: every fixture cut at 64 lengths and with bytes flipped at 64 seeded
+   places either fails to load with a reason or loads and runs; never a crash or a hang. */
+static int test_corrupted_files_fail_or_run(void) {
+    char dirs[64][256];
+    int nd = fixture_dirs(dirs, 64);
+    gpt2_options o = gpt2_default_options();
+    o.backend = GPT2_BACKEND_CPU;
+    o.max_batch = 1;
+    int loaded = 0, failed = 0;
+    for (int f = 0; f < nd; f++) {
+        if (!strcmp(dirs[f], "weights")) continue; /* the big one: the small fixtures cover the format */
+        char cpath[600], spath[600], *cfg, *st;
+        size_t clen, slen;
+        snprintf(cpath, sizeof cpath, "%s/config.json", dirs[f]);
+        snprintf(spath, sizeof spath, "%s/model.safetensors", dirs[f]);
+        EXPECT(!gpt2__read_file(cpath, &cfg, &clen) && !gpt2__read_file(spath, &st, &slen), "%s: %s", dirs[f], gpt2_last_error());
+        unsigned char *bad = (unsigned char *)malloc(slen);
+        for (int k = 0; k < 128; k++) {
+            size_t len = slen;
+            memcpy(bad, st, slen);
+            if (k < 64) len = slen * (size_t)k / 64;
+            else for (int b = 0; b < 4; b++) bad[gpt2__mix64((uint64_t)k * 4 + b) % slen] ^= (unsigned char)(1u << (k % 8));
+            gpt2_model *m = NULL;
+            gpt2_status s = gpt2__load_memory(&m, cfg, clen, cpath, bad, len, spath, &o);
+            if (s == GPT2_OK) {
+                int tok[4] = {0, 1, 2, 3};
+                float *lg = (float *)malloc((size_t)4 * m->cfg.n_vocab * sizeof(float));
+                gpt2_forward(m, tok, 1, 4, lg);
+                free(lg);
+                gpt2_free(m);
+                loaded++;
+            } else {
+                EXPECT(m == NULL && gpt2_last_error()[0], "%s variant %d: failed without a message", dirs[f], k);
+                failed++;
+            }
+        }
+        free(bad); free(cfg); free(st);
+    }
+    printf("    %d corrupted variants rejected with a reason, %d loaded and ran\n", failed, loaded);
+    EXPECT(failed > 0, "no corrupted variant was rejected");
+    return 0;
+}
+
+static const test_case model_tests[] = {
+    {"logits_match_reference", test_logits_match_reference},
+    {"greedy_continuation_matches_reference", test_greedy_continuation_matches_reference},
+    {"outputs_independent_of_max_batch", test_outputs_independent_of_max_batch},
+    {"generate_agrees_with_forward", test_generate_agrees_with_forward},
+    {"callback_and_stop_token_end_requests", test_callback_and_stop_token_end_requests},
+    {"sampler_greedy_takes_lowest_index_on_ties", test_sampler_greedy_takes_lowest_index_on_ties},
+    {"sampler_frequencies_follow_softmax", test_sampler_frequencies_follow_softmax},
+    {"sampler_top_k_and_top_p_restrict_support", test_sampler_top_k_and_top_p_restrict_support},
+    {"sampler_depends_on_seed_and_draw_only", test_sampler_depends_on_seed_and_draw_only},
+    {"malformed_models_fail_with_a_reason", test_malformed_models_fail_with_a_reason},
+    {"missing_path_names_the_file", test_missing_path_names_the_file},
+    {"bad_arguments_are_rejected", test_bad_arguments_are_rejected},
+    {"corrupted_files_fail_or_run", test_corrupted_files_fail_or_run},
+    {NULL, NULL}};
+
 #include "tests/tokenizer_tests.inc"
 #include "tests/cuda_tests.inc"
 
-static const test_case *const test_groups[] = { tokenizer_tests, cuda_tests };
+static const test_case *const test_groups[] = { model_tests, tokenizer_tests, cuda_tests };
 
 int main(int argc, char **argv) {
     int passed = 0, failed = 0, skipped = 0;
