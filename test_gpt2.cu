@@ -137,7 +137,7 @@ static int test_logits_match_reference(void) {
     for (int f = 0; f < nd; f++) {
         char path[600];
         ref_tensor tok, ref;
-        snprintf(path, sizeof path, "%s/reference.safetensors", dirs[f]);
+        snprintf(path, sizeof path, "%.255s/reference.safetensors", dirs[f]);
         EXPECT(ref_read(path, "tokens", &tok) && ref_read(path, "logits", &ref), "%s: cannot read tokens/logits", path);
         int B = (int)tok.shape[0], T = (int)tok.shape[1], V = (int)ref.shape[2];
         gpt2_model *m;
@@ -180,7 +180,7 @@ static int test_greedy_continuation_matches_reference(void) {
     for (int f = 0; f < nd; f++) {
         char path[600];
         ref_tensor prompt, greedy;
-        snprintf(path, sizeof path, "%s/reference.safetensors", dirs[f]);
+        snprintf(path, sizeof path, "%.255s/reference.safetensors", dirs[f]);
         EXPECT(ref_read(path, "prompt", &prompt) && ref_read(path, "greedy", &greedy), "%s: cannot read prompt/greedy", path);
         gpt2_model *m;
         EXPECT(gpt2_load(&m, dirs[f], &o) == GPT2_OK, "%s: %s", dirs[f], gpt2_last_error());
@@ -499,8 +499,8 @@ static int test_corrupted_files_fail_or_run(void) {
         if (!strcmp(dirs[f], "weights")) continue; /* the big one: the small fixtures cover the format */
         char cpath[600], spath[600], *cfg, *st;
         size_t clen, slen;
-        snprintf(cpath, sizeof cpath, "%s/config.json", dirs[f]);
-        snprintf(spath, sizeof spath, "%s/model.safetensors", dirs[f]);
+        snprintf(cpath, sizeof cpath, "%.255s/config.json", dirs[f]);
+        snprintf(spath, sizeof spath, "%.255s/model.safetensors", dirs[f]);
         EXPECT(!gpt2__read_file(cpath, &cfg, &clen) && !gpt2__read_file(spath, &st, &slen), "%s: %s", dirs[f], gpt2_last_error());
         unsigned char *bad = (unsigned char *)malloc(slen);
         for (int k = 0; k < 128; k++) {
