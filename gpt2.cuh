@@ -409,6 +409,7 @@ struct gpt2_model {
     gpt2_dtype dtype;                /* resolved */
     int device;
     int max_batch, max_seq;
+    int prefill_tokens;              /* prompt tokens one engine step may feed (set by the backend; 0: 2048) */
     gpt2__weights w;                 /* host weights (the CUDA backend may release them after upload) */
     gpt2__cpu cpu;
     void *cuda;                      /* gpt2__cuda_state *, owned by the CUDA backend */
@@ -474,20 +475,46 @@ static int gpt2__sample(const float *logits, int V, const gpt2_sampling *s, uint
     for (int i = 1; i < V; i++) if (logits[i] * inv_t > zmax) zmax = logits[i] * inv_t;
     int n = V;
     for (int i = 0; i < V; i++) { scratch[i].p = expf(logits[i] * inv_t - zmax); scratch[i].id = i; }
-    if (cut_k || cut_p) {
+    if (cut_k) {
+        /* the top_k largest by a min-heap over (p, -id) in scratch[0..k), then sorted:
+           O(V log k), and the same set and order a full sort would give */
+        int k = s->top_k;
+        for (int i = 0; i < V; i++) {
+            gpt2__cand c = scratch[i];
+            int pos;
+            if (i < k) pos = i;
+            else if (gpt2__cand_cmp(&c, &scratch[0]) < 0) pos = 0; /* beats the heap's smallest */
+            else continue;
+            if (i < k) { /* sift up */
+                while (pos > 0 && gpt2__cand_cmp(&scratch[(pos - 1) / 2], &c) < 0) { scratch[pos] = scratch[(pos - 1) / 2]; pos = (pos - 1) / 2; }
+            } else { /* replace the root, sift down */
+                for (;;) {
+                    int l = 2 * pos + 1, r = l + 1, m = pos;
+                    const gpt2__cand *mc = &c;
+                    if (l < k && gpt2__cand_cmp(&scratch[l], mc) > 0) { m = l; mc = &scratch[l]; }
+                    if (r < k && gpt2__cand_cmp(&scratch[r], mc) > 0) m = r;
+                    if (m == pos) break;
+                    scratch[pos] = scratch[m];
+                    pos = m;
+                }
+            }
+            scratch[pos] = c;
+        }
+        qsort(scratch, (size_t)k, sizeof *scratch, gpt2__cand_cmp);
+        n = k;
+    } else if (cut_p) {
         /* exp is monotone, so ordering by p is ordering by z (ties by index) */
         qsort(scratch, (size_t)V, sizeof *scratch, gpt2__cand_cmp);
-        if (cut_k) n = s->top_k;
-        if (cut_p) {
-            double total = 0.0, cum = 0.0;
-            for (int i = 0; i < n; i++) total += scratch[i].p;
-            int keep = n;
-            for (int i = 0; i < n; i++) {
-                cum += scratch[i].p;
-                if (cum >= (double)s->top_p * total) { keep = i + 1; break; }
-            }
-            n = keep;
+    }
+    if (cut_p) {
+        double total = 0.0, cum = 0.0;
+        for (int i = 0; i < n; i++) total += scratch[i].p;
+        int keep = n;
+        for (int i = 0; i < n; i++) {
+            cum += scratch[i].p;
+            if (cum >= (double)s->top_p * total) { keep = i + 1; break; }
         }
+        n = keep;
     }
     double total = 0.0;
     for (int i = 0; i < n; i++) total += scratch[i].p;
@@ -1184,7 +1211,7 @@ GPT2_API gpt2_status gpt2_generate(gpt2_model *m, gpt2_request *reqs, int n, gpt
         if (st) return st;
         r->n_out = 0;
     }
-    const int S = m->max_batch, budget = 2048 > m->max_seq ? 2048 : m->max_seq;
+    const int S = m->max_batch, budget = m->prefill_tokens > 0 ? m->prefill_tokens : 2048;
     gpt2__active *slot = (gpt2__active *)gpt2__alloc((size_t)S * sizeof *slot);
     gpt2__seq *seqs = (gpt2__seq *)gpt2__zalloc((size_t)S * sizeof *seqs);
     int *next = (int *)gpt2__alloc((size_t)S * sizeof(int)), *last = (int *)gpt2__alloc((size_t)S * sizeof(int));
