@@ -35,10 +35,19 @@ test_gpt2: test_gpt2.cu $(HEADERS) $(TEST_INC)
 test_gpt2_c: test_gpt2.cu $(HEADERS) $(TEST_INC)
 	$(CBUILD) test_gpt2.cu -o $@ -lm
 
+# the CPU suite under AddressSanitizer + UndefinedBehaviorSanitizer (leaks included)
+test_gpt2_asan: test_gpt2.cu $(HEADERS) $(TEST_INC)
+	$(CC) -x c -std=gnu99 -g -O1 -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer \
+	  $(WARN) $(OPENMP) -DGPT2_NO_CUDA -I. test_gpt2.cu -o $@ -lm
+
 demo_mpi: demo.cu gpt2_mpi.h $(HEADERS)
 	$(BUILD) -DGPT2_DEMO_MPI $(shell mpicc --showme:compile) demo.cu -o $@ $(LIBS) $(shell mpicc --showme:link)
 
-test: test_gpt2 test_gpt2_c $(if $(MPICC),demo_mpi)
+test: test_gpt2 test_gpt2_c test_gpt2_asan $(if $(MPICC),demo_mpi)
+	@echo "== the CPU suite under ASan + UBSan"
+	./test_gpt2_asan > test_gpt2_asan.log 2>&1 || { cat test_gpt2_asan.log; exit 1; }
+	@tail -n 1 test_gpt2_asan.log
+	@echo "== the suite"
 	./test_gpt2
 ifneq ($(MPICC),)
 	bash tests/mpi/run.sh
@@ -52,6 +61,6 @@ bench/bench_gpt2: bench/bench_gpt2.cu $(HEADERS)
 	$(BUILD) bench/bench_gpt2.cu -o $@ $(LIBS)
 
 clean:
-	rm -f demo demo_mpi test_gpt2 test_gpt2_c bench/bench_gpt2
+	rm -f demo demo_mpi test_gpt2 test_gpt2_c test_gpt2_asan test_gpt2_asan.log bench/bench_gpt2
 
 .PHONY: all test bench clean
