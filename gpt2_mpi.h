@@ -1,0 +1,408 @@
+/* gpt2_mpi.h — gpt2.cuh's batch generation sharded across MPI ranks (one rank per GPU, any number of nodes).
+
+   Do this, in *one* C or C++ (or CUDA) file, after gpt2.cuh's implementation:
+       #define GPT2_IMPLEMENTATION
+       #include "gpt2.cuh"
+       #define GPT2_MPI_IMPLEMENTATION
+       #include "gpt2_mpi.h"
+   Every other file includes gpt2.cuh and then gpt2_mpi.h plainly and sees only the API below.
+
+   Build with your MPI's flags, e.g. Open MPI:
+       mpicc -O3 -fopenmp -x c -DGPT2_NO_CUDA app.c -lm                                  (CPU only)
+       nvcc -O3 -x cu $(mpicc --showme:compile) app.cu -lcublasLt -lcublas $(mpicc --showme:link)
+   and run it under mpirun: `mpirun -np 8 ./app`.
+
+   What it does:
+       gpt2_mpi_local_rank   this rank's index among the ranks on its node: pick the GPU with it
+       gpt2_mpi_load         rank 0 alone reads config.json + model.safetensors and broadcasts the
+                             bytes; every rank builds its model from them (no shared file system needed)
+       gpt2_mpi_generate     rank 0 holds the requests; they are split across the ranks, balanced by
+                             cost (prompt_len + max_new_tokens: longest first onto the least-loaded rank),
+                             generated there with gpt2_generate and gathered back into rank 0's
+                             reqs[i].out / reqs[i].n_out in the original order
+   All three are collective: every rank of the communicator calls them, in the same order.
+   Outputs equal a single-process gpt2_generate of the same requests for any rank count (each request's
+   tokens depend only on its prompt, parameters and seed), including more ranks than requests.
+   on_token runs on the rank that generates the request and gets the request's index in rank 0's array.
+
+   Errors: a failure on any rank (unreadable file, bad request, out of memory, device) is returned on
+   every rank as the same status, and gpt2_last_error() reads "rank R of N: why" everywhere; nobody
+   hangs. (Failures inside MPI itself follow the communicator's MPI error handler: by default MPI
+   aborts the job.) Ranks must run the same build (requests travel as raw bytes).
+
+   Example (error handling shortened):
+       MPI_Init(&argc, &argv);
+       int rank; MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+       gpt2_options opt = gpt2_default_options();
+       opt.device = gpt2_mpi_local_rank(MPI_COMM_WORLD);
+       gpt2_model *m;
+       if (gpt2_mpi_load(MPI_COMM_WORLD, &m, "weights", &opt)) { if (!rank) puts(gpt2_last_error()); return 1; }
+       gpt2_request *reqs = NULL; int n = 0;
+       if (rank == 0) { ... fill n requests as for gpt2_generate ... }
+       gpt2_mpi_generate(MPI_COMM_WORLD, m, reqs, n, NULL, NULL);   (rank 0 now holds every output)
+       gpt2_free(m);
+       MPI_Finalize();
+
+   License: MIT, as gpt2.cuh.
+*/
+#ifndef GPT2_MPI_H
+#define GPT2_MPI_H
+
+#include <mpi.h>
+#include "gpt2.cuh"
+
+/* ---------------------------------------------------------------- public API */
+
+/* this rank's index among the ranks of comm on the same node (0..), or -1 on an MPI error */
+GPT2_API int gpt2_mpi_local_rank(MPI_Comm comm);
+/* as gpt2_load, collective: only rank 0 reads path; opt may differ per rank (e.g. the device) */
+GPT2_API gpt2_status gpt2_mpi_load(MPI_Comm comm, gpt2_model **model, const char *path, const gpt2_options *opt);
+/* as gpt2_generate, collective: rank 0 passes the requests, every other rank passes NULL, 0 */
+GPT2_API gpt2_status gpt2_mpi_generate(MPI_Comm comm, gpt2_model *model, gpt2_request *reqs, int n,
+                                       gpt2_token_fn on_token, void *user);
+
+#endif /* GPT2_MPI_H */
+
+#ifdef GPT2_MPI_IMPLEMENTATION
+#ifndef GPT2_MPI_IMPLEMENTATION_DONE
+#define GPT2_MPI_IMPLEMENTATION_DONE
+
+#ifndef GPT2_IMPLEMENTATION_DONE
+#error "gpt2_mpi.h: define GPT2_IMPLEMENTATION and include gpt2.cuh before defining GPT2_MPI_IMPLEMENTATION"
+#endif
+
+#include <limits.h>
+
+/* ---------------------------------------------------------------- agreement: one status for every rank */
+
+/* Records an MPI failure (rc != MPI_SUCCESS) as GPT2_ERR_MPI; returns GPT2_OK otherwise. */
+static gpt2_status gpt2__mpi_rc(int rc, const char *what) {
+    if (rc == MPI_SUCCESS) return GPT2_OK;
+    char text[MPI_MAX_ERROR_STRING];
+    int len = 0;
+    if (MPI_Error_string(rc, text, &len) != MPI_SUCCESS) snprintf(text, sizeof text, "error %d", rc);
+    return gpt2__fail(GPT2_ERR_MPI, "%s failed: %s", what, text);
+}
+
+/* Collective. Every rank passes its local status; every rank gets back the status of the lowest-numbered
+   failing rank, with that rank's message as its last error ("rank R of N: why"), or GPT2_OK everywhere. */
+static gpt2_status gpt2__mpi_agree(MPI_Comm comm, gpt2_status local) {
+    int rank = 0, size = 1;
+    MPI_Comm_rank(comm, &rank);
+    MPI_Comm_size(comm, &size);
+    struct { int ok, rank; } mine, first;
+    mine.ok = local == GPT2_OK;
+    mine.rank = rank;
+    gpt2_status st = gpt2__mpi_rc(MPI_Allreduce(&mine, &first, 1, MPI_2INT, MPI_MINLOC, comm), "MPI_Allreduce");
+    if (st) return st;
+    if (first.ok) return GPT2_OK;
+    /* the failing rank sends its status and message: [4-byte status][message, NUL-terminated] */
+    char msg[4 + GPT2_MAX_ERROR];
+    if (rank == first.rank) {
+        int code = (int)local;
+        memcpy(msg, &code, 4);
+        snprintf(msg + 4, GPT2_MAX_ERROR, "%s", gpt2_last_error());
+    }
+    st = gpt2__mpi_rc(MPI_Bcast(msg, (int)sizeof msg, MPI_BYTE, first.rank, comm), "MPI_Bcast");
+    if (st) return st;
+    int code;
+    memcpy(&code, msg, 4);
+    msg[sizeof msg - 1] = 0;
+    return gpt2__fail((gpt2_status)code, "rank %d of %d: %s", first.rank, size, msg + 4);
+}
+
+/* Broadcasts n bytes from rank 0 in pieces MPI's int counts can hold. */
+static gpt2_status gpt2__mpi_bcast_bytes(MPI_Comm comm, void *buf, size_t n) {
+    unsigned char *p = (unsigned char *)buf;
+    while (n > 0) {
+        int piece = n > ((size_t)1 << 30) ? 1 << 30 : (int)n;
+        gpt2_status st = gpt2__mpi_rc(MPI_Bcast(p, piece, MPI_BYTE, 0, comm), "MPI_Bcast of the model bytes");
+        if (st) return st;
+        p += piece;
+        n -= (size_t)piece;
+    }
+    return GPT2_OK;
+}
+
+/* ---------------------------------------------------------------- node-local rank */
+
+GPT2_API int gpt2_mpi_local_rank(MPI_Comm comm) {
+    int rank, local = -1;
+    MPI_Comm node;
+    if (gpt2__mpi_rc(MPI_Comm_rank(comm, &rank), "MPI_Comm_rank")) return -1;
+    if (gpt2__mpi_rc(MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &node), "MPI_Comm_split_type"))
+        return -1;
+    if (gpt2__mpi_rc(MPI_Comm_rank(node, &local), "MPI_Comm_rank")) local = -1;
+    MPI_Comm_free(&node);
+    return local;
+}
+
+/* ---------------------------------------------------------------- loading: rank 0 reads, everyone builds */
+
+/* config.json and model.safetensors as gpt2_load finds them: inside a directory, or a .safetensors file
+   with config.json beside it (cap bytes each; path is known to fit) */
+static void gpt2__mpi_paths(const char *path, int is_dir, char *cfg_path, char *st_path, size_t cap) {
+    if (is_dir) {
+        snprintf(cfg_path, cap, "%s/config.json", path);
+        snprintf(st_path, cap, "%s/model.safetensors", path);
+        return;
+    }
+    const char *slash = strrchr(path, '/');
+    snprintf(st_path, cap, "%s", path);
+    if (slash) snprintf(cfg_path, cap, "%.*s/config.json", (int)(slash - path), path);
+    else snprintf(cfg_path, cap, "config.json");
+}
+
+GPT2_API gpt2_status gpt2_mpi_load(MPI_Comm comm, gpt2_model **model, const char *path, const gpt2_options *opt) {
+    int rank = 0;
+    gpt2_status st = gpt2__mpi_rc(MPI_Comm_rank(comm, &rank), "MPI_Comm_rank");
+    if (st) return st;
+    if (model) *model = NULL;
+    char cfg_path[4096], st_path[4096];
+    char *cfg_text = NULL;
+    unsigned char *st_data = NULL;
+    size_t cfg_len = 0, st_len = 0;
+    int mapped = 0;
+    gpt2_model *m = NULL;
+    unsigned long long sizes[3] = {0, 0, 0}; /* config bytes, safetensors bytes, path is a directory */
+
+    if (!model) st = gpt2__fail(GPT2_ERR_ARG, "gpt2_mpi_load: model is NULL");
+    else if (!path || !*path) st = gpt2__fail(GPT2_ERR_ARG, "gpt2_mpi_load: path is empty");
+    else if (strlen(path) + 32 >= sizeof st_path) st = gpt2__fail(GPT2_ERR_ARG, "gpt2_mpi_load: path is too long");
+    /* rank 0 reads both files */
+    if (!st && rank == 0) {
+        sizes[2] = (unsigned long long)gpt2__is_dir(path);
+        gpt2__mpi_paths(path, (int)sizes[2], cfg_path, st_path, sizeof st_path);
+        st = gpt2__read_file(cfg_path, &cfg_text, &cfg_len);
+        if (!st) st = gpt2__map_file(st_path, &st_data, &st_len, &mapped);
+        sizes[0] = cfg_len;
+        sizes[1] = st_len;
+    }
+    if ((st = gpt2__mpi_agree(comm, st))) goto done;
+    if ((st = gpt2__mpi_rc(MPI_Bcast(sizes, 3, MPI_UNSIGNED_LONG_LONG, 0, comm), "MPI_Bcast"))) goto done;
+    /* the file names as rank 0 saw them: they label error messages on every rank */
+    gpt2__mpi_paths(path, (int)sizes[2], cfg_path, st_path, sizeof st_path);
+    /* the other ranks make room for the bytes */
+    if (rank != 0) {
+        cfg_len = (size_t)sizes[0];
+        st_len = (size_t)sizes[1];
+        if (sizes[0] != cfg_len || sizes[1] != st_len) st = gpt2__fail(GPT2_ERR_OOM, "%s: %llu bytes do not fit in memory", st_path, sizes[1]);
+        else {
+            cfg_text = (char *)gpt2__alloc(cfg_len + 1);
+            st_data = (unsigned char *)gpt2__alloc(st_len);
+            if (!cfg_text || !st_data)
+                st = gpt2__fail(GPT2_ERR_OOM, "cannot allocate %zu MB for the model broadcast from rank 0", (cfg_len + st_len) >> 20);
+        }
+    }
+    if ((st = gpt2__mpi_agree(comm, st))) goto done;
+    if ((st = gpt2__mpi_bcast_bytes(comm, cfg_text, cfg_len))) goto done;
+    if ((st = gpt2__mpi_bcast_bytes(comm, st_data, st_len))) goto done;
+    if (rank != 0) cfg_text[cfg_len] = 0;
+    /* everyone builds its model from the same bytes */
+    st = gpt2__load_memory(&m, cfg_text, cfg_len, cfg_path, st_data, st_len, st_path, opt);
+    st = gpt2__mpi_agree(comm, st);
+    if (st) { gpt2_free(m); m = NULL; }
+
+done:
+    if (rank == 0) { if (st_data) gpt2__unmap_file(st_data, st_len, mapped); }
+    else GPT2_FREE(st_data);
+    GPT2_FREE(cfg_text);
+    if (m) *model = m;
+    return st;
+}
+
+/* ---------------------------------------------------------------- generation: split, run, gather */
+
+/* A request as it travels to its rank: everything but the pointers. */
+typedef struct gpt2__mpi_req {
+    int index;                       /* in rank 0's array */
+    int prompt_len, max_new_tokens, stop_token;
+    gpt2_sampling sampling;
+} gpt2__mpi_req;
+
+typedef struct gpt2__mpi_cost { long long cost; int index; } gpt2__mpi_cost;
+
+/* most expensive first; equal costs in index order (so the plan is the same on every run) */
+static int gpt2__mpi_cost_cmp(const void *a, const void *b) {
+    const gpt2__mpi_cost *x = (const gpt2__mpi_cost *)a, *y = (const gpt2__mpi_cost *)b;
+    if (x->cost != y->cost) return x->cost > y->cost ? -1 : 1;
+    return (x->index > y->index) - (x->index < y->index);
+}
+
+/* on_token on the generating rank, with the request's index in rank 0's array */
+typedef struct gpt2__mpi_relay { gpt2_token_fn fn; void *user; const gpt2__mpi_req *hdr; } gpt2__mpi_relay;
+
+static int gpt2__mpi_relay_token(void *user, int request, int token) {
+    gpt2__mpi_relay *r = (gpt2__mpi_relay *)user;
+    return r->fn(r->user, r->hdr[request].index, token);
+}
+
+/* Rank 0: checks the requests as gpt2_generate does (naming global indices) and the totals MPI's int
+   counts must hold. The max_seq check is repeated on each rank against its own model. */
+static gpt2_status gpt2__mpi_check_requests(const gpt2_model *m, const gpt2_request *reqs, int n) {
+    if (n < 0 || (n > 0 && !reqs)) return gpt2__fail(GPT2_ERR_ARG, "gpt2_mpi_generate: %d requests at %p", n, (const void *)reqs);
+    long long prompt_total = 0, out_total = 0;
+    for (int i = 0; i < n; i++) {
+        const gpt2_request *r = &reqs[i];
+        if (!r->prompt || r->prompt_len < 1)
+            return gpt2__fail(GPT2_ERR_ARG, "request %d: the prompt is empty (at least one token, e.g. 50256, is needed)", i);
+        if (r->max_new_tokens < 0) return gpt2__fail(GPT2_ERR_ARG, "request %d: max_new_tokens = %d is negative", i, r->max_new_tokens);
+        if (r->max_new_tokens > 0 && !r->out) return gpt2__fail(GPT2_ERR_ARG, "request %d: out is NULL", i);
+        for (int t = 0; t < r->prompt_len; t++)
+            if (r->prompt[t] < 0 || r->prompt[t] >= m->cfg.n_vocab)
+                return gpt2__fail(GPT2_ERR_ARG, "request %d: prompt[%d] = %d is not a token id (vocabulary 0..%d)",
+                                  i, t, r->prompt[t], m->cfg.n_vocab - 1);
+        prompt_total += r->prompt_len;
+        out_total += r->max_new_tokens;
+    }
+    if (prompt_total > INT_MAX || out_total > INT_MAX || (long long)n * (long long)sizeof(gpt2__mpi_req) > INT_MAX)
+        return gpt2__fail(GPT2_ERR_ARG, "gpt2_mpi_generate: %d requests with %lld prompt and %lld new tokens are more than one "
+                          "call can send (2^31 of each); split them into several calls", n, prompt_total, out_total);
+    return GPT2_OK;
+}
+
+GPT2_API gpt2_status gpt2_mpi_generate(MPI_Comm comm, gpt2_model *model, gpt2_request *reqs, int n,
+                                       gpt2_token_fn on_token, void *user) {
+    int rank = 0, size = 1;
+    gpt2_status st = gpt2__mpi_rc(MPI_Comm_rank(comm, &rank), "MPI_Comm_rank");
+    if (!st) st = gpt2__mpi_rc(MPI_Comm_size(comm, &size), "MPI_Comm_size");
+    if (st) return st;
+    /* rank 0's plan. Per rank: plan [requests, prompt tokens, room for new tokens] and the counts and
+       displacements of the scatters and gathers, all in one allocation of 11 ints per rank. Requests
+       travel grouped by rank, each group in the order it was assigned (longest first). */
+    int *counts = NULL, *plan = NULL, *hdr_bytes = NULL, *hdr_displ = NULL, *prompt_count = NULL, *prompt_displ = NULL;
+    int *req_count = NULL, *req_displ = NULL, *out_count = NULL, *out_displ = NULL;
+    gpt2__mpi_req *all_hdr = NULL;   /* [n] grouped by rank */
+    int *all_prompt = NULL;          /* the prompts, in all_hdr's order */
+    int *all_n_out = NULL;           /* [n] gathered output lengths, in all_hdr's order */
+    int *all_out = NULL;             /* the gathered outputs, in all_hdr's order */
+    int *owner = NULL;               /* [n] the rank each request goes to */
+    long long *load = NULL;          /* [size] cost assigned to each rank */
+    gpt2__mpi_cost *order = NULL;
+    /* this rank's shard: mine = [requests, prompt tokens, room for new tokens] */
+    int mine[3] = {0, 0, 0}, packed = 0;
+    gpt2__mpi_req *hdr = NULL;
+    int *prompt = NULL, *out = NULL, *n_out = NULL;
+    gpt2_request *local = NULL;
+    gpt2__mpi_relay relay;
+
+    if (!model) st = gpt2__fail(GPT2_ERR_ARG, "gpt2_mpi_generate: model is NULL");
+    if (!st && rank == 0) st = gpt2__mpi_check_requests(model, reqs, n);
+    if (!st && rank == 0) {
+        counts = (int *)gpt2__zalloc((size_t)size * 11 * sizeof(int));
+        load = (long long *)gpt2__zalloc((size_t)size * sizeof(long long));
+        order = (gpt2__mpi_cost *)gpt2__alloc((size_t)n * sizeof *order);
+        owner = (int *)gpt2__alloc((size_t)n * sizeof(int));
+        all_hdr = (gpt2__mpi_req *)gpt2__alloc((size_t)n * sizeof *all_hdr);
+        all_n_out = (int *)gpt2__alloc((size_t)n * sizeof(int));
+        if (!counts || !load || !order || !owner || !all_hdr || !all_n_out)
+            st = gpt2__fail(GPT2_ERR_OOM, "gpt2_mpi_generate: out of memory planning %d requests", n);
+    }
+    if (!st && rank == 0) {
+        plan = counts; hdr_bytes = counts + 3 * size; hdr_displ = counts + 4 * size;
+        prompt_count = counts + 5 * size; prompt_displ = counts + 6 * size; req_count = counts + 7 * size;
+        req_displ = counts + 8 * size; out_count = counts + 9 * size; out_displ = counts + 10 * size;
+        /* longest first onto the least-loaded rank (the lowest among equals) */
+        for (int i = 0; i < n; i++) { order[i].cost = (long long)reqs[i].prompt_len + reqs[i].max_new_tokens; order[i].index = i; }
+        qsort(order, (size_t)n, sizeof *order, gpt2__mpi_cost_cmp);
+        for (int k = 0; k < n; k++) {
+            int i = order[k].index, best = 0;
+            for (int r = 1; r < size; r++) if (load[r] < load[best]) best = r;
+            load[best] += order[k].cost;
+            owner[i] = best;
+            plan[3 * best] += 1;
+            plan[3 * best + 1] += reqs[i].prompt_len;
+            plan[3 * best + 2] += reqs[i].max_new_tokens;
+        }
+        int req_total = 0, prompt_total = 0;
+        for (int r = 0; r < size; r++) {
+            req_count[r] = plan[3 * r]; req_displ[r] = req_total; req_total += plan[3 * r];
+            hdr_bytes[r] = req_count[r] * (int)sizeof(gpt2__mpi_req); hdr_displ[r] = req_displ[r] * (int)sizeof(gpt2__mpi_req);
+            prompt_count[r] = plan[3 * r + 1]; prompt_displ[r] = prompt_total; prompt_total += plan[3 * r + 1];
+        }
+        all_prompt = (int *)gpt2__alloc((size_t)prompt_total * sizeof(int));
+        long long room = 0;
+        for (int i = 0; i < n; i++) room += reqs[i].max_new_tokens;
+        all_out = (int *)gpt2__alloc((size_t)room * sizeof(int));
+        if (!all_prompt || !all_out)
+            st = gpt2__fail(GPT2_ERR_OOM, "gpt2_mpi_generate: out of memory for %d prompt and %lld new tokens", prompt_total, room);
+        /* fill each rank's group; req_displ / prompt_displ serve as the cursors (and are restored after) */
+        for (int k = 0; !st && k < n; k++) {
+            int i = order[k].index, r = owner[i];
+            gpt2__mpi_req *h = &all_hdr[req_displ[r]++];
+            h->index = i; h->prompt_len = reqs[i].prompt_len; h->max_new_tokens = reqs[i].max_new_tokens;
+            h->stop_token = reqs[i].stop_token; h->sampling = reqs[i].sampling;
+            memcpy(all_prompt + prompt_displ[r], reqs[i].prompt, (size_t)reqs[i].prompt_len * sizeof(int));
+            prompt_displ[r] += reqs[i].prompt_len;
+        }
+        for (int r = 0; !st && r < size; r++) { req_displ[r] -= req_count[r]; prompt_displ[r] -= prompt_count[r]; }
+        for (int i = 0; i < n; i++) reqs[i].n_out = 0;
+    }
+    if ((st = gpt2__mpi_agree(comm, st))) goto done;
+
+    /* send each rank its shard */
+    if ((st = gpt2__mpi_rc(MPI_Scatter(plan, 3, MPI_INT, mine, 3, MPI_INT, 0, comm), "MPI_Scatter"))) goto done;
+    hdr = (gpt2__mpi_req *)gpt2__alloc((size_t)mine[0] * sizeof *hdr);
+    local = (gpt2_request *)gpt2__zalloc((size_t)mine[0] * sizeof *local);
+    prompt = (int *)gpt2__alloc((size_t)mine[1] * sizeof(int));
+    out = (int *)gpt2__alloc((size_t)mine[2] * sizeof(int));
+    n_out = (int *)gpt2__alloc((size_t)mine[0] * sizeof(int));
+    if (!hdr || !local || !prompt || !out || !n_out)
+        st = gpt2__fail(GPT2_ERR_OOM, "gpt2_mpi_generate: out of memory for %d requests", mine[0]);
+    if ((st = gpt2__mpi_agree(comm, st))) goto done;
+    if ((st = gpt2__mpi_rc(MPI_Scatterv(all_hdr, hdr_bytes, hdr_displ, MPI_BYTE, hdr, mine[0] * (int)sizeof *hdr, MPI_BYTE,
+                                        0, comm), "MPI_Scatterv of the requests"))) goto done;
+    if ((st = gpt2__mpi_rc(MPI_Scatterv(all_prompt, prompt_count, prompt_displ, MPI_INT, prompt, mine[1], MPI_INT, 0, comm),
+                           "MPI_Scatterv of the prompts"))) goto done;
+
+    /* this rank's requests, checked against its own model (options such as max_seq may differ per rank) */
+    for (int j = 0, p = 0, o = 0; j < mine[0]; j++) {
+        gpt2_request *r = &local[j];
+        r->prompt = prompt + p; r->prompt_len = hdr[j].prompt_len;
+        r->max_new_tokens = hdr[j].max_new_tokens; r->stop_token = hdr[j].stop_token;
+        r->sampling = hdr[j].sampling; r->out = out + o;
+        p += r->prompt_len;
+        o += r->max_new_tokens;
+        if (!st && (long)r->prompt_len + r->max_new_tokens > model->max_seq)
+            st = gpt2__fail(GPT2_ERR_ARG, "request %d: prompt_len %d + max_new_tokens %d exceeds max_seq = %d",
+                            hdr[j].index, r->prompt_len, r->max_new_tokens, model->max_seq);
+    }
+    if ((st = gpt2__mpi_agree(comm, st))) goto done;
+    relay.fn = on_token; relay.user = user; relay.hdr = hdr;
+    if (mine[0] > 0) st = gpt2_generate(model, local, mine[0], on_token ? gpt2__mpi_relay_token : NULL, &relay);
+    if ((st = gpt2__mpi_agree(comm, st))) goto done;
+
+    /* gather the outputs: how many tokens each request made, then the tokens packed back to back */
+    for (int j = 0; j < mine[0]; j++) {
+        n_out[j] = local[j].n_out;
+        memmove(out + packed, local[j].out, (size_t)n_out[j] * sizeof(int));
+        packed += n_out[j];
+    }
+    if ((st = gpt2__mpi_rc(MPI_Gatherv(n_out, mine[0], MPI_INT, all_n_out, req_count, req_displ, MPI_INT, 0, comm),
+                           "MPI_Gatherv of the output lengths"))) goto done;
+    if (rank == 0)
+        for (int r = 0, t = 0; r < size; r++) {
+            out_count[r] = 0;
+            for (int k = req_displ[r]; k < req_displ[r] + req_count[r]; k++) out_count[r] += all_n_out[k];
+            out_displ[r] = t;
+            t += out_count[r];
+        }
+    if ((st = gpt2__mpi_rc(MPI_Gatherv(out, packed, MPI_INT, all_out, out_count, out_displ, MPI_INT, 0, comm),
+                           "MPI_Gatherv of the outputs"))) goto done;
+    if (rank == 0)
+        for (int k = 0, t = 0; k < n; k++) {
+            gpt2_request *r = &reqs[all_hdr[k].index];
+            r->n_out = all_n_out[k];
+            memcpy(r->out, all_out + t, (size_t)r->n_out * sizeof(int));
+            t += r->n_out;
+        }
+
+done:
+    GPT2_FREE(counts); GPT2_FREE(load); GPT2_FREE(order); GPT2_FREE(owner); GPT2_FREE(all_hdr);
+    GPT2_FREE(all_prompt); GPT2_FREE(all_n_out); GPT2_FREE(all_out);
+    GPT2_FREE(hdr); GPT2_FREE(local); GPT2_FREE(prompt); GPT2_FREE(out); GPT2_FREE(n_out);
+    return st;
+}
+
+#endif /* GPT2_MPI_IMPLEMENTATION_DONE */
+#endif /* GPT2_MPI_IMPLEMENTATION */
