@@ -171,6 +171,10 @@ GPT2_API gpt2_status gpt2_mpi_load(MPI_Comm comm, gpt2_model **model, const char
     else if (strlen(path) + 32 >= sizeof st_path) st = gpt2__fail(GPT2_ERR_ARG, "gpt2_mpi_load: path is too long");
     /* rank 0 reads both files */
     if (!st && rank == 0) {
+        struct stat sb;
+        if (stat(path, &sb) != 0) st = gpt2__fail(GPT2_ERR_IO, "%s: cannot open (%s)", path, strerror(errno));
+    }
+    if (!st && rank == 0) {
         sizes[2] = (unsigned long long)gpt2__is_dir(path);
         gpt2__mpi_paths(path, (int)sizes[2], cfg_path, st_path, sizeof st_path);
         st = gpt2__read_file(cfg_path, &cfg_text, &cfg_len);
