@@ -48,6 +48,12 @@
 #ifndef GPT2_MPI_H
 #define GPT2_MPI_H
 
+#ifndef OMPI_SKIP_MPICXX
+#define OMPI_SKIP_MPICXX 1   /* only MPI's C API is used: leave the deprecated C++ bindings out */
+#endif
+#ifndef MPICH_SKIP_MPICXX
+#define MPICH_SKIP_MPICXX 1
+#endif
 #include <mpi.h>
 #include "gpt2.cuh"
 
