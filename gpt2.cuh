@@ -593,11 +593,11 @@ static gpt2_status gpt2__parse_config(const char *text, size_t len, const char *
         {"n_positions", n_pos, 1, 1 << 20}, {"vocab_size", vocab, 1, 1 << 24}};
     for (size_t i = 0; i < sizeof need / sizeof need[0]; i++) {
         if (need[i].v < 0) return gpt2__fail(GPT2_ERR_FORMAT, "%s: %s is missing", file, need[i].name);
-        if (need[i].v != floor(need[i].v) || need[i].v < need[i].lo || need[i].v > need[i].hi)
+        if (!(need[i].v == floor(need[i].v) && need[i].v >= need[i].lo && need[i].v <= need[i].hi))
             return gpt2__fail(GPT2_ERR_FORMAT, "%s: %s = %g is out of range (expected an integer in %g..%g)",
                               file, need[i].name, need[i].v, need[i].lo, need[i].hi);
     }
-    if (!(eps > 0 && eps < 1)) return gpt2__fail(GPT2_ERR_FORMAT, "%s: layer_norm_epsilon = %g is out of range", file, eps);
+    if (!(eps >= 1e-30 && eps < 1)) return gpt2__fail(GPT2_ERR_FORMAT, "%s: layer_norm_epsilon = %g is out of range", file, eps);
     if ((int)n_embd % (int)n_head)
         return gpt2__fail(GPT2_ERR_FORMAT, "%s: n_embd = %d is not divisible by n_head = %d", file, (int)n_embd, (int)n_head);
     if (inner < 0) inner = 4 * n_embd;
@@ -617,23 +617,24 @@ static void gpt2__slot_set(gpt2__slot *s, const char *name, int ndim, size_t d0,
     s->ndim = ndim; s->shape[0] = d0; s->shape[1] = d1; s->dst = dst; s->found = 0;
 }
 
-/* Lays out every weight in one arena and lists the tensors a checkpoint must provide.
-   Returns the slot count, or -1 when the sizes overflow or memory runs out. */
-static int gpt2__weights_layout(gpt2_model *m, gpt2__slot **slots_out) {
+/* Lays out every weight in one arena and lists the tensors a checkpoint must provide. A file of
+   file_len bytes must hold at least 2 bytes per parameter: checked before anything is allocated. */
+static gpt2_status gpt2__weights_layout(gpt2_model *m, size_t file_len, const char *file, gpt2__slot **slots_out, int *n_slots) {
     size_t L = (size_t)m->cfg.n_layer, C = (size_t)m->cfg.n_embd, V = (size_t)m->cfg.n_vocab;
     size_t P = (size_t)m->cfg.n_ctx, F = (size_t)m->n_inner;
     /* all factors are bounded by the config checks, so these products fit in 64 bits */
     size_t per_layer = 2 * C + C * 3 * C + 3 * C + C * C + C + 2 * C + C * F + F + F * C + C;
     size_t total = V * C + P * C + L * per_layer + 2 * C;
-    if (total > ((size_t)1 << 40)) { gpt2__fail(GPT2_ERR_FORMAT, "model too large: %zu parameters", total); return -1; }
+    if (total > file_len / 2)
+        return gpt2__fail(GPT2_ERR_FORMAT, "%s: the config describes %zu parameters (at least %zu bytes), the file has %zu bytes",
+                          file, total, 2 * total, file_len);
     gpt2__weights *w = &m->w;
     w->arena = (float *)gpt2__alloc(total * sizeof(float));
     w->layers = (gpt2__layer *)gpt2__zalloc(L * sizeof(gpt2__layer));
     gpt2__slot *s = (gpt2__slot *)gpt2__zalloc((L * 12 + 4) * sizeof(gpt2__slot));
     if (!w->arena || !w->layers || !s) {
         GPT2_FREE(s);
-        gpt2__fail(GPT2_ERR_OOM, "cannot allocate %zu MB for the weights", total * 4 >> 20);
-        return -1;
+        return gpt2__fail(GPT2_ERR_OOM, "cannot allocate %zu MB for the weights", total * 4 >> 20);
     }
     w->n_floats = total;
     float *p = w->arena;
@@ -661,7 +662,8 @@ static int gpt2__weights_layout(gpt2_model *m, gpt2__slot **slots_out) {
     GPT2__TAKE(w->lnf_b, "ln_f.bias", 1, C, 1);
 #undef GPT2__TAKE
     *slots_out = s;
-    return n;
+    *n_slots = n;
+    return GPT2_OK;
 }
 
 /* Tensors a checkpoint may carry that the model does not use: the causal-mask buffers
@@ -751,7 +753,11 @@ static gpt2_status gpt2__read_safetensors(const unsigned char *data, size_t len,
         for (int d = 0; shape_ok && d < ndim; d++) shape_ok = shape[d] == (double)s->shape[d];
         if (!shape_ok) {
             char got[96] = "", *g = got;
-            for (int d = 0; d < ndim && d < 8; d++) g += snprintf(g, (size_t)(got + sizeof got - g), d ? ", %.0f" : "%.0f", shape[d]);
+            for (int d = 0; d < ndim && d < 8 && g < got + sizeof got - 1; d++) {
+                int k = shape[d] >= 0 && shape[d] < 1e15 ? snprintf(g, (size_t)(got + sizeof got - g), d ? ", %.0f" : "%.0f", shape[d])
+                                                          : snprintf(g, (size_t)(got + sizeof got - g), d ? ", %g" : "%g", shape[d]);
+                g = k < 0 || k >= got + sizeof got - g ? got + sizeof got - 1 : g + k;
+            }
             if (s->ndim == 1)
                 return gpt2__fail(GPT2_ERR_FORMAT, "%s: tensor \"%s\" has shape [%s], expected [%zu] from config.json", file, name, got, s->shape[0]);
             return gpt2__fail(GPT2_ERR_FORMAT, "%s: tensor \"%s\" has shape [%s], expected [%zu, %zu] from config.json",
@@ -1063,8 +1069,9 @@ static gpt2_status gpt2__load_memory(gpt2_model **out, const char *cfg_text, siz
         return gpt2__fail(GPT2_ERR_ARG, "the CPU backend computes in F32 only (dtype %s was asked for)", gpt2__dtype_name(d));
     }
     gpt2__slot *slots = NULL;
-    int n_slots = gpt2__weights_layout(m, &slots);
-    if (n_slots < 0) { gpt2_free(m); return gpt2__fail(GPT2_ERR_OOM, "%s", gpt2_last_error()); }
+    int n_slots = 0;
+    st = gpt2__weights_layout(m, st_len, st_name, &slots, &n_slots);
+    if (st) { gpt2_free(m); return st; }
     st = gpt2__read_safetensors(st_data, st_len, st_name, slots, n_slots);
     GPT2_FREE(slots);
     if (st) { gpt2_free(m); return st; }
