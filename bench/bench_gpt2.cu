@@ -1,0 +1,208 @@
+/* bench_gpt2 — DESIGN.md's standard workloads on the CUDA backend, random weights made in process.
+
+   Usage: bench/bench_gpt2 [124M|355M|774M|1558M ...] [--dtype f16|bf16|f32] [--only latency|throughput|prefill] [--reps N]
+   (default: 124M, f16, every workload, 3 repeats). Each line: the figure (median of the repeats, after a warm-up),
+   the bytes and FLOPs it had to move/do, and the fraction of the roofline from the copy bandwidth and the fp16 GEMM
+   rate measured at the start of the same run. Also peak device memory per workload. */
+#define GPT2_IMPLEMENTATION
+#include "gpt2.cuh"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static double now_s(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return t.tv_sec + 1e-9 * t.tv_nsec;
+}
+static int cmp_d(const void *a, const void *b) { double x = *(const double *)a, y = *(const double *)b; return (x > y) - (x < y); }
+static double median(double *v, int n) { qsort(v, (size_t)n, sizeof *v, cmp_d); return v[n / 2]; }
+
+#define CHECK(x) do { if (!(x)) { fprintf(stderr, "%s:%d: %s failed: %s\n", __FILE__, __LINE__, #x, gpt2_last_error()); exit(1); } } while (0)
+#define CU(x) do { cudaError_t e_ = (x); if (e_) { fprintf(stderr, "%s:%d: %s\n", __FILE__, __LINE__, cudaGetErrorString(e_)); exit(1); } } while (0)
+
+/* ---- the two ceilings, measured here */
+
+/* device-to-device copy: bytes read + written per second */
+static double measure_copy_bw(void) {
+    size_t n = (size_t)2 << 30;
+    void *a, *b;
+    CU(cudaMalloc(&a, n)); CU(cudaMalloc(&b, n));
+    CU(cudaMemset(a, 1, n));
+    cudaEvent_t e0, e1;
+    cudaEventCreate(&e0); cudaEventCreate(&e1);
+    double t[5];
+    for (int r = 0; r < 6; r++) {
+        cudaEventRecord(e0);
+        CU(cudaMemcpyAsync(b, a, n, cudaMemcpyDeviceToDevice));
+        cudaEventRecord(e1);
+        cudaEventSynchronize(e1);
+        float ms;
+        cudaEventElapsedTime(&ms, e0, e1);
+        if (r) t[r - 1] = ms * 1e-3;
+    }
+    cudaFree(a); cudaFree(b);
+    return 2.0 * n / median(t, 5);
+}
+
+__global__ void fill_random_half(__half *p, size_t n, uint32_t seed) {
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+        uint32_t x = (uint32_t)i * 2654435761u ^ seed;
+        x ^= x >> 13; x *= 0x5bd1e995u; x ^= x >> 15;
+        p[i] = __float2half((float)(x & 0xFFFF) / 65536.0f - 0.5f);
+    }
+}
+
+/* fp16 GEMM 8192^3 through the backend's own cuBLASLt path, random data */
+static double measure_gemm_rate(void) {
+    const int n = 8192;
+    gpt2__cuda_state S;
+    memset(&S, 0, sizeof S);
+    CU(cudaStreamCreate(&S.stream));
+    CHECK(cublasLtCreate(&S.lt) == CUBLAS_STATUS_SUCCESS);
+    S.lt_ws_size = (size_t)32 << 20;
+    CU(cudaMalloc(&S.lt_ws, S.lt_ws_size));
+    __half *a, *b, *c;
+    CU(cudaMalloc(&a, (size_t)n * n * 2)); CU(cudaMalloc(&b, (size_t)n * n * 2)); CU(cudaMalloc(&c, (size_t)n * n * 2));
+    fill_random_half<<<1024, 256>>>(a, (size_t)n * n, 1); fill_random_half<<<1024, 256>>>(b, (size_t)n * n, 2);
+    CU(cudaDeviceSynchronize());
+    cudaEvent_t e0, e1;
+    cudaEventCreate(&e0); cudaEventCreate(&e1);
+    double t[5];
+    for (int r = 0; r < 6; r++) {
+        cudaEventRecord(e0, S.stream);
+        CHECK(gpt2__gemm_run(&S, CUDA_R_16F, c, a, b, NULL, n, n, n, GPT2__EPI_NONE, 0) == GPT2_OK);
+        cudaEventRecord(e1, S.stream);
+        cudaEventSynchronize(e1);
+        float ms;
+        cudaEventElapsedTime(&ms, e0, e1);
+        if (r) t[r - 1] = ms * 1e-3;
+    }
+    cudaFree(a); cudaFree(b); cudaFree(c); cudaFree(S.lt_ws);
+    cublasLtMatmulDescDestroy(S.gemm[0].desc);
+    cublasLtMatrixLayoutDestroy(S.gemm[0].a); cublasLtMatrixLayoutDestroy(S.gemm[0].b); cublasLtMatrixLayoutDestroy(S.gemm[0].d);
+    cublasLtDestroy(S.lt);
+    cudaStreamDestroy(S.stream);
+    return 2.0 * n * n * (double)n / median(t, 5);
+}
+
+/* ---- a model with random weights, built without files */
+
+static gpt2_model *random_model(const char *size, gpt2_dtype dt, int max_batch, int max_seq) {
+    int L = 12, C = 768, H = 12;
+    if (!strcmp(size, "355M")) { L = 24; C = 1024; H = 16; }
+    else if (!strcmp(size, "774M")) { L = 36; C = 1280; H = 20; }
+    else if (!strcmp(size, "1558M")) { L = 48; C = 1600; H = 25; }
+    gpt2_model *m = (gpt2_model *)gpt2__zalloc(sizeof *m);
+    m->cfg.n_layer = L; m->cfg.n_head = H; m->cfg.n_embd = C; m->cfg.n_ctx = 1024; m->cfg.n_vocab = 50257; m->cfg.ln_eps = 1e-5f;
+    m->n_inner = 4 * C;
+    m->backend = GPT2_BACKEND_CUDA; m->dtype = dt; m->device = -1;
+    m->max_batch = max_batch; m->max_seq = max_seq;
+    gpt2__slot *slots = NULL;
+    int n_slots = 0;
+    CHECK(gpt2__weights_layout(m, (size_t)-1, "random weights", &slots, &n_slots) == GPT2_OK);
+    free(slots);
+    uint64_t x = 88172645463325252ull;
+    for (size_t i = 0; i < m->w.n_floats; i++) {
+        x ^= x << 13; x ^= x >> 7; x ^= x << 17;
+        m->w.arena[i] = ((float)(x >> 40) / 16777216.0f - 0.5f) * 0.04f;
+    }
+    for (int l = 0; l < L; l++)
+        for (int i = 0; i < C; i++) { m->w.layers[l].ln1_w[i] = 1.0f; m->w.layers[l].ln2_w[i] = 1.0f; }
+    for (int i = 0; i < C; i++) m->w.lnf_w[i] = 1.0f;
+    CHECK(gpt2__cuda_init(m) == GPT2_OK);
+    return m;
+}
+
+static double params_of(const gpt2_model *m) { return (double)m->w.n_floats; }
+
+static size_t peak_used(void) {
+    size_t f, t;
+    cudaMemGetInfo(&f, &t);
+    return t - f;
+}
+
+/* ---- workloads */
+
+static double run_generate(gpt2_model *m, int B, int prompt, int gen) {
+    int *prompts = (int *)malloc((size_t)B * prompt * sizeof(int)), *outs = (int *)malloc((size_t)B * gen * sizeof(int));
+    gpt2_request *r = (gpt2_request *)calloc((size_t)B, sizeof *r);
+    for (int i = 0; i < B * prompt; i++) prompts[i] = (int)((i * 7919u + 13u) % 50257u);
+    for (int i = 0; i < B; i++) {
+        r[i].prompt = prompts + (size_t)i * prompt; r[i].prompt_len = prompt;
+        r[i].max_new_tokens = gen; r[i].stop_token = -1; r[i].out = outs + (size_t)i * gen;
+    }
+    CU(cudaDeviceSynchronize());
+    double t0 = now_s();
+    CHECK(gpt2_generate(m, r, B, NULL, NULL) == GPT2_OK);
+    double t = now_s() - t0;
+    free(prompts); free(outs); free(r);
+    return t;
+}
+
+int main(int argc, char **argv) {
+    const char *sizes[8];
+    int ns = 0, reps = 3;
+    gpt2_dtype dt = GPT2_DTYPE_F16;
+    const char *only = NULL;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--dtype") && i + 1 < argc) {
+            i++;
+            dt = !strcmp(argv[i], "bf16") ? GPT2_DTYPE_BF16 : !strcmp(argv[i], "f32") ? GPT2_DTYPE_F32 : GPT2_DTYPE_F16;
+        } else if (!strcmp(argv[i], "--only") && i + 1 < argc) only = argv[++i];
+        else if (!strcmp(argv[i], "--reps") && i + 1 < argc) reps = atoi(argv[++i]);
+        else if (ns < 8) sizes[ns++] = argv[i];
+    }
+    if (!ns) sizes[ns++] = "124M";
+    if (reps < 1) reps = 1;
+    cudaDeviceProp pr;
+    CU(cudaGetDeviceProperties(&pr, 0));
+    const double bw = measure_copy_bw(), flops = measure_gemm_rate();
+    printf("device %s; copy %.2f TB/s, fp16 GEMM %.0f TFLOP/s (measured); dtype %s\n", pr.name, bw / 1e12, flops / 1e12,
+           gpt2__dtype_name(dt));
+    const double es = dt == GPT2_DTYPE_F32 ? 4 : 2;
+    for (int si = 0; si < ns; si++) {
+        const char *size = sizes[si];
+        double t[16];
+        if (!only || !strcmp(only, "latency")) {
+            gpt2_model *m = random_model(size, dt, 1, 1024);
+            const double P = params_of(m), C = m->cfg.n_embd, L = m->cfg.n_layer;
+            run_generate(m, 1, 128, 8);
+            for (int r = 0; r < reps; r++) t[r] = (run_generate(m, 1, 128, 128) - run_generate(m, 1, 128, 1)) / 127.0;
+            double ms = median(t, reps) * 1e3;
+            /* per token: every weight once (wpe aside) + K and V of the average context (192) */
+            double bytes = (P - 1024 * C) * es + 2 * L * 192 * C * es;
+            printf("%-6s latency     %8.3f ms/token   %.3g GB/token, roofline %.0f%% (%.3f ms)   peak %.1f GB\n", size, ms,
+                   bytes / 1e9, 100.0 * bytes / bw / (ms * 1e-3), bytes / bw * 1e3, peak_used() / 1e9);
+            gpt2_free(m);
+        }
+        if (!only || !strcmp(only, "throughput")) {
+            const int B = !strcmp(size, "1558M") ? 256 : 1024;
+            gpt2_model *m = random_model(size, dt, B, 256);
+            const double P = params_of(m), C = m->cfg.n_embd, L = m->cfg.n_layer;
+            run_generate(m, B, 64, 4);
+            for (int r = 0; r < reps; r++) t[r] = run_generate(m, B, 64, 192);
+            double s = median(t, reps), tps = B * 192.0 / s;
+            /* bytes: 191 decode steps, each all weights + every live K and V (average context 160) */
+            double bytes = 191.0 * ((P - 1024 * C) * es + 2.0 * L * B * 160 * C * es);
+            printf("%-6s throughput  %8.0f tokens/s (batch %d, %.2f s)   %.3g GB moved, roofline %.0f%% (%.0f tokens/s)   peak %.1f GB\n",
+                   size, tps, B, s, bytes / 1e9, 100.0 * (bytes / bw) / s, B * 192.0 / (bytes / bw), peak_used() / 1e9);
+            gpt2_free(m);
+        }
+        if (!only || !strcmp(only, "prefill")) {
+            gpt2_model *m = random_model(size, dt, 16, 1024);
+            const double P = params_of(m), C = m->cfg.n_embd, L = m->cfg.n_layer, V = 50257;
+            run_generate(m, 16, 1024, 1);
+            for (int r = 0; r < reps; r++) t[r] = run_generate(m, 16, 1024, 1);
+            double s = median(t, reps), tps = 16 * 1024 / s;
+            /* FLOPs: 2 x non-embedding weights per token + causal attention (2 x 2 x T/2 x C per layer) + 16 logits rows */
+            double fl = 16 * 1024 * (2.0 * (P - V * C - 1024 * C) + 2.0 * 2 * 512 * C * L) + 16 * 2.0 * V * C;
+            printf("%-6s prefill     %8.0f tokens/s (16 x 1024, %.2f ms)   %.3g TFLOP, roofline %.0f%% (%.0f tokens/s)   peak %.1f GB\n",
+                   size, tps, s * 1e3, fl / 1e12, 100.0 * (fl / flops) / s, 16 * 1024 / (fl / flops), peak_used() / 1e9);
+            gpt2_free(m);
+        }
+    }
+    return 0;
+}
