@@ -274,8 +274,12 @@ static void demo_json_string(FILE *f, const char *s, size_t n) {
     fputc('"', f);
 }
 
-/* The text of n tokens, as valid UTF-8 (malloc'd, NUL-terminated; *len its length), or NULL. */
-static char *demo_decode(const gpt2_tokenizer *tok, const int *ids, int n, size_t *len) {
+/* A request's generated text, as valid UTF-8 (malloc'd, NUL-terminated; *len its length), or NULL.
+   The stop token that ended it is not part of the text (it stays in the tokens). */
+static char *demo_decode(const gpt2_tokenizer *tok, const gpt2_request *r, size_t *len) {
+    int n = r->n_out;
+    const int *ids = r->out;
+    if (n > 0 && ids[n - 1] == r->stop_token) n--;
     int bytes = gpt2_decode(tok, ids, n, NULL, 0);
     if (bytes < 0) return NULL;
     char *raw = (char *)malloc((size_t)bytes + 1), *clean = (char *)malloc(3 * (size_t)bytes + 1);
@@ -518,8 +522,8 @@ static int demo_stream_token(void *user, int request, int token) {
     if (s->in_prefill) { s->prefill_tokens += r->prompt_len; s->first_tokens_seen++; s->t_prefill_end = now; }
     else s->decode_tokens++;
     s->t_end = now;
-    /* this token's bytes */
-    int n = gpt2_decode(s->tok, &token, 1, NULL, 0);
+    /* this token's bytes (none for the stop token: it ends the text) */
+    int n = token == r->stop_token ? 0 : gpt2_decode(s->tok, &token, 1, NULL, 0);
     if (n < 0) { s->failed = 1; return 1; }
     if (s->len[request] + (size_t)n + 1 > s->cap[request]) {
         size_t cap = 2 * (s->len[request] + (size_t)n) + 64;
@@ -528,7 +532,7 @@ static int demo_stream_token(void *user, int request, int token) {
         s->text[request] = p;
         s->cap[request] = cap;
     }
-    gpt2_decode(s->tok, &token, 1, s->text[request] + s->len[request], (size_t)n);
+    if (n) gpt2_decode(s->tok, &token, 1, s->text[request] + s->len[request], (size_t)n);
     s->len[request] += (size_t)n;
     if (token == r->stop_token || nth >= r->max_new_tokens) s->done[request] = 1;
     /* print the shown sample's new text; when it is complete, move on to the next */
@@ -560,7 +564,7 @@ static int demo_jsonl_write(demo_jsonl *j, int i) {
     const gpt2_request *r = &j->w->reqs[i];
     size_t plen, tlen;
     char *prompt = (char *)malloc(3 * j->w->jobs[i].prompt_bytes + 1);
-    char *text = demo_decode(j->tok, r->out, r->n_out, &tlen);
+    char *text = demo_decode(j->tok, r, &tlen);
     if (!prompt || !text) { free(prompt); free(text); return 0; }
     demo_utf8_clean(j->w->jobs[i].prompt, j->w->jobs[i].prompt_bytes, 1, prompt, &plen);
     fprintf(j->f, "{\"index\": %d, \"prompt\": ", i);
@@ -852,7 +856,7 @@ int main(int argc, char **argv) {
             if (!a.batch_file) {
                 for (int i = 0; i < w.n && !rc; i++) {
                     size_t len;
-                    char *text = demo_decode(tok, w.reqs[i].out, w.reqs[i].n_out, &len);
+                    char *text = demo_decode(tok, &w.reqs[i], &len);
                     if (!text) { rc = demo_setup_error(gpt2_last_error()); break; }
                     if (w.n > 1) printf("%s=== sample %d of %d (seed %llu) ===\n", i ? "\n" : "", i + 1, w.n,
                                         (unsigned long long)w.reqs[i].sampling.seed);
