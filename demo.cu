@@ -57,6 +57,7 @@ static const char demo_usage[] =
     "  -h, --help            this text\n"
     "\n"
     "With no prompt, generation starts from <|endoftext|>. Samples and batch-file prompts get seeds S, S+1, ...\n"
+    "Words after -- are prompt even when they start with '-'.\n"
 #ifdef GPT2_DEMO_MPI
     "demo_mpi: run under mpirun; rank 0 reads the model, prompts and tokenizer, the requests are shared\n"
     "out across the ranks (one GPU each), and rank 0 prints every result, in order, at the end.\n"
@@ -65,7 +66,7 @@ static const char demo_usage[] =
 
 typedef struct demo_args {
     const char *model_dir;
-    int n_new, n_new_given;
+    int n_new;
     gpt2_sampling sampling;
     int batch;
     int stop_at_eos;
@@ -140,7 +141,7 @@ static int demo_parse_args(int argc, char **argv, demo_args *a) {
         int flag = !strcmp(name, "-h") || !strcmp(name, "--help") || !strcmp(name, "--stop-at-eos") || !strcmp(name, "--stats");
         if (flag) {
             if (val) return demo_fail("%s takes no value", name);
-            if (name[1] == 'h' || !strcmp(name, "--help")) a->help = 1;
+            if (!strcmp(name, "-h") || !strcmp(name, "--help")) a->help = 1;
             else if (!strcmp(name, "--stats")) a->stats = 1;
             else a->stop_at_eos = 1;
             continue;
@@ -159,7 +160,7 @@ static int demo_parse_args(int argc, char **argv, demo_args *a) {
         else if (!strcmp(name, "-f")) a->prompt_file = val;
         else if (!strcmp(name, "-o")) a->out_file = val;
         else if (!strcmp(name, "--batch-file")) a->batch_file = val;
-        else if (!strcmp(name, "-n")) { if (!demo_parse_long(name, val, 0, 1 << 20, &v)) return 0; a->n_new = (int)v; a->n_new_given = 1; }
+        else if (!strcmp(name, "-n")) { if (!demo_parse_long(name, val, 0, 1 << 20, &v)) return 0; a->n_new = (int)v; }
         else if (!strcmp(name, "--batch")) { if (!demo_parse_long(name, val, 1, 1 << 20, &v)) return 0; a->batch = (int)v; }
         else if (!strcmp(name, "--top-k")) { if (!demo_parse_long(name, val, 0, 1 << 24, &v)) return 0; a->sampling.top_k = (int)v; }
         else if (!strcmp(name, "--temperature")) { if (!demo_parse_float(name, val, 0.0, 100.0, &a->sampling.temperature)) return 0; }
@@ -502,6 +503,7 @@ static void demo_show_header(demo_stream *s, int i) {
 /* Prints what sample i has that is not printed yet (all of it when final). */
 static void demo_flush_sample(demo_stream *s, int i, int final) {
     size_t n = s->len[i] - s->flushed[i], out;
+    if (n == 0) return;
     if (3 * n + 1 > s->scratch_cap) {
         char *p = (char *)realloc(s->scratch, 3 * n + 1);
         if (!p) { s->failed = 1; return; }
