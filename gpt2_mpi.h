@@ -90,6 +90,16 @@ static gpt2_status gpt2__mpi_rc(int rc, const char *what) {
     return gpt2__fail(GPT2_ERR_MPI, "%s failed: %s", what, text);
 }
 
+/* GPT2_OK when MPI is running (between MPI_Init and MPI_Finalize), else why not. */
+static gpt2_status gpt2__mpi_running(const char *fn) {
+    int initialized = 0, finalized = 0;
+    MPI_Initialized(&initialized);
+    MPI_Finalized(&finalized);
+    if (!initialized || finalized)
+        return gpt2__fail(GPT2_ERR_MPI, "%s: MPI is not running (call it between MPI_Init and MPI_Finalize)", fn);
+    return GPT2_OK;
+}
+
 /* Collective. Every rank passes its local status; every rank gets back the status of the lowest-numbered
    failing rank, with that rank's message as its last error ("rank R of N: why"), or GPT2_OK everywhere. */
 static gpt2_status gpt2__mpi_agree(MPI_Comm comm, gpt2_status local) {
@@ -135,6 +145,7 @@ static gpt2_status gpt2__mpi_bcast_bytes(MPI_Comm comm, void *buf, size_t n) {
 GPT2_API int gpt2_mpi_local_rank(MPI_Comm comm) {
     int rank, local = -1;
     MPI_Comm node;
+    if (gpt2__mpi_running("gpt2_mpi_local_rank")) return -1;
     if (gpt2__mpi_rc(MPI_Comm_rank(comm, &rank), "MPI_Comm_rank")) return -1;
     if (gpt2__mpi_rc(MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &node), "MPI_Comm_split_type"))
         return -1;
@@ -161,7 +172,9 @@ static void gpt2__mpi_paths(const char *path, int is_dir, char *cfg_path, char *
 
 GPT2_API gpt2_status gpt2_mpi_load(MPI_Comm comm, gpt2_model **model, const char *path, const gpt2_options *opt) {
     int rank = 0;
-    gpt2_status st = gpt2__mpi_rc(MPI_Comm_rank(comm, &rank), "MPI_Comm_rank");
+    gpt2_status st = gpt2__mpi_running("gpt2_mpi_load");
+    if (st) return st;
+    st = gpt2__mpi_rc(MPI_Comm_rank(comm, &rank), "MPI_Comm_rank");
     if (st) return st;
     if (model) *model = NULL;
     char cfg_path[4096], st_path[4096];
@@ -274,7 +287,8 @@ static gpt2_status gpt2__mpi_check_requests(const gpt2_model *m, const gpt2_requ
 GPT2_API gpt2_status gpt2_mpi_generate(MPI_Comm comm, gpt2_model *model, gpt2_request *reqs, int n,
                                        gpt2_token_fn on_token, void *user) {
     int rank = 0, size = 1;
-    gpt2_status st = gpt2__mpi_rc(MPI_Comm_rank(comm, &rank), "MPI_Comm_rank");
+    gpt2_status st = gpt2__mpi_running("gpt2_mpi_generate");
+    if (!st) st = gpt2__mpi_rc(MPI_Comm_rank(comm, &rank), "MPI_Comm_rank");
     if (!st) st = gpt2__mpi_rc(MPI_Comm_size(comm, &size), "MPI_Comm_size");
     if (st) return st;
     /* rank 0's plan. Per rank: plan [requests, prompt tokens, room for new tokens] and the counts and
