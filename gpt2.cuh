@@ -801,7 +801,7 @@ static gpt2_status gpt2__read_safetensors(const unsigned char *data, size_t len,
 static void gpt2__cpu_matmul(float *out, const float *in, const float *w, const float *b, int N, int I, int O) {
     enum { RB = 4, CB = 256 };
     int n_rb = (N + RB - 1) / RB, n_cb = (O + CB - 1) / CB;
-    #pragma omp parallel for schedule(static)
+    #pragma omp parallel for schedule(static) if ((double)N * I * O > 4e6)
     for (int blk = 0; blk < n_rb * n_cb; blk++) {
         int r0 = (blk / n_cb) * RB, c0 = (blk % n_cb) * CB;
         int nr = N - r0 < RB ? N - r0 : RB, nc = O - c0 < CB ? O - c0 : CB;
@@ -825,7 +825,7 @@ static void gpt2__cpu_matmul(float *out, const float *in, const float *w, const 
 
 /* out [N][C] = layer_norm(in [N][C]) * g + b, statistics in double (HF: torch.nn.LayerNorm, biased variance) */
 static void gpt2__cpu_layernorm(float *out, const float *in, const float *g, const float *b, int N, int C, float eps) {
-    #pragma omp parallel for schedule(static)
+    #pragma omp parallel for schedule(static) if ((double)N * C > 1e5)
     for (int n = 0; n < N; n++) {
         const float *x = in + (size_t)n * C;
         float *y = out + (size_t)n * C;
@@ -841,7 +841,7 @@ static void gpt2__cpu_layernorm(float *out, const float *in, const float *g, con
 
 /* gelu_new (HF NewGELUActivation): 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), in place */
 static void gpt2__cpu_gelu(float *x, size_t n) {
-    #pragma omp parallel for schedule(static)
+    #pragma omp parallel for schedule(static) if (n > 100000)
     for (long i = 0; i < (long)n; i++) {
         float v = x[i];
         x[i] = 0.5f * v * (1.0f + tanhf(0.7978845608028654f * (v + 0.044715f * v * v * v)));
@@ -919,7 +919,7 @@ static gpt2_status gpt2__cpu_run(gpt2_model *m, const gpt2__seq *seqs, int n, in
             memcpy(gpt2__cpu_kv(m, m->cpu.v_cache, l, q->slot, row_pos[r]), qkv + (size_t)r * 3 * C + 2 * C, (size_t)C * sizeof(float));
         }
         /* causal attention: row r (position p) attends to positions 0..p of its slot */
-        #pragma omp parallel for schedule(dynamic, 1)
+        #pragma omp parallel for schedule(dynamic, 1) if ((double)N * maxT * C > 4e6)
         for (int rh = 0; rh < N * H; rh++) {
             int r = rh / H, h = rh % H, p = row_pos[r], slot = seqs[row_seq[r]].slot;
             int tid = 0;
@@ -962,7 +962,7 @@ static gpt2_status gpt2__cpu_run(gpt2_model *m, const gpt2__seq *seqs, int n, in
         else { r += seqs[s].n_tok; src = r - 1; s++; }
         gpt2__cpu_layernorm(ln + (size_t)o * C, x + (size_t)src * C, w->lnf_w, w->lnf_b, 1, C, cf->ln_eps);
     }
-    #pragma omp parallel for schedule(static)
+    #pragma omp parallel for schedule(static) if ((double)n_out * V * C > 4e6)
     for (long ov = 0; ov < (long)n_out * V; ov++) {
         const float *a = ln + (size_t)(ov / V) * C, *e = w->wte + (size_t)(ov % V) * C;
         float d = 0.0f;
