@@ -417,7 +417,7 @@ GPT2_API gpt2_status gpt2_mpi_generate(MPI_Comm comm, gpt2_model *model, gpt2_re
         for (int k = 0, t = 0; k < n; k++) {
             gpt2_request *r = &reqs[all_hdr[k].index];
             r->n_out = all_n_out[k];
-            memcpy(r->out, all_out + t, (size_t)r->n_out * sizeof(int));
+            if (r->n_out > 0) memcpy(r->out, all_out + t, (size_t)r->n_out * sizeof(int));
             t += r->n_out;
         }
 
