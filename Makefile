@@ -22,7 +22,7 @@ endif
 CBUILD = $(CC) -x c -O3 -std=gnu99 $(WARN) -Werror $(OPENMP) -DGPT2_NO_CUDA -I.
 
 HEADERS = gpt2.cuh $(wildcard wip/*.inc)
-TEST_INC = $(wildcard tests/*.inc)
+TEST_INC = $(wildcard tests/*.inc) tests/mpi/workload.h
 
 all: demo test_gpt2 $(if $(MPICC),demo_mpi)
 
@@ -43,17 +43,19 @@ test_gpt2_asan: test_gpt2.cu $(HEADERS) $(TEST_INC)
 demo_mpi: demo.cu gpt2_mpi.h $(HEADERS)
 	$(BUILD) -DGPT2_DEMO_MPI $(shell mpicc --showme:compile) demo.cu -o $@ $(LIBS) $(shell mpicc --showme:link)
 
-test: test_gpt2 test_gpt2_c test_gpt2_asan $(if $(MPICC),demo_mpi)
+# the MPI side of tests/mpi_tests.inc: CPU backend, plain C
+tests/mpi/test_mpi: tests/mpi/test_mpi.c tests/mpi/workload.h gpt2_mpi.h $(HEADERS)
+	$(MPICC) -x c -O2 -std=gnu99 $(WARN) -Werror $(OPENMP) -DGPT2_NO_CUDA -I. tests/mpi/test_mpi.c -o $@ -lm
+
+test: test_gpt2 test_gpt2_c test_gpt2_asan $(if $(MPICC),demo demo_mpi tests/mpi/test_mpi)
 	@echo "== the CPU suite under ASan + UBSan"
 	./test_gpt2_asan > test_gpt2_asan.log 2>&1 || { cat test_gpt2_asan.log; exit 1; }
 	@tail -n 1 test_gpt2_asan.log
-	@echo "== the suite"
-	./test_gpt2
-ifneq ($(MPICC),)
-	bash tests/mpi/run.sh
-else
+ifeq ($(MPICC),)
 	@echo "MPI tests skipped: Open MPI (mpicc) is not installed"
 endif
+	@echo "== the suite"
+	./test_gpt2
 
 bench: bench/bench_gpt2
 
@@ -61,6 +63,6 @@ bench/bench_gpt2: bench/bench_gpt2.cu $(HEADERS)
 	$(BUILD) bench/bench_gpt2.cu -o $@ $(LIBS)
 
 clean:
-	rm -f demo demo_mpi test_gpt2 test_gpt2_c test_gpt2_asan test_gpt2_asan.log bench/bench_gpt2
+	rm -f tests/mpi/test_mpi demo demo_mpi test_gpt2 test_gpt2_c test_gpt2_asan test_gpt2_asan.log bench/bench_gpt2
 
 .PHONY: all test bench clean

@@ -547,8 +547,9 @@ static const test_case model_tests[] = {
 
 #include "tests/tokenizer_tests.inc"
 #include "tests/cuda_tests.inc"
+#include "tests/mpi_tests.inc"
 
-static const test_case *const test_groups[] = { model_tests, tokenizer_tests, cuda_tests };
+static const test_case *const test_groups[] = { model_tests, tokenizer_tests, cuda_tests, mpi_tests };
 
 int main(int argc, char **argv) {
     int passed = 0, failed = 0, skipped = 0;
