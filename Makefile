@@ -47,7 +47,13 @@ demo_mpi: demo.cu gpt2_mpi.h $(HEADERS)
 tests/mpi/test_mpi: tests/mpi/test_mpi.c tests/mpi/workload.h gpt2_mpi.h $(HEADERS)
 	$(MPICC) -x c -O2 -std=gnu99 $(WARN) -Werror $(OPENMP) -DGPT2_NO_CUDA -I. tests/mpi/test_mpi.c -o $@ -lm
 
-test: test_gpt2 test_gpt2_c test_gpt2_asan $(if $(MPICC),demo demo_mpi tests/mpi/test_mpi)
+# the README's example, as plain C
+examples/hello: examples/hello.c $(HEADERS)
+	$(CBUILD) examples/hello.c -o $@ -lm
+
+test: test_gpt2 test_gpt2_c test_gpt2_asan examples/hello $(if $(MPICC),demo demo_mpi tests/mpi/test_mpi)
+	@echo "== the README's example"
+	./examples/hello weights "ROMEO:" > /dev/null
 	@echo "== the CPU suite under ASan + UBSan"
 	./test_gpt2_asan > test_gpt2_asan.log 2>&1 || { cat test_gpt2_asan.log; exit 1; }
 	@tail -n 1 test_gpt2_asan.log
@@ -63,6 +69,6 @@ bench/bench_gpt2: bench/bench_gpt2.cu $(HEADERS)
 	$(BUILD) bench/bench_gpt2.cu -o $@ $(LIBS)
 
 clean:
-	rm -f tests/mpi/test_mpi demo demo_mpi test_gpt2 test_gpt2_c test_gpt2_asan test_gpt2_asan.log bench/bench_gpt2
+	rm -f examples/hello tests/mpi/test_mpi demo demo_mpi test_gpt2 test_gpt2_c test_gpt2_asan test_gpt2_asan.log bench/bench_gpt2
 
 .PHONY: all test bench clean

@@ -529,6 +529,25 @@ static int test_corrupted_files_fail_or_run(void) {
     return 0;
 }
 
+
+/* the README shows examples/hello.c, which make test compiles and runs: they must be the same text */
+static int test_readme_example_is_examples_hello_c(void) {
+    char *readme, *hello;
+    size_t rl, hl;
+    EXPECT(!gpt2__read_file("README.md", &readme, &rl), "%s", gpt2_last_error());
+    EXPECT(!gpt2__read_file("examples/hello.c", &hello, &hl), "%s", gpt2_last_error());
+    const char *start = strstr(readme, "```c\n");
+    EXPECT(start, "README.md has no ```c block");
+    start += 5;
+    const char *end = strstr(start, "```\n");
+    EXPECT(end, "README.md's ```c block is not closed");
+    size_t n = (size_t)(end - start), i = 0;
+    while (i < n && i < hl && start[i] == hello[i]) i++;
+    EXPECT(n == hl && i == n, "README.md's example and examples/hello.c differ at byte %zu (lengths %zu and %zu)", i, n, hl);
+    free(readme); free(hello);
+    return 0;
+}
+
 static const test_case model_tests[] = {
     {"logits_match_reference", test_logits_match_reference},
     {"greedy_continuation_matches_reference", test_greedy_continuation_matches_reference},
@@ -543,6 +562,7 @@ static const test_case model_tests[] = {
     {"missing_path_names_the_file", test_missing_path_names_the_file},
     {"bad_arguments_are_rejected", test_bad_arguments_are_rejected},
     {"corrupted_files_fail_or_run", test_corrupted_files_fail_or_run},
+    {"readme_example_is_examples_hello_c", test_readme_example_is_examples_hello_c},
     {NULL, NULL}};
 
 #include "tests/tokenizer_tests.inc"
