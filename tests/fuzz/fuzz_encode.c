@@ -3,11 +3,11 @@
    sizing and filling calls must agree, and a short buffer must get a prefix of the ids.
 
    Long runs: an input that begins with the two bytes FF FE is a recipe instead of text, records of
-   [k][l][l bytes] meaning "those l bytes, (k + 1) * 64 times", the expansion cut at 1 MB; so a few
-   bytes of input spell a 1 MB run of one character, of spaces, or of one multi-byte character. */
+   [k][l][l bytes] meaning "those l bytes, (k + 1) * 64 times", the expansion cut at 128 KB; so a few
+   bytes of input spell a 128 KB run of one character, of spaces, or of one multi-byte character. */
 #include "fuzz.h"
 
-#define FUZZ_EXPAND_MAX ((size_t)1 << 20)
+#define FUZZ_EXPAND_MAX ((size_t)1 << 17)
 
 /* the text a recipe spells, into out (room for FUZZ_EXPAND_MAX bytes); returns its length */
 static size_t expand(const uint8_t *r, size_t n, char *out) {

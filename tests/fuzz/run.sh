@@ -22,10 +22,16 @@ flags=(-g -O1 -std=gnu99 -fsanitize=fuzzer,address,undefined -fno-sanitize-recov
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
 
+# build every harness at once (each compile is single-threaded), then run them one after another
+for h in $harnesses; do
+    { $cc "${flags[@]}" "tests/fuzz/fuzz_$h.c" -o "$out/fuzz_$h" -lm > "$out/$h.build.log" 2>&1; echo $? > "$out/$h.build.rc"; } &
+done
+wait
+
 status=0
 for h in $harnesses; do
     bin=$out/fuzz_$h log=$out/$h.log
-    if ! $cc "${flags[@]}" "tests/fuzz/fuzz_$h.c" -o "$bin" -lm > "$out/$h.build.log" 2>&1; then
+    if [ "$(cat "$out/$h.build.rc")" != 0 ]; then
         echo "fuzz_$h: FAILED to build (see $out/$h.build.log)"
         sed -n 1,20p "$out/$h.build.log"
         status=1
