@@ -166,6 +166,96 @@ static double run_prefill(gpt2_model *m, int B, int T) {
     return t;
 }
 
+/* Where one step's time goes: the whole step, then each phase of its forward pass alone over the same inputs
+   (events on the backend's stream, median of 5). The step's inputs are those gpt2__cuda_step staged last. */
+typedef struct phase_t { const char *name; double ms; } phase_t;
+static double time_ms(cudaStream_t st, void (*fn)(gpt2_model *, int), gpt2_model *m, int arg) {
+    cudaEvent_t e0, e1;
+    cudaEventCreate(&e0); cudaEventCreate(&e1);
+    double t[5];
+    for (int r = 0; r < 6; r++) {
+        cudaEventRecord(e0, st);
+        fn(m, arg);
+        cudaEventRecord(e1, st);
+        CU(cudaEventSynchronize(e1));
+        float ms;
+        cudaEventElapsedTime(&ms, e0, e1);
+        if (r) t[r - 1] = ms;
+    }
+    cudaEventDestroy(e0); cudaEventDestroy(e1);
+    return median(t, 5);
+}
+static gpt2__cuda_meta g_d;   /* the device-side view of the last staged step */
+static int g_N, g_n;
+static void ph_attention(gpt2_model *m, int) {
+    for (int l = 0; l < m->cfg.n_layer; l++) CHECK(gpt2__attention<__half>((gpt2__cuda_state *)m->cuda, m, l, &g_d) == GPT2_OK);
+}
+static void ph_gemms(gpt2_model *m, int) {
+    gpt2__cuda_state *S = (gpt2__cuda_state *)m->cuda;
+    const int C = m->cfg.n_embd, F = m->n_inner, N = g_N;
+    for (int l = 0; l < m->cfg.n_layer; l++) {
+        const gpt2__cuda_layer *y = &S->layers[l];
+        CHECK(gpt2__gemm_run(S, CUDA_R_16F, S->qkv, y->qkv_w, S->ln, y->qkv_b, 3 * C, N, C, GPT2__EPI_BIAS, 0) == GPT2_OK);
+        CHECK(gpt2__gemm_run(S, CUDA_R_16F, S->proj, y->proj_w, S->att, y->proj_b, C, N, C, GPT2__EPI_BIAS, 0) == GPT2_OK);
+        CHECK(gpt2__gemm_run(S, CUDA_R_16F, S->fc, y->fc_w, S->ln, y->fc_b, F, N, C, GPT2__EPI_BIAS_GELU, 0) == GPT2_OK);
+        CHECK(gpt2__gemm_run(S, CUDA_R_16F, S->proj, y->fcp_w, S->fc, y->fcp_b, C, N, F, GPT2__EPI_BIAS, 0) == GPT2_OK);
+    }
+}
+static void ph_logits(gpt2_model *m, int) {
+    gpt2__cuda_state *S = (gpt2__cuda_state *)m->cuda;
+    CHECK(gpt2__gemm_run(S, CUDA_R_16F, S->logits, S->wte, S->ln, NULL, m->cfg.n_vocab, g_n, m->cfg.n_embd, GPT2__EPI_NONE, 1) == GPT2_OK);
+}
+static void ph_norms(gpt2_model *m, int) {
+    gpt2__cuda_state *S = (gpt2__cuda_state *)m->cuda;
+    for (int l = 0; l < 2 * m->cfg.n_layer; l++)
+        gpt2__residual_ln_kernel<__half><<<g_N, 256, 0, S->stream>>>(S->x, (const __half *)S->proj, NULL, NULL, NULL, NULL, NULL,
+                                                                    S->lnf_w, S->lnf_b, (__half *)S->ln, m->cfg.n_embd, 1e-5f);
+}
+static void ph_kv_store(gpt2_model *m, int) {
+    gpt2__cuda_state *S = (gpt2__cuda_state *)m->cuda;
+    const int C = m->cfg.n_embd, H = m->cfg.n_head;
+    for (int l = 0; l < m->cfg.n_layer; l++)
+        gpt2__kv_store_kernel<__half><<<8 * S->sms, 256, 0, S->stream>>>((const __half *)S->qkv, (__half *)S->k_cache,
+                                                                       (__half *)S->v_cache, g_d.slot, g_d.pos, g_N, C, H, C / H, m->max_seq);
+}
+static void ph_sampler(gpt2_model *m, int) {
+    gpt2__cuda_state *S = (gpt2__cuda_state *)m->cuda;
+    gpt2__sample_kernel<<<g_n, GPT2__SAMPLE_THREADS, 0, S->stream>>>(S->logits, m->cfg.n_vocab, g_d.picks, g_d.next);
+}
+static void ph_step(gpt2_model *m, int) {
+    gpt2__cuda_state *S = (gpt2__cuda_state *)m->cuda;
+    gpt2__cuda_meta h = gpt2__meta_at(S->h_meta, g_N, g_n, g_n);
+    h.n_att = g_d.n_att; h.n_tiles = g_d.n_tiles;
+    if (g_N == g_n && S->use_graphs) CHECK(gpt2__cuda_decode_graph(m, &h, g_n) == GPT2_OK);
+    else CHECK(gpt2__cuda_step_body(m, &h, g_N, g_n) == GPT2_OK);
+}
+
+/* one step of n sequences: prompt chunks of T tokens (T > 1) or decode rows at position T (T < 0: -T) */
+static void breakdown(const char *label, gpt2_model *m, int n, int T) {
+    gpt2__cuda_state *S = (gpt2__cuda_state *)m->cuda;
+    int *tok = (int *)calloc((size_t)n * (T > 0 ? T : 1), sizeof(int)), *next = (int *)malloc((size_t)n * sizeof(int));
+    gpt2__seq *seqs = (gpt2__seq *)calloc((size_t)n, sizeof *seqs);
+    for (int i = 0; i < n; i++) {
+        seqs[i].slot = i; seqs[i].sample = 1;
+        if (T > 0) { seqs[i].pos = 0; seqs[i].n_tok = T; seqs[i].tok = tok + (size_t)i * T; }
+        else { seqs[i].pos = -T; seqs[i].n_tok = 1; seqs[i].tok = tok + i; }
+    }
+    CHECK(gpt2__cuda_step(m, seqs, n, next) == GPT2_OK);
+    g_N = T > 0 ? n * T : n; g_n = n;
+    gpt2__cuda_meta h = gpt2__meta_at(S->h_meta, g_N, n, n);
+    gpt2__plan_attention(&h, g_N, S->flash);
+    g_d = gpt2__meta_at(S->d_meta, g_N, n, n);
+    g_d.n_att = h.n_att; g_d.n_tiles = h.n_tiles;
+    phase_t ph[] = {{"step", time_ms(S->stream, ph_step, m, 0)}, {"attention", time_ms(S->stream, ph_attention, m, 0)},
+                    {"gemms", time_ms(S->stream, ph_gemms, m, 0)}, {"logits", time_ms(S->stream, ph_logits, m, 0)},
+                    {"norms", time_ms(S->stream, ph_norms, m, 0)}, {"kv_store", time_ms(S->stream, ph_kv_store, m, 0)},
+                    {"sampler", time_ms(S->stream, ph_sampler, m, 0)}};
+    printf("breakdown %-28s", label);
+    for (size_t i = 0; i < sizeof ph / sizeof ph[0]; i++) printf("  %s %.3f", ph[i].name, ph[i].ms);
+    printf("  (ms)\n");
+    free(tok); free(next); free(seqs);
+}
+
 int main(int argc, char **argv) {
     const char *sizes[8];
     int ns = 0, reps = 3;
@@ -177,6 +267,17 @@ int main(int argc, char **argv) {
             dt = !strcmp(argv[i], "bf16") ? GPT2_DTYPE_BF16 : !strcmp(argv[i], "f32") ? GPT2_DTYPE_F32 : GPT2_DTYPE_F16;
         } else if (!strcmp(argv[i], "--only") && i + 1 < argc) only = argv[++i];
         else if (!strcmp(argv[i], "--reps") && i + 1 < argc) reps = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--breakdown")) {
+            /* 124M F16: a prefill step (2 x 1024), a decode step of 1024 at position 160, one of 1 at position 192 */
+            gpt2_model *m = random_model("124M", GPT2_DTYPE_F16, 1024, 256);
+            breakdown("decode 1024 x ctx 160", m, 1024, -160);
+            breakdown("decode 1 x ctx 192", m, 1, -192);
+            gpt2_free(m);
+            m = random_model("124M", GPT2_DTYPE_F16, 16, 1024);
+            breakdown("prefill 2 x 1024", m, 2, 1024);
+            gpt2_free(m);
+            return 0;
+        }
         else if (ns < 8) sizes[ns++] = argv[i];
     }
     if (!ns) sizes[ns++] = "124M";

@@ -16,4 +16,5 @@ timeout 120 compute-sanitizer --tool racecheck ./test_gpt2 logits_match cuda_gra
 echo "== racecheck rc $?"; grep -E "RACECHECK SUMMARY|ERROR SUMMARY|FAIL|passed" "$OUT/racecheck.log"
 fi
 make bench > "$OUT/build_bench.log" 2>&1 || { tail -20 "$OUT/build_bench.log"; exit 1; }
+[ -n "$BREAKDOWN" ] && timeout 120 bench/bench_gpt2 --breakdown 2>&1 | tee "$OUT/breakdown.log"
 timeout 240 bench/bench_gpt2 ${BENCH_ARGS:-124M} 2>&1 | tee "$OUT/bench.log"
