@@ -73,7 +73,7 @@ static double measure_gemm_rate(void) {
     double t[5];
     for (int r = 0; r < 6; r++) {
         cudaEventRecord(e0, S.stream);
-        CHECK(gpt2__gemm_run(&S, CUDA_R_16F, c, a, b, NULL, n, n, n, GPT2__EPI_NONE, 0) == GPT2_OK);
+        CHECK(gpt2__gemm_run(&S, CUDA_R_16F, c, a, b, NULL, n, n, n, GPT2__EPI_NONE, 0, 0) == GPT2_OK);
         cudaEventRecord(e1, S.stream);
         cudaEventSynchronize(e1);
         float ms;
@@ -195,15 +195,15 @@ static void ph_gemms(gpt2_model *m, int) {
     const int C = m->cfg.n_embd, F = m->n_inner, N = g_N;
     for (int l = 0; l < m->cfg.n_layer; l++) {
         const gpt2__cuda_layer *y = &S->layers[l];
-        CHECK(gpt2__gemm_run(S, CUDA_R_16F, S->qkv, y->qkv_w, S->ln, y->qkv_b, 3 * C, N, C, GPT2__EPI_BIAS, 0) == GPT2_OK);
-        CHECK(gpt2__gemm_run(S, CUDA_R_16F, S->proj, y->proj_w, S->att, y->proj_b, C, N, C, GPT2__EPI_BIAS, 0) == GPT2_OK);
-        CHECK(gpt2__gemm_run(S, CUDA_R_16F, S->fc, y->fc_w, S->ln, y->fc_b, F, N, C, GPT2__EPI_BIAS_GELU, 0) == GPT2_OK);
-        CHECK(gpt2__gemm_run(S, CUDA_R_16F, S->proj, y->fcp_w, S->fc, y->fcp_b, C, N, F, GPT2__EPI_BIAS, 0) == GPT2_OK);
+        CHECK(gpt2__gemm_run(S, CUDA_R_16F, S->qkv, y->qkv_w, S->ln, y->qkv_b, 3 * C, N, C, GPT2__EPI_BIAS, 0, 0) == GPT2_OK);
+        CHECK(gpt2__gemm_run(S, CUDA_R_16F, S->proj, y->proj_w, S->att, y->proj_b, C, N, C, GPT2__EPI_BIAS, 0, 0) == GPT2_OK);
+        CHECK(gpt2__gemm_run(S, CUDA_R_16F, S->fc, y->fc_w, S->ln, y->fc_b, F, N, C, GPT2__EPI_BIAS_GELU, 0, 0) == GPT2_OK);
+        CHECK(gpt2__gemm_run(S, CUDA_R_16F, S->proj, y->fcp_w, S->fc, y->fcp_b, C, N, F, GPT2__EPI_BIAS, 0, 0) == GPT2_OK);
     }
 }
 static void ph_logits(gpt2_model *m, int) {
     gpt2__cuda_state *S = (gpt2__cuda_state *)m->cuda;
-    CHECK(gpt2__gemm_run(S, CUDA_R_16F, S->logits, S->wte, S->ln, NULL, m->cfg.n_vocab, g_n, m->cfg.n_embd, GPT2__EPI_NONE, 1) == GPT2_OK);
+    CHECK(gpt2__gemm_run(S, CUDA_R_16F, S->logits, S->wte, S->ln, NULL, m->cfg.n_vocab, g_n, m->cfg.n_embd, GPT2__EPI_NONE, 1, S->ldv) == GPT2_OK);
 }
 static void ph_norms(gpt2_model *m, int) {
     gpt2__cuda_state *S = (gpt2__cuda_state *)m->cuda;
@@ -220,7 +220,7 @@ static void ph_kv_store(gpt2_model *m, int) {
 }
 static void ph_sampler(gpt2_model *m, int) {
     gpt2__cuda_state *S = (gpt2__cuda_state *)m->cuda;
-    gpt2__sample_kernel<<<g_n, GPT2__SAMPLE_THREADS, 0, S->stream>>>(S->logits, m->cfg.n_vocab, g_d.picks, g_d.next);
+    gpt2__sample_kernel<<<g_n, GPT2__SAMPLE_THREADS, 0, S->stream>>>(S->logits, m->cfg.n_vocab, S->ldv, g_d.picks, g_d.next);
 }
 static void ph_step(gpt2_model *m, int) {
     gpt2__cuda_state *S = (gpt2__cuda_state *)m->cuda;
