@@ -284,9 +284,15 @@ static gpt2_status gpt2__mpi_check_requests(const gpt2_model *m, const gpt2_requ
     return GPT2_OK;
 }
 
+/* Where the last gpt2_mpi_generate on this thread spent its time (seconds, this rank's view):
+   total from entry to return, and the part inside the local gpt2_generate (for bench/bench_mpi). */
+typedef struct gpt2__mpi_timing { double total, generate; } gpt2__mpi_timing;
+static GPT2__TLS gpt2__mpi_timing gpt2__mpi_last;
+
 GPT2_API gpt2_status gpt2_mpi_generate(MPI_Comm comm, gpt2_model *model, gpt2_request *reqs, int n,
                                        gpt2_token_fn on_token, void *user) {
     int rank = 0, size = 1;
+    double t_entry = MPI_Wtime(), t_gen = 0.0;
     gpt2_status st = gpt2__mpi_running("gpt2_mpi_generate");
     if (!st) st = gpt2__mpi_rc(MPI_Comm_rank(comm, &rank), "MPI_Comm_rank");
     if (!st) st = gpt2__mpi_rc(MPI_Comm_size(comm, &size), "MPI_Comm_size");
@@ -393,7 +399,9 @@ GPT2_API gpt2_status gpt2_mpi_generate(MPI_Comm comm, gpt2_model *model, gpt2_re
     }
     if ((st = gpt2__mpi_agree(comm, st))) goto done;
     relay.fn = on_token; relay.user = user; relay.hdr = hdr;
+    t_gen = MPI_Wtime();
     if (mine[0] > 0) st = gpt2_generate(model, local, mine[0], on_token ? gpt2__mpi_relay_token : NULL, &relay);
+    t_gen = MPI_Wtime() - t_gen;
     if ((st = gpt2__mpi_agree(comm, st))) goto done;
 
     /* gather the outputs: how many tokens each request made, then the tokens packed back to back */
@@ -425,6 +433,8 @@ done:
     GPT2_FREE(counts); GPT2_FREE(load); GPT2_FREE(order); GPT2_FREE(owner); GPT2_FREE(all_hdr);
     GPT2_FREE(all_prompt); GPT2_FREE(all_n_out); GPT2_FREE(all_out);
     GPT2_FREE(hdr); GPT2_FREE(local); GPT2_FREE(prompt); GPT2_FREE(out); GPT2_FREE(n_out);
+    gpt2__mpi_last.total = MPI_Wtime() - t_entry;
+    gpt2__mpi_last.generate = t_gen;
     return st;
 }
 
