@@ -48,19 +48,19 @@ MARGIN = 1e-2  # greedy top1 - top2 >= MARGIN * (1 + max|logit|) at every step
 FIXTURES = [
     dict(name="f32_bare_buffers", dtype="F32", layout="bare", buffers=True, lm_head=False,
          n_layer=2, n_head=3, n_embd=96, vocab=101, n_positions=64, n_ctx_key=True, eps=1e-5,
-         seed=101, batch=3, seq=40, prompt=10, new=16),
+         seed=101, batch=4, seq=64, prompt=10, new=16),
     dict(name="f16_prefixed_lmhead", dtype="F16", layout="prefixed", buffers=False, lm_head=True,
          n_layer=3, n_head=5, n_embd=120, vocab=257, n_positions=128, n_ctx_key=False, eps=1e-3,
-         seed=257, batch=2, seq=40, prompt=16, new=20),
+         seed=257, batch=4, seq=128, prompt=16, new=20),
     dict(name="bf16_prefixed_long", dtype="BF16", layout="prefixed", buffers=False, lm_head=False,
          n_layer=2, n_head=2, n_embd=128, vocab=1003, n_positions=1040, n_ctx_key=False, eps=1e-5,
-         seed=1003, batch=2, seq=40, prompt=20, new=16),
+         seed=1003, batch=1, seq=400, prompt=20, new=16),
     dict(name="f32_bare_ctx32", dtype="F32", layout="bare", buffers=False, lm_head=False,
          n_layer=3, n_head=2, n_embd=80, vocab=77, n_positions=32, n_ctx_key=False, eps=1e-5,
-         seed=77, batch=3, seq=32, prompt=12, new=20),
+         seed=77, batch=8, seq=32, prompt=12, new=20),
     dict(name="micro_f32", dtype="F32", layout="bare", buffers=False, lm_head=False,
          n_layer=1, n_head=2, n_embd=16, vocab=50, n_positions=16, n_ctx_key=False, eps=1e-5,
-         seed=50, batch=2, seq=16, prompt=4, new=12),
+         seed=50, batch=8, seq=16, prompt=4, new=12),
 ]
 
 TORCH_DTYPE = {"F32": torch.float32, "F16": torch.float16, "BF16": torch.bfloat16}
