@@ -203,7 +203,7 @@ static void ph_gemms(gpt2_model *m, int) {
 }
 static void ph_logits(gpt2_model *m, int) {
     gpt2__cuda_state *S = (gpt2__cuda_state *)m->cuda;
-    CHECK(gpt2__gemm_run(S, CUDA_R_16F, S->logits, S->wte, S->ln, NULL, m->cfg.n_vocab, g_n, m->cfg.n_embd, GPT2__EPI_NONE, 1, S->ldv) == GPT2_OK);
+    CHECK(gpt2__gemm_run(S, CUDA_R_16F, S->logits, S->wte, S->ln, NULL, S->ldv, g_n, m->cfg.n_embd, GPT2__EPI_NONE, 1, S->ldv) == GPT2_OK);
 }
 static void ph_norms(gpt2_model *m, int) {
     gpt2__cuda_state *S = (gpt2__cuda_state *)m->cuda;
@@ -215,8 +215,8 @@ static void ph_kv_store(gpt2_model *m, int) {
     gpt2__cuda_state *S = (gpt2__cuda_state *)m->cuda;
     const int C = m->cfg.n_embd, H = m->cfg.n_head;
     for (int l = 0; l < m->cfg.n_layer; l++)
-        gpt2__kv_store_kernel<__half><<<8 * S->sms, 256, 0, S->stream>>>((const __half *)S->qkv, (__half *)S->k_cache,
-                                                                       (__half *)S->v_cache, g_d.slot, g_d.pos, g_N, C, H, C / H, m->max_seq);
+        CHECK(gpt2__kv_store<__half>(S->stream, S->sms, (const __half *)S->qkv, (__half *)S->k_cache, (__half *)S->v_cache, g_d.slot,
+                                     g_d.pos, g_N, C, H, m->max_seq) == GPT2_OK);
 }
 static void ph_sampler(gpt2_model *m, int) {
     gpt2__cuda_state *S = (gpt2__cuda_state *)m->cuda;
@@ -274,7 +274,7 @@ int main(int argc, char **argv) {
             breakdown("decode 1 x ctx 192", m, 1, -192);
             gpt2_free(m);
             m = random_model("124M", GPT2_DTYPE_F16, 16, 1024);
-            breakdown("prefill 2 x 1024", m, 2, 1024);
+            breakdown("prefill 4 x 1024", m, 4, 1024);
             gpt2_free(m);
             return 0;
         }
