@@ -107,7 +107,7 @@ static gpt2_tokenizer *fuzz_gpt2_tokenizer(void) {
 }
 
 /* Encodes text and checks what every encoding must satisfy: the sizing call and the filling call
-   agree, a short buffer gets a prefix, every id is in the vocabulary, and decoding gives the text
+   agree, a short buffer gets a prefix (texts up to 4 KB), every id is in the vocabulary, and decoding gives the text
    back byte for byte. Returns the ids (caller frees) and their count; NULL and -1 when the encoder
    ran out of memory because the allocator's cap refused it (a text too big for this machine). */
 static int *fuzz_encode_round_trip(const gpt2_tokenizer *tok, const char *text, size_t len, int *count) {
@@ -123,7 +123,7 @@ static int *fuzz_encode_round_trip(const gpt2_tokenizer *tok, const char *text, 
     FUZZ_CHECK(again == n, "sizing call said %d tokens, filling call %d", n, again);
     for (int i = 0; i < n; i++)
         FUZZ_CHECK(ids[i] >= 0 && ids[i] < tok->n_vocab, "id %d at %d is outside [0, %d)", ids[i], i, tok->n_vocab);
-    if (n > 1) {
+    if (n > 1 && len <= 4096) { /* (a third encode of a long run would slow the fuzzer for little) */
         int half = n / 2, *pre = (int *)malloc((size_t)half * sizeof(int));
         int got = gpt2_encode(tok, text, len, pre, half);
         FUZZ_CHECK(got == n, "encode with cap %d returned %d, expected the full count %d", half, got, n);

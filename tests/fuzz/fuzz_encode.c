@@ -3,17 +3,18 @@
    sizing and filling calls must agree, and a short buffer must get a prefix of the ids.
 
    Long runs: an input that begins with the two bytes FF FE is a recipe instead of text, records of
-   [k][l][l bytes] meaning "those l bytes, (k + 1) * 64 times", the expansion cut at 128 KB; so a few
-   bytes of input spell a 128 KB run of one character, of spaces, or of one multi-byte character. */
+   [k][l][l bytes] meaning "those l bytes, (k + 1) * 16 times", the expansion cut at 16 KB; so a few
+   bytes of input spell a 16 KB run of one character, of spaces, or of one multi-byte character
+   (longer runs take the same paths, only slower). */
 #include "fuzz.h"
 
-#define FUZZ_EXPAND_MAX ((size_t)1 << 17)
+#define FUZZ_EXPAND_MAX ((size_t)1 << 14)
 
 /* the text a recipe spells, into out (room for FUZZ_EXPAND_MAX bytes); returns its length */
 static size_t expand(const uint8_t *r, size_t n, char *out) {
     size_t len = 0, i = 2;
     while (i + 2 <= n && len < FUZZ_EXPAND_MAX) {
-        size_t times = ((size_t)r[i] + 1) * 64, l = r[i + 1];
+        size_t times = ((size_t)r[i] + 1) * 16, l = r[i + 1];
         i += 2;
         if (l > n - i) l = n - i;
         if (l == 0) break;
