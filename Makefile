@@ -63,12 +63,15 @@ endif
 	@echo "== the suite"
 	./test_gpt2
 
-bench: bench/bench_gpt2
+bench: bench/bench_gpt2 bench/bench_mixed
 
 bench/bench_gpt2: bench/bench_gpt2.cu $(HEADERS)
 	$(BUILD) bench/bench_gpt2.cu -o $@ $(LIBS)
 
+bench/bench_mixed: bench/bench_mixed.cu $(HEADERS)
+	$(BUILD) bench/bench_mixed.cu -o $@ $(LIBS)
+
 clean:
-	rm -f examples/hello tests/mpi/test_mpi demo demo_mpi test_gpt2 test_gpt2_c test_gpt2_asan test_gpt2_asan.log bench/bench_gpt2
+	rm -f examples/hello tests/mpi/test_mpi demo demo_mpi test_gpt2 test_gpt2_c test_gpt2_asan test_gpt2_asan.log bench/bench_gpt2 bench/bench_mixed
 
 .PHONY: all test bench clean

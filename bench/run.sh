@@ -18,4 +18,5 @@ fi
 export PYTHONUNBUFFERED=1
 OUT="$out" python3 bench/torch_peer.py $sizes > "$out/torch_peer.log" 2>&1 || tail -5 "$out/torch_peer.log"
 OUT="$out" python3 bench/hf_peer.py table > "$out/hf_peer.log" 2>&1 || tail -5 "$out/hf_peer.log"
+python3 bench/make_random_model.py 124M /tmp/m124M > /dev/null && bench/bench_mixed /tmp/m124M 4096 256 cuda f16 2>&1 | tee "$out/mixed.txt"
 python3 bench/compare.py "$out" | tee "$out/table.md"
