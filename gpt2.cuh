@@ -1119,25 +1119,29 @@ static void gpt2__unmap_file(unsigned char *data, size_t len, int mapped) {
 }
 #endif
 
+/* The two files of a model: path is a directory holding config.json + model.safetensors, or the
+   .safetensors file itself with config.json beside it. The caller checks path fits (cap - 16). */
+static void gpt2__model_paths(const char *path, int is_dir, char *cfg_path, char *st_path, size_t cap) {
+    if (is_dir) {
+        snprintf(cfg_path, cap, "%s/config.json", path);
+        snprintf(st_path, cap, "%s/model.safetensors", path);
+        return;
+    }
+    const char *slash = strrchr(path, '/');
+    snprintf(st_path, cap, "%s", path);
+    if (slash) snprintf(cfg_path, cap, "%.*s/config.json", (int)(slash - path), path);
+    else snprintf(cfg_path, cap, "config.json");
+}
+
 GPT2_API gpt2_status gpt2_load(gpt2_model **model, const char *path, const gpt2_options *opt) {
     if (!model) return gpt2__fail(GPT2_ERR_ARG, "gpt2_load: model is NULL");
     *model = NULL;
     if (!path || !*path) return gpt2__fail(GPT2_ERR_ARG, "gpt2_load: path is empty");
     char cfg_path[4096], st_path[4096];
+    if (strlen(path) + 32 >= sizeof st_path) return gpt2__fail(GPT2_ERR_ARG, "gpt2_load: path is too long");
     struct stat sb;
     if (stat(path, &sb) != 0) return gpt2__fail(GPT2_ERR_IO, "%s: cannot open (%s)", path, strerror(errno));
-    if (gpt2__is_dir(path)) {
-        if (!gpt2__join(cfg_path, sizeof cfg_path, path, "config.json") ||
-            !gpt2__join(st_path, sizeof st_path, path, "model.safetensors"))
-            return gpt2__fail(GPT2_ERR_ARG, "gpt2_load: path is too long");
-    } else {
-        size_t n = strlen(path);
-        if (n + 16 >= sizeof st_path) return gpt2__fail(GPT2_ERR_ARG, "gpt2_load: path is too long");
-        memcpy(st_path, path, n + 1);
-        const char *slash = strrchr(path, '/');
-        if (slash) snprintf(cfg_path, sizeof cfg_path, "%.*s/config.json", (int)(slash - path), path);
-        else snprintf(cfg_path, sizeof cfg_path, "config.json");
-    }
+    gpt2__model_paths(path, S_ISDIR(sb.st_mode), cfg_path, st_path, sizeof st_path);
     char *cfg_text;
     size_t cfg_len;
     gpt2_status st = gpt2__read_file(cfg_path, &cfg_text, &cfg_len);

@@ -156,20 +156,6 @@ GPT2_API int gpt2_mpi_local_rank(MPI_Comm comm) {
 
 /* ---------------------------------------------------------------- loading: rank 0 reads, everyone builds */
 
-/* config.json and model.safetensors as gpt2_load finds them: inside a directory, or a .safetensors file
-   with config.json beside it (cap bytes each; path is known to fit) */
-static void gpt2__mpi_paths(const char *path, int is_dir, char *cfg_path, char *st_path, size_t cap) {
-    if (is_dir) {
-        snprintf(cfg_path, cap, "%s/config.json", path);
-        snprintf(st_path, cap, "%s/model.safetensors", path);
-        return;
-    }
-    const char *slash = strrchr(path, '/');
-    snprintf(st_path, cap, "%s", path);
-    if (slash) snprintf(cfg_path, cap, "%.*s/config.json", (int)(slash - path), path);
-    else snprintf(cfg_path, cap, "config.json");
-}
-
 GPT2_API gpt2_status gpt2_mpi_load(MPI_Comm comm, gpt2_model **model, const char *path, const gpt2_options *opt) {
     int rank = 0;
     gpt2_status st = gpt2__mpi_running("gpt2_mpi_load");
@@ -195,7 +181,7 @@ GPT2_API gpt2_status gpt2_mpi_load(MPI_Comm comm, gpt2_model **model, const char
     }
     if (!st && rank == 0) {
         sizes[2] = (unsigned long long)gpt2__is_dir(path);
-        gpt2__mpi_paths(path, (int)sizes[2], cfg_path, st_path, sizeof st_path);
+        gpt2__model_paths(path, (int)sizes[2], cfg_path, st_path, sizeof st_path);
         st = gpt2__read_file(cfg_path, &cfg_text, &cfg_len);
         if (!st) st = gpt2__map_file(st_path, &st_data, &st_len, &mapped);
         sizes[0] = cfg_len;
@@ -204,7 +190,7 @@ GPT2_API gpt2_status gpt2_mpi_load(MPI_Comm comm, gpt2_model **model, const char
     if ((st = gpt2__mpi_agree(comm, st))) goto done;
     if ((st = gpt2__mpi_rc(MPI_Bcast(sizes, 3, MPI_UNSIGNED_LONG_LONG, 0, comm), "MPI_Bcast"))) goto done;
     /* the file names as rank 0 saw them: they label error messages on every rank */
-    gpt2__mpi_paths(path, (int)sizes[2], cfg_path, st_path, sizeof st_path);
+    gpt2__model_paths(path, (int)sizes[2], cfg_path, st_path, sizeof st_path);
     /* the other ranks make room for the bytes */
     if (rank != 0) {
         cfg_len = (size_t)sizes[0];
