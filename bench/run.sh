@@ -1,12 +1,12 @@
 #!/bin/bash
 # bench/run.sh — gpt2.cuh and the careful-PyTorch peer (bench/torch_peer.py) on DESIGN.md's standard workloads,
-# in one device call, printed side by side with the ratios. Usage: SIZES="124M 1558M" bash bench/run.sh
+# in one device call, printed side by side with the ratios. Usage: SIZES="124M 355M" PEER_SIZES=124M bash bench/run.sh
 # Logs and the raw figures go to $OUT (or ./bench_logs).
 OUT=${OUT:-bench_logs}; mkdir -p "$OUT"
-SIZES=${SIZES:-"124M 1558M"}
+SIZES=${SIZES:-"124M 355M 774M 1558M"}; PEER_SIZES=${PEER_SIZES:-"124M 1558M"}
 make bench > "$OUT/build_bench.log" 2>&1 || { tail -20 "$OUT/build_bench.log"; exit 1; }
 bench/bench_gpt2 $SIZES 2>&1 | tee "$OUT/gpt2cuh.txt"
-PYTHONUNBUFFERED=1 python3 bench/torch_peer.py $SIZES 2>&1 | tee "$OUT/torch_peer.txt"
+PYTHONUNBUFFERED=1 python3 bench/torch_peer.py $PEER_SIZES 2>&1 | tee "$OUT/torch_peer.txt"
 python3 - "$OUT/gpt2cuh.txt" "$OUT/torch_peer.txt" <<'PY'
 import json, re, sys
 ours, peer = {}, {}
