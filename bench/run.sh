@@ -5,8 +5,8 @@
 OUT=${OUT:-bench_logs}; mkdir -p "$OUT"
 SIZES=${SIZES:-"124M 355M 774M 1558M"}; PEER_SIZES=${PEER_SIZES:-"124M 1558M"}
 make bench > "$OUT/build_bench.log" 2>&1 || { tail -20 "$OUT/build_bench.log"; exit 1; }
-bench/bench_gpt2 $SIZES 2>&1 | tee "$OUT/gpt2cuh.txt"
-PYTHONUNBUFFERED=1 python3 bench/torch_peer.py $PEER_SIZES 2>&1 | tee "$OUT/torch_peer.txt"
+timeout 330 bench/bench_gpt2 $SIZES 2>&1 | tee "$OUT/gpt2cuh.txt"
+PYTHONUNBUFFERED=1 timeout 150 python3 bench/torch_peer.py $PEER_SIZES 2>&1 | tee "$OUT/torch_peer.txt"
 python3 - "$OUT/gpt2cuh.txt" "$OUT/torch_peer.txt" <<'PY'
 import json, re, sys
 ours, peer = {}, {}
