@@ -90,7 +90,7 @@ static double measure_gemm_rate(void) {
 
 /* ---- a model with random weights, built without files */
 
-static gpt2_model *random_model(const char *size, gpt2_dtype dt, int max_batch, int max_seq) {
+static gpt2_model *random_model(const char *size, gpt2_dtype dt, int max_batch, int max_seq, int prefill_tokens) {
     int L = 12, C = 768, H = 12;
     if (!strcmp(size, "355M")) { L = 24; C = 1024; H = 16; }
     else if (!strcmp(size, "774M")) { L = 36; C = 1280; H = 20; }
@@ -99,7 +99,7 @@ static gpt2_model *random_model(const char *size, gpt2_dtype dt, int max_batch, 
     m->cfg.n_layer = L; m->cfg.n_head = H; m->cfg.n_embd = C; m->cfg.n_ctx = 1024; m->cfg.n_vocab = 50257; m->cfg.ln_eps = 1e-5f;
     m->n_inner = 4 * C;
     m->backend = GPT2_BACKEND_CUDA; m->dtype = dt; m->device = -1;
-    m->max_batch = max_batch; m->max_seq = max_seq;
+    m->max_batch = max_batch; m->max_seq = max_seq; m->prefill_tokens = prefill_tokens;
     gpt2__slot *slots = NULL;
     int n_slots = 0;
     CHECK(gpt2__weights_layout(m, (size_t)-1, "random weights", &slots, &n_slots) == GPT2_OK);
@@ -269,11 +269,11 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--reps") && i + 1 < argc) reps = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--breakdown")) {
             /* 124M F16: a prefill step (2 x 1024), a decode step of 1024 at position 160, one of 1 at position 192 */
-            gpt2_model *m = random_model("124M", GPT2_DTYPE_F16, 1024, 256);
+            gpt2_model *m = random_model("124M", GPT2_DTYPE_F16, 1024, 256, 0);
             breakdown("decode 1024 x ctx 160", m, 1024, -160);
             breakdown("decode 1 x ctx 192", m, 1, -192);
             gpt2_free(m);
-            m = random_model("124M", GPT2_DTYPE_F16, 16, 1024);
+            m = random_model("124M", GPT2_DTYPE_F16, 16, 1024, 0);
             breakdown("prefill 4 x 1024", m, 4, 1024);
             gpt2_free(m);
             return 0;
@@ -292,7 +292,7 @@ int main(int argc, char **argv) {
         const char *size = sizes[si];
         double t[16];
         if (!only || !strcmp(only, "latency")) {
-            gpt2_model *m = random_model(size, dt, 1, 1024);
+            gpt2_model *m = random_model(size, dt, 1, 1024, 0);
             const double P = params_of(m), C = m->cfg.n_embd, L = m->cfg.n_layer;
             run_generate(m, 1, 128, 8);
             for (int r = 0; r < reps; r++) t[r] = (run_generate(m, 1, 128, 128) - run_generate(m, 1, 128, 1)) / 127.0;
@@ -305,7 +305,7 @@ int main(int argc, char **argv) {
         }
         if (!only || !strcmp(only, "throughput")) {
             const int B = !strcmp(size, "1558M") ? 256 : 1024;
-            gpt2_model *m = random_model(size, dt, B, 256);
+            gpt2_model *m = random_model(size, dt, B, 256, 0);
             const double P = params_of(m), C = m->cfg.n_embd, L = m->cfg.n_layer;
             run_generate(m, B, 64, 4);
             for (int r = 0; r < reps; r++) t[r] = run_generate(m, B, 64, 192);
@@ -317,7 +317,8 @@ int main(int argc, char **argv) {
             gpt2_free(m);
         }
         if (!only || !strcmp(only, "prefill")) {
-            gpt2_model *m = random_model(size, dt, 16, 1024);
+            /* one forward over all 16 x 1024 tokens, as the peers run it: a step budget of 16384 prompt tokens */
+            gpt2_model *m = random_model(size, dt, 16, 1024, 16 * 1024);
             const double P = params_of(m), C = m->cfg.n_embd, L = m->cfg.n_layer, V = 50257;
             run_prefill(m, 16, 1024);
             for (int r = 0; r < reps; r++) t[r] = run_prefill(m, 16, 1024);
