@@ -1,29 +1,22 @@
-#!/bin/bash
-# bench/run.sh — gpt2.cuh and the careful-PyTorch peer (bench/torch_peer.py) on DESIGN.md's standard workloads,
-# in one device call, printed side by side with the ratios. Usage: SIZES="124M 355M" PEER_SIZES=124M bash bench/run.sh
-# Logs and the raw figures go to $OUT (or ./bench_logs).
-OUT=${OUT:-bench_logs}; mkdir -p "$OUT"
-SIZES=${SIZES:-"124M 355M 774M 1558M"}; PEER_SIZES=${PEER_SIZES:-"124M 1558M"}
-make bench > "$OUT/build_bench.log" 2>&1 || { tail -20 "$OUT/build_bench.log"; exit 1; }
-timeout 330 bench/bench_gpt2 $SIZES 2>&1 | tee "$OUT/gpt2cuh.txt"
-PYTHONUNBUFFERED=1 timeout 150 python3 bench/torch_peer.py $PEER_SIZES 2>&1 | tee "$OUT/torch_peer.txt"
-python3 - "$OUT/gpt2cuh.txt" "$OUT/torch_peer.txt" <<'PY'
-import json, re, sys
-ours, peer = {}, {}
-for line in open(sys.argv[1]):
-    m = re.match(r"(\S+)\s+(latency|throughput|prefill)\s+([\d.]+)", line)
-    if m: ours[(m.group(1), m.group(2))] = float(m.group(3))
-for line in open(sys.argv[2]):
-    if not line.startswith("{"): continue
-    r = json.loads(line)
-    k = (r["size"], r["workload"])
-    if r["workload"] == "latency": peer[k] = r["decode_ms_per_tok"]
-    elif r["workload"] == "prefill": peer[k] = r["tok_per_s"]
-    elif r["batch"] == (1024 if r["size"] == "124M" else 256): peer[k] = r["gen_tok_per_s"]
-print("\n%-6s %-11s %14s %14s %8s" % ("size", "workload", "gpt2.cuh", "torch-graph", "ratio"))
-for (s, w), v in sorted(ours.items()):
-    p = peer.get((s, w))
-    unit = "ms/token" if w == "latency" else "tokens/s"
-    ratio = (p / v if w == "latency" else v / p) if p else float("nan")
-    print("%-6s %-11s %14s %14s %7.2fx  (%s; >1: gpt2.cuh faster)" % (s, w, "%.4g" % v, "%.4g" % p if p else "-", ratio, unit))
-PY
+#!/usr/bin/env bash
+# bench/run.sh [SIZE...] — gpt2.cuh and both peers (careful PyTorch: bench/torch_peer.py; HF
+# transformers: bench/hf_peer.py) on DESIGN.md's standard workloads, in one device call on one GPU,
+# printed side by side with the ratios (bench/compare.py). Default sizes: 124M 1558M, F16.
+# ALL=1 also runs bench_gpt2 on every shape in F16, BF16 and F32. Logs go to $OUT (or bench/out).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+out=${OUT:-bench/out}
+mkdir -p "$out"
+sizes=${*:-124M 1558M}
+date -u +"%Y-%m-%d %H:%M UTC" | tee "$out/date.txt"
+nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$out/gpu.txt"
+make bench CUDA_ARCH="-gencode arch=compute_90,code=sm_90" > "$out/build_bench.log" 2>&1 || { tail -30 "$out/build_bench.log"; exit 1; }
+bench/bench_gpt2 $sizes 2>&1 | tee "$out/gpt2cuh.txt"
+if [ "${ALL:-0}" = 1 ]; then
+    for dt in f16 bf16 f32; do bench/bench_gpt2 124M 355M 774M 1558M --dtype $dt 2>&1 | tee -a "$out/gpt2cuh_all.txt"; done
+fi
+export PYTHONUNBUFFERED=1
+OUT="$out" python3 bench/torch_peer.py $sizes > "$out/torch_peer.log" 2>&1 || tail -5 "$out/torch_peer.log"
+OUT="$out" python3 bench/hf_peer.py table > "$out/hf_peer.log" 2>&1 || tail -5 "$out/hf_peer.log"
+python3 bench/make_random_model.py 124M /tmp/m124M > /dev/null && bench/bench_mixed /tmp/m124M 4096 256 cuda f16 2>&1 | tee "$out/mixed.txt"
+python3 bench/compare.py "$out" | tee "$out/table.md"
