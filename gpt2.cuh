@@ -427,105 +427,6 @@ typedef struct gpt2__seq {
     uint64_t draw;
 } gpt2__seq;
 
-/* ---------------------------------------------------------------- sampler (shared by both backends) */
-
-/* Counter-based RNG: the draw-th uniform of a request depends on (seed, draw) alone, so a request's
-   tokens never depend on batch, slot, backend or MPI rank. splitmix64's finalizer, twice. */
-static GPT2__HD inline uint64_t gpt2__mix64(uint64_t x) {
-    x ^= x >> 30; x *= 0xBF58476D1CE4E5B9ull;
-    x ^= x >> 27; x *= 0x94D049BB133111EBull;
-    x ^= x >> 31;
-    return x;
-}
-static GPT2__HD inline double gpt2__uniform(uint64_t seed, uint64_t draw) {
-    uint64_t x = gpt2__mix64(gpt2__mix64(seed ^ 0x6A09E667F3BCC909ull) + 0x9E3779B97F4A7C15ull * (draw + 1));
-    return (double)(x >> 11) * (1.0 / 9007199254740992.0);
-}
-
-/* The sampling rule, which the GPU sampler follows step for step:
-   1. temperature <= 0: argmax, the lowest index among ties.
-   2. z = logits / temperature; candidates: all V tokens, or with 0 < top_k < V the top_k largest z
-      (ties: lower index first).
-   3. p = exp(z - max z) in float; with 0 < top_p < 1, candidates sorted by p descending (ties: lower
-      index first) are cut to the shortest prefix whose sum reaches top_p * (sum over candidates).
-   4. u = gpt2__uniform(seed, draw); walk the kept candidates (index order when neither cut applies,
-      else the sorted order), summing p in double; pick the first where the sum exceeds u * total. */
-static int gpt2__sample_greedy(const float *logits, int V) {
-    int best = 0;
-    for (int i = 1; i < V; i++) if (logits[i] > logits[best]) best = i;
-    return best;
-}
-
-typedef struct gpt2__cand { float p; int id; } gpt2__cand;
-
-static int gpt2__cand_cmp(const void *a, const void *b) {
-    const gpt2__cand *x = (const gpt2__cand *)a, *y = (const gpt2__cand *)b;
-    if (x->p > y->p) return -1;
-    if (x->p < y->p) return 1;
-    return (x->id > y->id) - (x->id < y->id);
-}
-
-/* scratch: room for V candidates */
-static int gpt2__sample(const float *logits, int V, const gpt2_sampling *s, uint64_t draw, gpt2__cand *scratch) {
-    if (!(s->temperature > 0.0f)) return gpt2__sample_greedy(logits, V);
-    float inv_t = 1.0f / s->temperature;
-    int cut_k = s->top_k > 0 && s->top_k < V;
-    int cut_p = s->top_p > 0.0f && s->top_p < 1.0f;
-    float zmax = logits[0] * inv_t;
-    for (int i = 1; i < V; i++) if (logits[i] * inv_t > zmax) zmax = logits[i] * inv_t;
-    int n = V;
-    for (int i = 0; i < V; i++) { scratch[i].p = expf(logits[i] * inv_t - zmax); scratch[i].id = i; }
-    if (cut_k) {
-        /* the top_k largest by a min-heap over (p, -id) in scratch[0..k), then sorted:
-           O(V log k), and the same set and order a full sort would give */
-        int k = s->top_k;
-        for (int i = 0; i < V; i++) {
-            gpt2__cand c = scratch[i];
-            int pos;
-            if (i < k) pos = i;
-            else if (gpt2__cand_cmp(&c, &scratch[0]) < 0) pos = 0; /* beats the heap's smallest */
-            else continue;
-            if (i < k) { /* sift up */
-                while (pos > 0 && gpt2__cand_cmp(&scratch[(pos - 1) / 2], &c) < 0) { scratch[pos] = scratch[(pos - 1) / 2]; pos = (pos - 1) / 2; }
-            } else { /* replace the root, sift down */
-                for (;;) {
-                    int l = 2 * pos + 1, r = l + 1, m = pos;
-                    const gpt2__cand *mc = &c;
-                    if (l < k && gpt2__cand_cmp(&scratch[l], mc) > 0) { m = l; mc = &scratch[l]; }
-                    if (r < k && gpt2__cand_cmp(&scratch[r], mc) > 0) m = r;
-                    if (m == pos) break;
-                    scratch[pos] = scratch[m];
-                    pos = m;
-                }
-            }
-            scratch[pos] = c;
-        }
-        qsort(scratch, (size_t)k, sizeof *scratch, gpt2__cand_cmp);
-        n = k;
-    } else if (cut_p) {
-        /* exp is monotone, so ordering by p is ordering by z (ties by index) */
-        qsort(scratch, (size_t)V, sizeof *scratch, gpt2__cand_cmp);
-    }
-    if (cut_p) {
-        double total = 0.0, cum = 0.0;
-        for (int i = 0; i < n; i++) total += scratch[i].p;
-        int keep = n;
-        for (int i = 0; i < n; i++) {
-            cum += scratch[i].p;
-            if (cum >= (double)s->top_p * total) { keep = i + 1; break; }
-        }
-        n = keep;
-    }
-    double total = 0.0;
-    for (int i = 0; i < n; i++) total += scratch[i].p;
-    double target = gpt2__uniform(s->seed, draw) * total, cum = 0.0;
-    for (int i = 0; i < n; i++) {
-        cum += scratch[i].p;
-        if (cum > target) return scratch[i].id;
-    }
-    return scratch[n - 1].id;
-}
-
 /* ---------------------------------------------------------------- loader: config.json + model.safetensors */
 
 static float gpt2__f16_to_f32(uint16_t h) {
@@ -793,6 +694,109 @@ static gpt2_status gpt2__read_safetensors(const unsigned char *data, size_t len,
 
 #include "wip/tokenizer.inc"
 
+/* ---------------------------------------------------------------- sampler (shared by both backends) */
+
+/* Counter-based RNG: the draw-th uniform of a request depends on (seed, draw) alone, so a request's
+   tokens never depend on batch, slot, backend or MPI rank. splitmix64's finalizer, twice. */
+static GPT2__HD inline uint64_t gpt2__mix64(uint64_t x) {
+    x ^= x >> 30; x *= 0xBF58476D1CE4E5B9ull;
+    x ^= x >> 27; x *= 0x94D049BB133111EBull;
+    x ^= x >> 31;
+    return x;
+}
+static GPT2__HD inline double gpt2__uniform(uint64_t seed, uint64_t draw) {
+    uint64_t x = gpt2__mix64(gpt2__mix64(seed ^ 0x6A09E667F3BCC909ull) + 0x9E3779B97F4A7C15ull * (draw + 1));
+    return (double)(x >> 11) * (1.0 / 9007199254740992.0);
+}
+
+/* The sampling rule, which the GPU sampler follows step for step:
+   1. temperature <= 0: argmax, the lowest index among ties.
+   2. z = logits / temperature; candidates: all V tokens, or with 0 < top_k < V the top_k largest z
+      (ties: lower index first).
+   3. p = exp(z - max z), computed in double and rounded to float; with 0 < top_p < 1, candidates sorted by p descending (ties: lower
+      index first) are cut to the shortest prefix whose sum reaches top_p * (sum over candidates).
+   4. u = gpt2__uniform(seed, draw); walk the kept candidates (index order when neither cut applies,
+      else the sorted order), summing p in double; pick the first where the sum exceeds u * total. */
+static int gpt2__sample_greedy(const float *logits, int V) {
+    int best = 0;
+    for (int i = 1; i < V; i++) if (logits[i] > logits[best]) best = i;
+    return best;
+}
+
+typedef struct gpt2__cand { float p; int id; } gpt2__cand;
+
+static int gpt2__cand_cmp(const void *a, const void *b) {
+    const gpt2__cand *x = (const gpt2__cand *)a, *y = (const gpt2__cand *)b;
+    if (x->p > y->p) return -1;
+    if (x->p < y->p) return 1;
+    return (x->id > y->id) - (x->id < y->id);
+}
+
+/* scratch: room for V candidates */
+static int gpt2__sample(const float *logits, int V, const gpt2_sampling *s, uint64_t draw, gpt2__cand *scratch) {
+    if (!(s->temperature > 0.0f)) return gpt2__sample_greedy(logits, V);
+    float inv_t = 1.0f / s->temperature;
+    int cut_k = s->top_k > 0 && s->top_k < V;
+    int cut_p = s->top_p > 0.0f && s->top_p < 1.0f;
+    float zmax = logits[0] * inv_t;
+    for (int i = 1; i < V; i++) if (logits[i] * inv_t > zmax) zmax = logits[i] * inv_t;
+    int n = V;
+    for (int i = 0; i < V; i++) {
+        float z = logits[i] * inv_t - zmax;  /* float multiply, float subtract: the GPU rounds the same */
+        scratch[i].p = (float)exp((double)z);
+        scratch[i].id = i;
+    }
+    if (cut_k) {
+        /* the top_k largest by a min-heap over (p, -id) in scratch[0..k), then sorted:
+           O(V log k), and the same set and order a full sort would give */
+        int k = s->top_k;
+        for (int i = 0; i < V; i++) {
+            gpt2__cand c = scratch[i];
+            int pos;
+            if (i < k) pos = i;
+            else if (gpt2__cand_cmp(&c, &scratch[0]) < 0) pos = 0; /* beats the heap's smallest */
+            else continue;
+            if (i < k) { /* sift up */
+                while (pos > 0 && gpt2__cand_cmp(&scratch[(pos - 1) / 2], &c) < 0) { scratch[pos] = scratch[(pos - 1) / 2]; pos = (pos - 1) / 2; }
+            } else { /* replace the root, sift down */
+                for (;;) {
+                    int l = 2 * pos + 1, r = l + 1, m = pos;
+                    const gpt2__cand *mc = &c;
+                    if (l < k && gpt2__cand_cmp(&scratch[l], mc) > 0) { m = l; mc = &scratch[l]; }
+                    if (r < k && gpt2__cand_cmp(&scratch[r], mc) > 0) m = r;
+                    if (m == pos) break;
+                    scratch[pos] = scratch[m];
+                    pos = m;
+                }
+            }
+            scratch[pos] = c;
+        }
+        qsort(scratch, (size_t)k, sizeof *scratch, gpt2__cand_cmp);
+        n = k;
+    } else if (cut_p) {
+        /* exp is monotone, so ordering by p is ordering by z (ties by index) */
+        qsort(scratch, (size_t)V, sizeof *scratch, gpt2__cand_cmp);
+    }
+    if (cut_p) {
+        double total = 0.0, cum = 0.0;
+        for (int i = 0; i < n; i++) total += scratch[i].p;
+        int keep = n;
+        for (int i = 0; i < n; i++) {
+            cum += scratch[i].p;
+            if (cum >= (double)s->top_p * total) { keep = i + 1; break; }
+        }
+        n = keep;
+    }
+    double total = 0.0;
+    for (int i = 0; i < n; i++) total += scratch[i].p;
+    double target = gpt2__uniform(s->seed, draw) * total, cum = 0.0;
+    for (int i = 0; i < n; i++) {
+        cum += scratch[i].p;
+        if (cum > target) return scratch[i].id;
+    }
+    return scratch[n - 1].id;
+}
+
 /* ---------------------------------------------------------------- CPU backend: plain C fp32 forward with KV cache */
 
 /* out [N][O] = in [N][I] @ w [I][O] + b [O]   (GPT-2's Conv1D layout; b may be NULL).
@@ -986,7 +990,1328 @@ static gpt2_status gpt2__cpu_step(gpt2_model *m, const gpt2__seq *seqs, int n, i
     return st;
 }
 
-#include "wip/cuda.inc"
+/* ---------------------------------------------------------------- CUDA backend: kernels, launchers, cuBLASLt, CUDA graphs */
+#if GPT2__CUDA
+#include <cuda_runtime.h>
+#include <cuda_fp16.h>
+#include <cuda_bf16.h>
+#include <cublasLt.h>
+
+/* How the GPU holds a model (T is the activation/weight type: float, __half or __nv_bfloat16):
+   - weights in T, matrices transposed at upload to [out][in] so every GEMM is cuBLASLt's "TN" form
+     (D[out][rows] = W^T x X, K contiguous for both operands); biases in T; layer-norm weights fp32
+   - residual stream x fp32 [rows][C]; the other activations in T; logits fp32
+   - KV cache [n_layer][max_batch][n_head][max_seq][head_dim] in T for K and for V: one head of one
+     sequence is a contiguous [pos][head_dim] block, so decode attention reads it with 16-byte loads
+     that are coalesced across lanes
+   - attention: prompt chunks go to a flash-style tensor-core kernel in 64-row tiles (F16/BF16, head size
+     32/64/128), every other row to a row kernel split along the sequence in fixed 256-key pieces, so a row's
+     result never depends on the batch it shares
+   - a step's per-row and per-sequence inputs (tokens, positions, slots, sampling parameters) live in one
+     device blob, copied from pinned memory; the pure-decode step is a CUDA graph replayed per batch size;
+     only the sampled ids come back to the host. */
+
+/* Every CUDA and cuBLASLt call is checked; a failure returns GPT2_ERR_DEVICE with the call, file and line. */
+#define GPT2__CU(call)                                                                                     \
+    do {                                                                                                   \
+        cudaError_t e_ = (call);                                                                           \
+        if (e_ != cudaSuccess)                                                                             \
+            return gpt2__fail(GPT2_ERR_DEVICE, "%s:%d: %s: %s", __FILE__, __LINE__, #call, cudaGetErrorString(e_)); \
+    } while (0)
+#define GPT2__LT(call)                                                                                     \
+    do {                                                                                                   \
+        cublasStatus_t s_ = (call);                                                                        \
+        if (s_ != CUBLAS_STATUS_SUCCESS)                                                                   \
+            return gpt2__fail(GPT2_ERR_DEVICE, "%s:%d: %s: %s", __FILE__, __LINE__, #call, cublasLtGetStatusString(s_)); \
+    } while (0)
+/* after each kernel launch */
+#define GPT2__LAUNCHED() GPT2__CU(cudaGetLastError())
+
+/* the oldest GPU this build runs on: the lowest entry of nvcc's -gencode list */
+#ifdef __CUDA_ARCH_LIST__
+static constexpr int gpt2__arch_list[] = {__CUDA_ARCH_LIST__};
+static constexpr int gpt2__min_arch_of(int i, int n) {
+    return i == n - 1 ? gpt2__arch_list[i]
+                      : (gpt2__arch_list[i] < gpt2__min_arch_of(i + 1, n) ? gpt2__arch_list[i] : gpt2__min_arch_of(i + 1, n));
+}
+#define GPT2__MIN_ARCH (gpt2__min_arch_of(0, (int)(sizeof gpt2__arch_list / sizeof gpt2__arch_list[0])) / 10)
+#else
+#define GPT2__MIN_ARCH 70
+#endif
+
+#define GPT2__SAMPLE_THREADS 1024
+#define GPT2__PAGE 4096            /* candidates the sampler sorts at once in shared memory */
+#define GPT2__MAX_GRAPHS 16
+#define GPT2__MAX_GEMMS 64
+#define GPT2__SPLIT_LEN 256        /* keys per block of decode attention */
+
+/* ---------------------------------------------------------------- CUDA backend: element types */
+
+static __device__ __forceinline__ float gpt2__f(float x) { return x; }
+static __device__ __forceinline__ float gpt2__f(__half x) { return __half2float(x); }
+static __device__ __forceinline__ float gpt2__f(__nv_bfloat16 x) { return __bfloat162float(x); }
+static __device__ __forceinline__ void gpt2__put(float *p, float v) { *p = v; }
+static __device__ __forceinline__ void gpt2__put(__half *p, float v) { *p = __float2half_rn(v); }
+static __device__ __forceinline__ void gpt2__put(__nv_bfloat16 *p, float v) { *p = __float2bfloat16_rn(v); }
+
+template <typename T> struct gpt2__cuda_type;
+template <> struct gpt2__cuda_type<float> { static constexpr cudaDataType_t id = CUDA_R_32F; };
+template <> struct gpt2__cuda_type<__half> { static constexpr cudaDataType_t id = CUDA_R_16F; };
+template <> struct gpt2__cuda_type<__nv_bfloat16> { static constexpr cudaDataType_t id = CUDA_R_16BF; };
+
+/* VE elements from p into f: one 16-byte load when a chunk is 16 bytes (p then 16-byte aligned), else VE loads */
+template <typename T, int VE>
+static __device__ __forceinline__ void gpt2__load_chunk(const T *p, float *f) {
+    if (VE * sizeof(T) == 16) {
+        uint4 u = *(const uint4 *)p;
+        const T *e = (const T *)&u;
+#pragma unroll
+        for (int i = 0; i < VE; i++) f[i] = gpt2__f(e[i]);
+    } else {
+#pragma unroll
+        for (int i = 0; i < VE; i++) f[i] = gpt2__f(p[i]);
+    }
+}
+
+/* sum of v over the block (blockDim.x a multiple of 32, at most 1024), the same order every time; sh: 32 floats */
+static __device__ float gpt2__block_sum(float v, float *sh) {
+    for (int o = 16; o; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    int w = threadIdx.x >> 5, nw = blockDim.x >> 5;
+    __syncthreads();
+    if ((threadIdx.x & 31) == 0) sh[w] = v;
+    __syncthreads();
+    float s = 0.0f;
+    for (int i = 0; i < nw; i++) s += sh[i];
+    return s;
+}
+
+/* ---------------------------------------------------------------- CUDA backend: kernels */
+
+/* Weight upload: dst (T) = src (fp32), transposed from [rows][cols] to [cols][rows] when transpose is set
+   (GPT-2's Conv1D [in][out] becomes [out][in]). Grid-stride over rows*cols elements. */
+template <typename T>
+__global__ void gpt2__convert_kernel(T *dst, const float *src, size_t rows, size_t cols, int transpose) {
+    size_t n = rows * cols;
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+        size_t s = transpose ? (i % rows) * cols + i / rows : i;
+        gpt2__put(dst + i, src[s]);
+    }
+}
+
+/* Residual add (or embedding) fused with layer norm. x: fp32 residual stream [N][C]; out: T [n_out][C].
+   Output row o normalises row r = rows ? rows[o] : o of x after updating it:
+     tok != NULL:  x[r] = wte[tok[r]] + wpe[pos[r]]      (token + position embedding)
+     add != NULL:  x[r] += add[r]                        (residual)
+   then out[o] = (x[r] - mean) / sqrt(var + eps) * g + b, mean and biased variance in fp32 (two passes).
+   Grid: n_out blocks of 256 threads. Matches gpt2__cpu_layernorm and the embedding/residual loops of gpt2__cpu_run. */
+template <typename T>
+__global__ void __launch_bounds__(256) gpt2__residual_ln_kernel(float *x, const T *add, const int *rows, const int *tok,
+                                                                  const int *pos, const T *wte, const T *wpe,
+                                                                  const float *g, const float *b, T *out, int C, float eps) {
+    __shared__ float sh[32];
+    const int o = blockIdx.x, r = rows ? rows[o] : o;
+    float *xr = x + (size_t)r * C;
+    float sum = 0.0f;
+    if (tok) {
+        const T *te = wte + (size_t)tok[r] * C, *pe = wpe + (size_t)pos[r] * C;
+        for (int i = threadIdx.x; i < C; i += blockDim.x) { float v = gpt2__f(te[i]) + gpt2__f(pe[i]); xr[i] = v; sum += v; }
+    } else if (add) {
+        const T *ar = add + (size_t)r * C;
+        for (int i = threadIdx.x; i < C; i += blockDim.x) { float v = xr[i] + gpt2__f(ar[i]); xr[i] = v; sum += v; }
+    } else {
+        for (int i = threadIdx.x; i < C; i += blockDim.x) sum += xr[i];
+    }
+    const float mean = gpt2__block_sum(sum, sh) / (float)C;
+    float ss = 0.0f;
+    for (int i = threadIdx.x; i < C; i += blockDim.x) { float d = xr[i] - mean; ss += d * d; }
+    const float rstd = rsqrtf(gpt2__block_sum(ss, sh) / (float)C + eps);
+    T *yr = out + (size_t)o * C;
+    for (int i = threadIdx.x; i < C; i += blockDim.x) gpt2__put(yr + i, (xr[i] - mean) * rstd * g[i] + b[i]);
+}
+
+/* K and V of every fed row into this layer's cache. qkv: [N][3C] (q | k | v); kc, vc: [max_batch][H][max_seq][hd].
+   Row r goes to slot row_slot[r], position row_pos[r]; VE elements (16 bytes when hd allows) per thread and step.
+   Grid-stride over N*C/VE chunks. Matches the cache writes of gpt2__cpu_run (there laid out [slot][pos][C]). */
+template <typename T, int VE>
+__global__ void gpt2__kv_store_kernel(const T *qkv, T *kc, T *vc, const int *row_slot, const int *row_pos,
+                                      int N, int C, int H, int hd, int max_seq) {
+    const int cpr = C / VE;
+    const size_t n = (size_t)N * cpr;
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+        const int r = (int)(i / cpr), e = (int)(i % cpr) * VE, h = e / hd, d = e % hd;
+        const size_t dst = (((size_t)row_slot[r] * H + h) * max_seq + row_pos[r]) * hd + d;
+        const T *src = qkv + (size_t)r * 3 * C + C + e;
+        if (VE * sizeof(T) == 16) {
+            *(uint4 *)(kc + dst) = *(const uint4 *)src;
+            *(uint4 *)(vc + dst) = *(const uint4 *)(src + C);
+        } else {
+            for (int k = 0; k < VE; k++) { kc[dst + k] = src[k]; vc[dst + k] = src[C + k]; }
+        }
+    }
+}
+
+/* Causal attention of one query row against its slot's cached keys, split along the sequence.
+   qkv: [N][3C]; kc, vc: this layer's cache [max_batch][H][max_seq][hd]; row r (position p = row_pos[r]) attends to
+   positions 0..p of slot row_slot[r].
+   Grid: (n_split, H, n_rows); block: 128 threads. Block (s, h, z) serves row r = rows[z] and covers keys
+   [s*split_len, min((s+1)*split_len, p+1)).
+   Lanes work in groups of lpk (a power of two <= 32): a group takes U keys at a time, each lane holding up to MAXC
+   chunks of VE elements of q, k, v (16-byte loads when VE*sizeof(T) == 16; a warp then reads 32/lpk consecutive
+   keys, contiguous in memory), and keeps its own online-softmax state (max m, sum l, output acc) in fp32.
+   The groups are merged through shared memory ((128/lpk)*(hd+2) floats). With n_split == 1 the block writes
+   out[r][h*hd..] = softmax(q k^T / sqrt(hd)) v; otherwise it writes its unnormalised (acc[hd], m, l) to
+   part[z][h][s][hd+2] for gpt2__attn_combine_kernel. Scores are kept in log2 units (scale_log2 = log2(e)/sqrt(hd)).
+   Matches the attention loop of gpt2__cpu_run. */
+template <typename T, int VE, int MAXC>
+__global__ void __launch_bounds__(128) gpt2__attn_kernel(const T *__restrict__ qkv, const T *__restrict__ kc,
+                                                           const T *__restrict__ vc, T *__restrict__ out,
+                                                           float *__restrict__ part, const int *__restrict__ rows,
+                                                           const int *__restrict__ row_slot,
+                                                           const int *__restrict__ row_pos, int C, int H, int hd,
+                                                           int max_seq, int split_len, int n_split, int lpk,
+                                                           float scale_log2) {
+    extern __shared__ float gpt2__attn_sh[];
+    const int sp = blockIdx.x, h = blockIdx.y, z = blockIdx.z, r = rows[z];
+    const int p = row_pos[r], k0 = sp * split_len;
+    if (k0 > p) return;
+    const int k1 = min(k0 + split_len, p + 1);
+    const int nc = hd / VE, gl = threadIdx.x & (lpk - 1), g = threadIdx.x / lpk, G = blockDim.x / lpk;
+    const T *q = qkv + (size_t)r * 3 * C + (size_t)h * hd;
+    const size_t head = ((size_t)row_slot[r] * H + h) * max_seq * hd;
+    const T *kh = kc + head, *vh = vc + head;
+    float qf[MAXC][VE], acc[MAXC][VE];
+#pragma unroll
+    for (int c = 0; c < MAXC; c++) {
+        int ci = gl + c * lpk;
+        if (ci < nc) gpt2__load_chunk<T, VE>(q + ci * VE, qf[c]);
+        else {
+#pragma unroll
+            for (int e = 0; e < VE; e++) qf[c][e] = 0.0f;
+        }
+#pragma unroll
+        for (int e = 0; e < VE; e++) acc[c][e] = 0.0f;
+    }
+    /* U keys per group per iteration, all loads issued before any use: more bytes in flight per lane */
+    constexpr int U = MAXC == 1 ? 4 : 1;
+    float m = -INFINITY, l = 0.0f;
+    for (int jb = k0; jb < k1; jb += U * G) {
+        float kf[U][MAXC][VE], vf[U][MAXC][VE], s[U];
+#pragma unroll
+        for (int u = 0; u < U; u++) {
+            const int j = jb + u * G + g;
+#pragma unroll
+            for (int c = 0; c < MAXC; c++) {
+                int ci = gl + c * lpk;
+                if (j < k1 && ci < nc) {
+                    gpt2__load_chunk<T, VE>(kh + (size_t)j * hd + ci * VE, kf[u][c]);
+                    gpt2__load_chunk<T, VE>(vh + (size_t)j * hd + ci * VE, vf[u][c]);
+                } else {
+#pragma unroll
+                    for (int e = 0; e < VE; e++) kf[u][c][e] = vf[u][c][e] = 0.0f;
+                }
+            }
+        }
+#pragma unroll
+        for (int u = 0; u < U; u++) {
+            float d = 0.0f;
+#pragma unroll
+            for (int c = 0; c < MAXC; c++)
+#pragma unroll
+                for (int e = 0; e < VE; e++) d += qf[c][e] * kf[u][c][e];
+            s[u] = d;
+        }
+        for (int o = lpk >> 1; o; o >>= 1)
+#pragma unroll
+            for (int u = 0; u < U; u++) s[u] += __shfl_xor_sync(0xffffffffu, s[u], o);
+        float mn = m;
+#pragma unroll
+        for (int u = 0; u < U; u++) {
+            s[u] = jb + u * G + g < k1 ? s[u] * scale_log2 : -INFINITY;
+            mn = fmaxf(mn, s[u]);
+        }
+        if (mn == -INFINITY) continue; /* no live key for this group in this iteration */
+        const float a = exp2f(m - mn);
+        l *= a;
+#pragma unroll
+        for (int c = 0; c < MAXC; c++)
+#pragma unroll
+            for (int e = 0; e < VE; e++) acc[c][e] *= a;
+#pragma unroll
+        for (int u = 0; u < U; u++) {
+            const float pj = exp2f(s[u] - mn);
+            l += pj;
+#pragma unroll
+            for (int c = 0; c < MAXC; c++)
+#pragma unroll
+                for (int e = 0; e < VE; e++) acc[c][e] += pj * vf[u][c][e];
+        }
+        m = mn;
+    }
+    /* merge the groups: shared [G][hd] accumulators, then [G] maxima, then [G] sums */
+    float *sh_o = gpt2__attn_sh, *sh_m = sh_o + (size_t)G * hd, *sh_l = sh_m + G;
+#pragma unroll
+    for (int c = 0; c < MAXC; c++) {
+        int ci = gl + c * lpk;
+        if (ci < nc)
+#pragma unroll
+            for (int e = 0; e < VE; e++) sh_o[g * hd + ci * VE + e] = acc[c][e];
+    }
+    if (gl == 0) { sh_m[g] = m; sh_l[g] = l; }
+    __syncthreads();
+    float M = -INFINITY;
+    for (int i = 0; i < G; i++) M = fmaxf(M, sh_m[i]);
+    float L = 0.0f;
+    for (int i = 0; i < G; i++) L += sh_l[i] * exp2f(sh_m[i] - M);
+    for (int dd = threadIdx.x; dd < hd; dd += blockDim.x) {
+        float o = 0.0f;
+        for (int i = 0; i < G; i++) o += sh_o[i * hd + dd] * exp2f(sh_m[i] - M);
+        if (n_split == 1) gpt2__put(out + (size_t)r * C + (size_t)h * hd + dd, o / L);
+        else part[(((size_t)z * H + h) * n_split + sp) * (hd + 2) + dd] = o;
+    }
+    if (n_split > 1 && threadIdx.x == 0) {
+        float *pm = part + (((size_t)z * H + h) * n_split + sp) * (hd + 2) + hd;
+        pm[0] = M; pm[1] = L;
+    }
+}
+
+/* Merges the split-sequence partials of gpt2__attn_kernel: for row r = rows[z], head h, over the live splits
+   s < ceil((p+1)/split_len): out[r][h*hd+d] = sum_s acc_s[d] 2^(m_s-M) / sum_s l_s 2^(m_s-M), M = max_s m_s.
+   Grid: (H, n_rows); block: 64 threads over d. */
+template <typename T>
+__global__ void __launch_bounds__(64) gpt2__attn_combine_kernel(const float *part, T *out, const int *rows, const int *row_pos,
+                                                                  int C, int H, int hd, int split_len, int n_split) {
+    const int h = blockIdx.x, z = blockIdx.y, r = rows[z];
+    const int live = row_pos[r] / split_len + 1;
+    const float *ph = part + ((size_t)z * H + h) * n_split * (hd + 2);
+    float M = -INFINITY;
+    for (int s = 0; s < live; s++) M = fmaxf(M, ph[s * (hd + 2) + hd]);
+    float L = 0.0f;
+    for (int s = 0; s < live; s++) L += ph[s * (hd + 2) + hd + 1] * exp2f(ph[s * (hd + 2) + hd] - M);
+    for (int d = threadIdx.x; d < hd; d += blockDim.x) {
+        float o = 0.0f;
+        for (int s = 0; s < live; s++) o += ph[s * (hd + 2) + d] * exp2f(ph[s * (hd + 2) + hd] - M);
+        gpt2__put(out + (size_t)r * C + (size_t)h * hd + d, o / L);
+    }
+}
+
+/* A tile of up to 64 consecutive fed rows of one sequence (positions pos0..pos0+n-1 of slot `slot`). */
+typedef struct gpt2__tile { int row0, n, slot, pos0; } gpt2__tile;
+
+#define GPT2__FQ 64 /* query rows per prefill tile */
+#define GPT2__FK 64 /* keys per step */
+
+/* Shared memory of gpt2__attn_prefill_kernel (bytes): the Q tile, and K and V tiles twice (double buffered) */
+template <typename T, int HD>
+static constexpr size_t gpt2__prefill_smem() { return (size_t)5 * GPT2__FQ * (HD + 8) * sizeof(T); }
+
+/* Tensor-core building blocks (sm_80+): the m16n8k16 MMA with fp32 accumulators, ldmatrix, cp.async. */
+static __device__ __forceinline__ void gpt2__mma(float *d, const uint32_t *a, uint32_t b0, uint32_t b1, __half) {
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+static __device__ __forceinline__ void gpt2__mma(float *d, const uint32_t *a, uint32_t b0, uint32_t b1, __nv_bfloat16) {
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+static __device__ __forceinline__ void gpt2__ldsm4(uint32_t *r, const void *p) {
+    unsigned a = (unsigned)__cvta_generic_to_shared(p);
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n" : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(a));
+}
+static __device__ __forceinline__ void gpt2__ldsm4_t(uint32_t *r, const void *p) {
+    unsigned a = (unsigned)__cvta_generic_to_shared(p);
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n" : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(a));
+}
+/* 16 bytes global -> shared, asynchronously; zeros when !ok */
+static __device__ __forceinline__ void gpt2__cp16(void *dst, const void *src, bool ok) {
+    unsigned a = (unsigned)__cvta_generic_to_shared(dst);
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(a), "l"(src), "r"(ok ? 16 : 0));
+}
+static __device__ __forceinline__ void gpt2__cp_commit(void) { asm volatile("cp.async.commit_group;\n" ::); }
+template <int N> static __device__ __forceinline__ void gpt2__cp_wait(void) { asm volatile("cp.async.wait_group %0;\n" ::"n"(N)); }
+/* two floats -> a packed pair of T (the first in the low half), and back to the sum of the rounded pair */
+static __device__ __forceinline__ uint32_t gpt2__pack2(float a, float b, float *sum, __half) {
+    __half2 v = __floats2half2_rn(a, b);
+    float2 f = __half22float2(v);
+    *sum += f.x + f.y;
+    return *(uint32_t *)&v;
+}
+static __device__ __forceinline__ uint32_t gpt2__pack2(float a, float b, float *sum, __nv_bfloat16) {
+    __nv_bfloat162 v = __floats2bfloat162_rn(a, b);
+    float2 f = __bfloat1622float2(v);
+    *sum += f.x + f.y;
+    return *(uint32_t *)&v;
+}
+
+/* Causal attention for prompt chunks, flash style on the tensor cores (fp16/bf16, head size HD in {32, 64, 128}); no
+   score matrix leaves the registers. Grid: (n_tiles, H); block: 128 threads = 4 warps, warp w owning query rows
+   16w..16w+15 of the tile (lane: rows g = lane/4 and g+8, columns 2(lane%4)+{0,1} of each 8-wide MMA tile).
+   Per step of 64 keys (this layer's cache [slot][h][pos][HD], cp.async double buffered; a warp skips keys past its
+   last query): S = Q K^T (mma m16n8k16, fp32) -> online softmax per row in fp32 (log2 units; key <= query position)
+   -> P rounded to T, reused in registers as the A operand -> O = O * correction + P V (fp32 registers).
+   out[row][h*HD..] = O / l, l the sum of the rounded P. Matches the attention loop of gpt2__cpu_run. */
+template <typename T, int HD>
+__global__ void __launch_bounds__(128) gpt2__attn_prefill_kernel(const T *__restrict__ qkv, const T *__restrict__ kc,
+                                                                   const T *__restrict__ vc, T *__restrict__ out,
+                                                                   const gpt2__tile *__restrict__ tiles, int C, int H,
+                                                                   int max_seq, float scale_log2) {
+#if __CUDA_ARCH__ >= 800
+    constexpr int LD = HD + 8, CH = 8, NT = HD / 8, KK = HD / 16;
+    extern __shared__ __align__(16) unsigned char gpt2__prefill_sh[];
+    T *Qs = (T *)gpt2__prefill_sh, *Ks = Qs + GPT2__FQ * LD, *Vs = Ks + 2 * GPT2__FK * LD;
+    const gpt2__tile tl = tiles[blockIdx.x];
+    const int h = blockIdx.y, tid = threadIdx.x, w = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
+    const size_t head = ((size_t)tl.slot * H + h) * max_seq * HD;
+    const int kend = tl.pos0 + tl.n, nsteps = (kend + GPT2__FK - 1) / GPT2__FK;
+    for (int i = tid; i < GPT2__FQ * (HD / CH); i += blockDim.x) {
+        const int rr = i / (HD / CH), c = i % (HD / CH);
+        uint4 v = make_uint4(0, 0, 0, 0);
+        if (rr < tl.n) v = *(const uint4 *)(qkv + (size_t)(tl.row0 + rr) * 3 * C + (size_t)h * HD + c * CH);
+        *(uint4 *)(Qs + rr * LD + c * CH) = v;
+    }
+    /* keys [step*64, +64) into buffer b */
+#define GPT2__LOAD_KV(step, b)                                                                          \
+    do {                                                                                                \
+        const int k0_ = (step) * GPT2__FK;                                                              \
+        for (int i = tid; i < GPT2__FK * (HD / CH); i += blockDim.x) {                                  \
+            const int j = i / (HD / CH), c = i % (HD / CH);                                             \
+            const bool ok = k0_ + j < kend;                                                             \
+            const size_t off = head + (size_t)(ok ? k0_ + j : 0) * HD + c * CH;                         \
+            gpt2__cp16(Ks + ((b) * GPT2__FK + j) * LD + c * CH, kc + off, ok);                          \
+            gpt2__cp16(Vs + ((b) * GPT2__FK + j) * LD + c * CH, vc + off, ok);                          \
+        }                                                                                               \
+        gpt2__cp_commit();                                                                              \
+    } while (0)
+    GPT2__LOAD_KV(0, 0);
+    const bool warp_live = w * 16 < tl.n;
+    const bool live0 = w * 16 + g < tl.n, live1 = w * 16 + g + 8 < tl.n;
+    const int qpos0 = tl.pos0 + w * 16 + g, qpos1 = qpos0 + 8;
+    const int warp_last = tl.pos0 + min(w * 16 + 15, tl.n - 1);
+    float o[NT][4], m0 = -INFINITY, m1 = -INFINITY, l0 = 0.0f, l1 = 0.0f;
+#pragma unroll
+    for (int d = 0; d < NT; d++) o[d][0] = o[d][1] = o[d][2] = o[d][3] = 0.0f;
+    uint32_t qf[KK][4];
+    for (int st = 0; st < nsteps; st++) {
+        if (st + 1 < nsteps) { GPT2__LOAD_KV(st + 1, (st + 1) & 1); gpt2__cp_wait<1>(); }
+        else gpt2__cp_wait<0>();
+        __syncthreads();
+        if (st == 0 && warp_live)
+#pragma unroll
+            for (int kk = 0; kk < KK; kk++)
+                gpt2__ldsm4(qf[kk], Qs + (w * 16 + ((lane >> 3) & 1) * 8 + (lane & 7)) * LD + kk * 16 + (lane >> 4) * 8);
+        const int k0 = st * GPT2__FK;
+        if (warp_live && k0 <= warp_last) {
+            const T *Kb = Ks + (st & 1) * GPT2__FK * LD, *Vb = Vs + (st & 1) * GPT2__FK * LD;
+            float s[8][4];
+#pragma unroll
+            for (int j = 0; j < 8; j++) s[j][0] = s[j][1] = s[j][2] = s[j][3] = 0.0f;
+#pragma unroll
+            for (int kk = 0; kk < KK; kk++)
+#pragma unroll
+                for (int jp = 0; jp < 4; jp++) {
+                    uint32_t b[4];
+                    gpt2__ldsm4(b, Kb + (jp * 16 + (lane >> 4) * 8 + (lane & 7)) * LD + kk * 16 + ((lane >> 3) & 1) * 8);
+                    gpt2__mma(s[2 * jp], qf[kk], b[0], b[1], T());
+                    gpt2__mma(s[2 * jp + 1], qf[kk], b[2], b[3], T());
+                }
+            float mx0 = -INFINITY, mx1 = -INFINITY;
+#pragma unroll
+            for (int j = 0; j < 8; j++)
+#pragma unroll
+                for (int e = 0; e < 2; e++) {
+                    const int key = k0 + j * 8 + t * 2 + e;
+                    s[j][e] = live0 && key <= qpos0 ? s[j][e] * scale_log2 : -INFINITY;
+                    s[j][2 + e] = live1 && key <= qpos1 ? s[j][2 + e] * scale_log2 : -INFINITY;
+                    mx0 = fmaxf(mx0, s[j][e]);
+                    mx1 = fmaxf(mx1, s[j][2 + e]);
+                }
+            mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 1));
+            mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 2));
+            mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 1));
+            mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 2));
+            const float mn0 = fmaxf(m0, mx0), mn1 = fmaxf(m1, mx1);
+            const bool any0 = mn0 != -INFINITY, any1 = mn1 != -INFINITY;
+            const float c0 = any0 ? exp2f(m0 - mn0) : 1.0f, c1 = any1 ? exp2f(m1 - mn1) : 1.0f;
+            uint32_t pa[4][4];
+            float rs0 = 0.0f, rs1 = 0.0f;
+#pragma unroll
+            for (int j = 0; j < 8; j++) {
+                const uint32_t lo = gpt2__pack2(any0 ? exp2f(s[j][0] - mn0) : 0.0f, any0 ? exp2f(s[j][1] - mn0) : 0.0f, &rs0, T());
+                const uint32_t hi = gpt2__pack2(any1 ? exp2f(s[j][2] - mn1) : 0.0f, any1 ? exp2f(s[j][3] - mn1) : 0.0f, &rs1, T());
+                pa[j >> 1][(j & 1) * 2] = lo;
+                pa[j >> 1][(j & 1) * 2 + 1] = hi;
+            }
+            l0 = l0 * c0 + rs0;
+            l1 = l1 * c1 + rs1;
+            m0 = mn0;
+            m1 = mn1;
+#pragma unroll
+            for (int d = 0; d < NT; d++) { o[d][0] *= c0; o[d][1] *= c0; o[d][2] *= c1; o[d][3] *= c1; }
+#pragma unroll
+            for (int kb = 0; kb < 4; kb++)
+#pragma unroll
+                for (int dp = 0; dp < NT / 2; dp++) {
+                    uint32_t b[4];
+                    gpt2__ldsm4_t(b, Vb + (kb * 16 + ((lane >> 3) & 1) * 8 + (lane & 7)) * LD + dp * 16 + (lane >> 4) * 8);
+                    gpt2__mma(o[2 * dp], pa[kb], b[0], b[1], T());
+                    gpt2__mma(o[2 * dp + 1], pa[kb], b[2], b[3], T());
+                }
+        }
+        __syncthreads();
+    }
+#undef GPT2__LOAD_KV
+    l0 += __shfl_xor_sync(0xffffffffu, l0, 1);
+    l0 += __shfl_xor_sync(0xffffffffu, l0, 2);
+    l1 += __shfl_xor_sync(0xffffffffu, l1, 1);
+    l1 += __shfl_xor_sync(0xffffffffu, l1, 2);
+    float dummy = 0.0f;
+    if (live0) {
+        const float inv = 1.0f / l0;
+        uint32_t *row = (uint32_t *)(out + (size_t)(tl.row0 + w * 16 + g) * C + (size_t)h * HD);
+#pragma unroll
+        for (int d = 0; d < NT; d++) row[d * 4 + t] = gpt2__pack2(o[d][0] * inv, o[d][1] * inv, &dummy, T());
+    }
+    if (live1) {
+        const float inv = 1.0f / l1;
+        uint32_t *row = (uint32_t *)(out + (size_t)(tl.row0 + w * 16 + g + 8) * C + (size_t)h * HD);
+#pragma unroll
+        for (int d = 0; d < NT; d++) row[d * 4 + t] = gpt2__pack2(o[d][2] * inv, o[d][3] * inv, &dummy, T());
+    }
+#endif
+}
+
+/* A sequence's sampling request as the sampler kernel reads it. */
+typedef struct gpt2__pick {
+    float temperature, top_p;
+    int top_k, sample;
+    uint64_t seed, draw;
+} gpt2__pick;
+
+/* A candidate's sort key: p's bits above, ~id below, so keys in descending order are p descending, ties by
+   lower index first (the order of gpt2__cand_cmp). Keys are unique, and every real key is above 0. */
+static __device__ __forceinline__ unsigned long long gpt2__key(const float *p, int i) {
+    return ((unsigned long long)__float_as_uint(p[i]) << 32) | (unsigned long long)(0xFFFFFFFFu - (unsigned)i);
+}
+static __device__ __forceinline__ float gpt2__key_p(unsigned long long k) { return __uint_as_float((unsigned)(k >> 32)); }
+static __device__ __forceinline__ int gpt2__key_id(unsigned long long k) { return (int)(0xFFFFFFFFu - (unsigned)k); }
+
+/* Shared state of one sampler block. */
+typedef struct gpt2__sample_sh {
+    unsigned long long keys[GPT2__PAGE];
+    unsigned int hist[256];
+    unsigned long long prefix, mask;
+    int remaining, count, found;
+    float red_v[32];
+    int red_i[32];
+} gpt2__sample_sh;
+
+/* The cnt largest keys of p[0..V) below `bound`, sorted descending into sh->keys[0..cnt) (cnt <= GPT2__PAGE,
+   and at least cnt keys lie below bound): a radix select, 8 bits at a time, finds the cnt-th largest key,
+   the keys at or above it are gathered, and a bitonic sort orders them. Called by the whole block. */
+static __device__ void gpt2__page_extract(const float *p, int V, unsigned long long bound, int cnt, gpt2__sample_sh *sh) {
+    const int tid = threadIdx.x, nt = blockDim.x;
+    if (tid == 0) { sh->prefix = 0; sh->mask = 0; sh->remaining = cnt; sh->count = 0; }
+    for (int shift = 56; shift >= 0; shift -= 8) {
+        for (int i = tid; i < 256; i += nt) sh->hist[i] = 0;
+        __syncthreads();
+        const unsigned long long prefix = sh->prefix, mask = sh->mask;
+        for (int i = tid; i < V; i += nt) {
+            unsigned long long k = gpt2__key(p, i);
+            if (k < bound && (k & mask) == prefix) atomicAdd(&sh->hist[(k >> shift) & 255], 1u);
+        }
+        __syncthreads();
+        if (tid == 0) {
+            int rem = sh->remaining, d = 255;
+            for (; d > 0; d--) {
+                if ((int)sh->hist[d] >= rem) break;
+                rem -= (int)sh->hist[d];
+            }
+            sh->remaining = rem;
+            sh->prefix |= (unsigned long long)d << shift;
+            sh->mask |= 255ull << shift;
+        }
+        __syncthreads();
+    }
+    const unsigned long long threshold = sh->prefix;
+    for (int i = tid; i < V; i += nt) {
+        unsigned long long k = gpt2__key(p, i);
+        if (k < bound && k >= threshold) {
+            int at = atomicAdd(&sh->count, 1);
+            if (at < cnt) sh->keys[at] = k;
+        }
+    }
+    int n2 = 1;
+    while (n2 < cnt) n2 <<= 1;
+    for (int i = cnt + tid; i < n2; i += nt) sh->keys[i] = 0;
+    __syncthreads();
+    for (int k = 2; k <= n2; k <<= 1)
+        for (int j = k >> 1; j > 0; j >>= 1) {
+            for (int i = tid; i < n2; i += nt) {
+                int ixj = i ^ j;
+                if (ixj > i) {
+                    unsigned long long a = sh->keys[i], b = sh->keys[ixj];
+                    if ((i & k) == 0 ? a < b : a > b) { sh->keys[i] = b; sh->keys[ixj] = a; }
+                }
+            }
+            __syncthreads();
+        }
+}
+
+/* The sampling rule of gpt2__sample, step for step. logits: [n][ld] fp32 (a sampled row is overwritten with its
+   p values); picks: [n]; next: [n] (-1 where sample is 0). Grid: n blocks of GPT2__SAMPLE_THREADS.
+   Exactness: z and p are computed as the CPU does (no fused multiply-add; p = exp rounded to float), and every
+   double sum runs in the CPU's order on one thread, so both backends pick the same token from the same logits.
+   Candidates sorted by p are streamed in pages of GPT2__PAGE keys (each page a radix select + bitonic sort); with
+   a cut of at most GPT2__PAGE candidates (top_k <= 4096) one page holds them all. */
+__global__ void __launch_bounds__(GPT2__SAMPLE_THREADS) gpt2__sample_kernel(float *logits, int V, int ld, const gpt2__pick *picks, int *next) {
+    __shared__ gpt2__sample_sh sh;
+    const int row = blockIdx.x, tid = threadIdx.x, nt = blockDim.x, lane = tid & 31, w = tid >> 5, nw = nt >> 5;
+    const gpt2__pick pk = picks[row];
+    float *p = logits + (size_t)row * ld;
+    if (!pk.sample) { if (tid == 0) next[row] = -1; return; }
+    if (!(pk.temperature > 0.0f)) {
+        /* 1. argmax, lowest index among ties */
+        float bv = -INFINITY;
+        int bi = 0x7FFFFFFF;
+        for (int i = tid; i < V; i += nt) if (p[i] > bv) { bv = p[i]; bi = i; }
+        for (int o = 16; o; o >>= 1) {
+            float ov = __shfl_xor_sync(0xffffffffu, bv, o);
+            int oi = __shfl_xor_sync(0xffffffffu, bi, o);
+            if (ov > bv || (ov == bv && oi < bi)) { bv = ov; bi = oi; }
+        }
+        if (lane == 0) { sh.red_v[w] = bv; sh.red_i[w] = bi; }
+        __syncthreads();
+        if (tid == 0) {
+            for (int i = 1; i < nw; i++)
+                if (sh.red_v[i] > bv || (sh.red_v[i] == bv && sh.red_i[i] < bi)) { bv = sh.red_v[i]; bi = sh.red_i[i]; }
+            next[row] = bi == 0x7FFFFFFF ? 0 : bi;
+        }
+        return;
+    }
+    /* 2-3. z = logit / T, p = exp(z - max z) rounded to float */
+    const float inv_t = __fdiv_rn(1.0f, pk.temperature);
+    float zmax = -INFINITY;
+    for (int i = tid; i < V; i += nt) zmax = fmaxf(zmax, __fmul_rn(p[i], inv_t));
+    for (int o = 16; o; o >>= 1) zmax = fmaxf(zmax, __shfl_xor_sync(0xffffffffu, zmax, o));
+    if (lane == 0) sh.red_v[w] = zmax;
+    __syncthreads();
+    for (int i = 0; i < nw; i++) zmax = fmaxf(zmax, sh.red_v[i]);
+    for (int i = tid; i < V; i += nt) p[i] = (float)exp((double)__fsub_rn(__fmul_rn(p[i], inv_t), zmax));
+    __syncthreads();
+    const int cut_k = pk.top_k > 0 && pk.top_k < V, cut_p = pk.top_p > 0.0f && pk.top_p < 1.0f;
+    const double u = gpt2__uniform(pk.seed, pk.draw);
+    double total = 0.0, cum = 0.0; /* meaningful on thread 0 */
+    if (!cut_k && !cut_p) {
+        /* 4. no cut: walk all V in index order; thread 0 sums pages staged in shared memory */
+        float *stage = (float *)sh.keys;
+        const int SP = (int)(sizeof sh.keys / sizeof(float));
+        for (int pass = 0; pass < 2; pass++) {
+            __syncthreads();
+            if (tid == 0) sh.found = -1;
+            const double target = u * total;
+            for (int c0 = 0; c0 < V; c0 += SP) {
+                const int cn = min(SP, V - c0);
+                __syncthreads();
+                for (int i = tid; i < cn; i += nt) stage[i] = p[c0 + i];
+                __syncthreads();
+                if (tid == 0) {
+                    if (pass == 0) for (int i = 0; i < cn; i++) total += stage[i];
+                    else for (int i = 0; i < cn; i++) {
+                        cum += stage[i];
+                        if (cum > target) { sh.found = c0 + i; break; }
+                    }
+                }
+                __syncthreads();
+                if (sh.found >= 0) break;
+            }
+        }
+        if (tid == 0) next[row] = sh.found >= 0 ? sh.found : V - 1;
+        return;
+    }
+    /* 4. with a cut: candidates in descending (p, -id) order, page by page */
+    const int n0 = cut_k ? pk.top_k : V, single = n0 <= GPT2__PAGE;
+    if (single) gpt2__page_extract(p, V, ~0ull, n0, &sh);
+    int n = n0, last_id = 0;
+    for (int pass = 0; pass < 3; pass++) {
+        if (pass == 1 && !cut_p) continue;
+        const double target = pass == 1 ? (double)pk.top_p * total : u * total;
+        __syncthreads();
+        if (tid == 0) { cum = 0.0; sh.found = -1; }
+        unsigned long long bound = ~0ull;
+        for (int start = 0; start < n; start += GPT2__PAGE) {
+            const int cnt = min(GPT2__PAGE, n - start);
+            __syncthreads();
+            if (!single) gpt2__page_extract(p, V, bound, cnt, &sh);
+            __syncthreads();
+            if (tid == 0) {
+                for (int j = 0; j < cnt; j++) {
+                    const double pj = gpt2__key_p(sh.keys[j]);
+                    if (pass == 0) { total += pj; continue; }
+                    cum += pj;
+                    last_id = gpt2__key_id(sh.keys[j]);
+                    if (pass == 1 && cum >= target) { sh.found = start + j + 1; break; }
+                    if (pass == 2 && cum > target) { sh.found = last_id; break; }
+                }
+            }
+            bound = sh.keys[cnt - 1];
+            __syncthreads();
+            if (sh.found >= 0) break;
+        }
+        if (pass == 1) {
+            /* the nucleus: the CPU's new total is the same sum over the kept prefix, i.e. cum */
+            if (sh.found >= 0) n = sh.found;
+            if (tid == 0) total = cum;
+        }
+    }
+    if (tid == 0) next[row] = sh.found >= 0 ? sh.found : last_id;
+}
+
+/* Probe for gpt2__cuda_usable: launchable only when this build holds code for the GPU. */
+__global__ void gpt2__probe_kernel(int *x) { if (x) *x = 0; }
+
+/* ---------------------------------------------------------------- CUDA backend: state */
+
+typedef struct gpt2__cuda_layer {
+    void *qkv_w, *qkv_b, *proj_w, *proj_b, *fc_w, *fc_b, *fcp_w, *fcp_b; /* T; matrices [out][in] */
+    float *ln1_w, *ln1_b, *ln2_w, *ln2_b;
+} gpt2__cuda_layer;
+
+/* A cuBLASLt plan for D[O][N] = W[O][I] x X[N][I]^T (+ bias, + GELU), found once per shape. */
+typedef struct gpt2__gemm {
+    int O, N, I, epi, out_f32, ldd;
+    cudaDataType_t dt;
+    cublasLtMatmulDesc_t desc;
+    cublasLtMatrixLayout_t a, b, d;
+    cublasLtMatmulAlgo_t algo;
+} gpt2__gemm;
+
+enum { GPT2__EPI_NONE = 0, GPT2__EPI_BIAS = 1, GPT2__EPI_BIAS_GELU = 2 };
+
+/* Where a step's inputs sit in the metadata blob (host staging and device copy share the layout). */
+typedef struct gpt2__cuda_meta {
+    int *tok, *pos, *slot;   /* per fed row [N] */
+    int *att_rows;           /* [n_att]: the rows gpt2__attn_kernel serves */
+    int *out_row;            /* per output row [n_out]: which fed row it reads */
+    gpt2__tile *tiles;       /* [n_tiles]: the prompt chunks gpt2__attn_prefill_kernel serves (room for N) */
+    gpt2__pick *picks;       /* per sequence [n] */
+    int *next;               /* per sequence [n]: the sampled token */
+    size_t bytes;            /* what the host copies over: everything but next */
+    int n_att, n_tiles;      /* host values, set by gpt2__plan_attention */
+} gpt2__cuda_meta;
+
+typedef struct gpt2__cuda_graph { int n; cudaGraphExec_t exec; unsigned long long used; } gpt2__cuda_graph;
+
+typedef struct gpt2__cuda_state {
+    int device, sms;
+    cudaStream_t stream;
+    cublasLtHandle_t lt;
+    void *lt_ws;
+    size_t lt_ws_size;
+    gpt2__gemm gemm[GPT2__MAX_GEMMS];
+    int n_gemm, gemm_next;
+    size_t esize;                       /* bytes per element of T */
+    void *warena;                       /* every weight, 256-byte aligned */
+    void *wte, *wpe;
+    float *lnf_w, *lnf_b;
+    gpt2__cuda_layer *layers;           /* host array of device pointers */
+    void *k_cache, *v_cache;
+    int max_rows;                       /* fed rows per step the workspace holds */
+    void *act;                          /* activations and logits, one allocation */
+    float *x, *logits, *part;
+    int ldv;                            /* n_vocab rounded up to 8: logits row stride and the logits GEMM's M
+                                           (wte holds ldv rows, the last ones zero) */
+    int logit_rows;                     /* rows the logits buffer holds */
+    void *ln, *qkv, *att, *proj, *fc;
+    size_t part_floats;
+    void *d_meta, *h_meta;              /* device blob, pinned host staging */
+    size_t meta_bytes;
+    gpt2__cuda_graph graphs[GPT2__MAX_GRAPHS];
+    unsigned long long tick;
+    int use_graphs;                     /* tests turn it off to compare replay with eager */
+    int flash;                          /* gpt2__attn_prefill_kernel serves prompt chunks */
+} gpt2__cuda_state;
+
+static size_t gpt2__align256(size_t n) { return (n + 255) & ~(size_t)255; }
+
+/* blob layout: tok, pos, slot, att_rows [N] | out_row [n_out] | (16-aligned) tiles [N] | picks [n] | next [n] */
+static size_t gpt2__meta_tiles_at(int N, int n_out) { return ((size_t)(4 * N + n_out) * sizeof(int) + 15) & ~(size_t)15; }
+static size_t gpt2__meta_size(int N, int n_out, int n) {
+    return gpt2__meta_tiles_at(N, n_out) + (size_t)N * sizeof(gpt2__tile) + (size_t)n * (sizeof(gpt2__pick) + sizeof(int));
+}
+static gpt2__cuda_meta gpt2__meta_at(void *base, int N, int n_out, int n) {
+    gpt2__cuda_meta d;
+    char *b = (char *)base;
+    d.tok = (int *)b;
+    d.pos = d.tok + N;
+    d.slot = d.pos + N;
+    d.att_rows = d.slot + N;
+    d.out_row = d.att_rows + N;
+    d.tiles = (gpt2__tile *)(b + gpt2__meta_tiles_at(N, n_out));
+    d.picks = (gpt2__pick *)(d.tiles + N);
+    d.next = (int *)(d.picks + n);
+    d.bytes = (size_t)((char *)d.next - b);
+    d.n_att = N;
+    d.n_tiles = 0;
+    return d;
+}
+
+/* longest key range first, so the last wave of prefill blocks is short */
+static int gpt2__tile_cmp(const void *a, const void *b) {
+    const gpt2__tile *x = (const gpt2__tile *)a, *y = (const gpt2__tile *)b;
+    return (y->pos0 + y->n) - (x->pos0 + x->n);
+}
+
+/* Which attention kernel serves which fed row: a run of rows of one sequence (same slot, consecutive positions)
+   longer than one goes to the tiled prefill kernel in tiles of 64 when `flash`; every other row (decode rows, or
+   all rows without flash) to the row kernel. Fills h's att_rows, tiles and counts from its slot and pos. */
+static void gpt2__plan_attention(gpt2__cuda_meta *h, int N, int flash) {
+    h->n_att = h->n_tiles = 0;
+    for (int r = 0; r < N;) {
+        int e = r + 1;
+        while (e < N && h->slot[e] == h->slot[r] && h->pos[e] == h->pos[e - 1] + 1) e++;
+        if (flash && e - r > 1)
+            for (int t = r; t < e; t += GPT2__FQ) {
+                gpt2__tile *ti = &h->tiles[h->n_tiles++];
+                ti->row0 = t; ti->n = e - t < GPT2__FQ ? e - t : GPT2__FQ; ti->slot = h->slot[r]; ti->pos0 = h->pos[t];
+            }
+        else
+            for (int t = r; t < e; t++) h->att_rows[h->n_att++] = t;
+        r = e;
+    }
+    qsort(h->tiles, (size_t)h->n_tiles, sizeof *h->tiles, gpt2__tile_cmp);
+}
+
+/* ---------------------------------------------------------------- CUDA backend: launchers */
+
+/* D [N][O] (T, or fp32 with out_f32; rows ldd apart, 0: O) = X [N][I] @ W^T, W stored [O][I]; + bias [O]; then GELU
+   (tanh form, as gpt2__cpu_gelu) with GPT2__EPI_BIAS_GELU. fp32 accumulation (CUBLAS_COMPUTE_32F: no TF32 in F32
+   mode). Plans are cached by shape. */
+static gpt2_status gpt2__gemm_run(gpt2__cuda_state *S, cudaDataType_t dt, void *D, const void *W, const void *X,
+                                  const void *bias, int O, int N, int I, int epi, int out_f32, int ldd) {
+    if (ldd < O) ldd = O;
+    gpt2__gemm *g = NULL;
+    for (int i = 0; i < S->n_gemm && !g; i++) {
+        gpt2__gemm *c = &S->gemm[i];
+        if (c->O == O && c->N == N && c->I == I && c->epi == epi && c->out_f32 == out_f32 && c->dt == dt && c->ldd == ldd) g = c;
+    }
+    if (!g) {
+        if (S->n_gemm < GPT2__MAX_GEMMS) g = &S->gemm[S->n_gemm++];
+        else {
+            g = &S->gemm[S->gemm_next];
+            S->gemm_next = (S->gemm_next + 1) % GPT2__MAX_GEMMS;
+            cublasLtMatmulDescDestroy(g->desc);
+            cublasLtMatrixLayoutDestroy(g->a); cublasLtMatrixLayoutDestroy(g->b); cublasLtMatrixLayoutDestroy(g->d);
+        }
+        memset(g, 0, sizeof *g);
+        g->O = -1; /* not usable until complete */
+        cublasOperation_t opT = CUBLAS_OP_T;
+        cublasLtEpilogue_t ep = epi == GPT2__EPI_BIAS ? CUBLASLT_EPILOGUE_BIAS
+                              : epi == GPT2__EPI_BIAS_GELU ? CUBLASLT_EPILOGUE_GELU_BIAS : CUBLASLT_EPILOGUE_DEFAULT;
+        GPT2__LT(cublasLtMatmulDescCreate(&g->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+        GPT2__LT(cublasLtMatmulDescSetAttribute(g->desc, CUBLASLT_MATMUL_DESC_TRANSA, &opT, sizeof opT));
+        GPT2__LT(cublasLtMatmulDescSetAttribute(g->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &ep, sizeof ep));
+        GPT2__LT(cublasLtMatrixLayoutCreate(&g->a, dt, (uint64_t)I, (uint64_t)O, (int64_t)I));
+        GPT2__LT(cublasLtMatrixLayoutCreate(&g->b, dt, (uint64_t)I, (uint64_t)N, (int64_t)I));
+        GPT2__LT(cublasLtMatrixLayoutCreate(&g->d, out_f32 ? CUDA_R_32F : dt, (uint64_t)O, (uint64_t)N, (int64_t)ldd));
+        cublasLtMatmulPreference_t pref;
+        GPT2__LT(cublasLtMatmulPreferenceCreate(&pref));
+        cublasLtMatmulHeuristicResult_t res;
+        int found = 0;
+        cublasStatus_t s = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+                                                                &S->lt_ws_size, sizeof S->lt_ws_size);
+        if (s == CUBLAS_STATUS_SUCCESS)
+            s = cublasLtMatmulAlgoGetHeuristic(S->lt, g->desc, g->a, g->b, g->d, g->d, pref, 1, &res, &found);
+        cublasLtMatmulPreferenceDestroy(pref);
+        if (s != CUBLAS_STATUS_SUCCESS || !found)
+            return gpt2__fail(GPT2_ERR_DEVICE, "%s:%d: cuBLASLt has no algorithm for %d x %d x %d (epilogue %d): %s",
+                              __FILE__, __LINE__, O, N, I, epi, cublasLtGetStatusString(s));
+        g->algo = res.algo;
+        g->O = O; g->N = N; g->I = I; g->epi = epi; g->out_f32 = out_f32; g->dt = dt; g->ldd = ldd;
+    }
+    if (epi != GPT2__EPI_NONE)
+        GPT2__LT(cublasLtMatmulDescSetAttribute(g->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias));
+    const float one = 1.0f, zero = 0.0f;
+    GPT2__LT(cublasLtMatmul(S->lt, g->desc, &one, W, g->a, X, g->b, &zero, D, g->d, D, g->d, &g->algo,
+                            S->lt_ws, S->lt_ws_size, S->stream));
+    return GPT2_OK;
+}
+
+/* Attention for layer l over the rows planned in d: gpt2__attn_prefill_kernel for the prompt tiles, gpt2__attn_kernel
+   for the other rows, split along the sequence when few rows would leave the GPU idle (+ gpt2__attn_combine_kernel).
+   Splits are GPT2__SPLIT_LEN keys whatever the batch: a row computes the same in any batch, graph or eager. */
+template <typename T, int VE, int MAXC>
+static gpt2_status gpt2__attn_launch(gpt2__cuda_state *S, const gpt2_model *m, const T *kc, const T *vc,
+                                     const gpt2__cuda_meta *d, int n_split, int split_len) {
+    const int C = m->cfg.n_embd, H = m->cfg.n_head, hd = C / H, nc = hd / VE;
+    int lpk = 1;
+    while (lpk * MAXC < nc) lpk <<= 1;
+    const int G = 128 / lpk;
+    const size_t smem = ((size_t)G * hd + 2 * G) * sizeof(float);
+    const float scale_log2 = 1.4426950408889634f / sqrtf((float)hd);
+    dim3 grid((unsigned)n_split, (unsigned)H, (unsigned)d->n_att);
+    gpt2__attn_kernel<T, VE, MAXC><<<grid, 128, smem, S->stream>>>((const T *)S->qkv, kc, vc, (T *)S->att, S->part,
+                                                                    d->att_rows, d->slot, d->pos, C, H, hd, m->max_seq,
+                                                                    split_len, n_split, lpk, scale_log2);
+    GPT2__LAUNCHED();
+    return GPT2_OK;
+}
+
+template <typename T, int HD>
+static gpt2_status gpt2__prefill_launch(gpt2__cuda_state *S, const gpt2_model *m, const T *kc, const T *vc, const gpt2__cuda_meta *d) {
+    const int C = m->cfg.n_embd, H = m->cfg.n_head;
+    gpt2__attn_prefill_kernel<T, HD><<<dim3((unsigned)d->n_tiles, (unsigned)H), 128, gpt2__prefill_smem<T, HD>(), S->stream>>>(
+        (const T *)S->qkv, kc, vc, (T *)S->att, d->tiles, C, H, m->max_seq, 1.4426950408889634f / sqrtf((float)HD));
+    GPT2__LAUNCHED();
+    return GPT2_OK;
+}
+
+/* Whether the tiled prefill kernel serves this dtype and head size on this GPU; raises its shared-memory limit. */
+template <typename T, int HD>
+static int gpt2__prefill_enable(void) {
+    return cudaFuncSetAttribute(gpt2__attn_prefill_kernel<T, HD>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                (int)gpt2__prefill_smem<T, HD>()) == cudaSuccess;
+}
+static int gpt2__prefill_usable(gpt2_dtype dt, int hd, int device) {
+    cudaDeviceProp pr;
+    if (dt == GPT2_DTYPE_F32 || cudaGetDeviceProperties(&pr, device) != cudaSuccess || pr.major < 8) return 0;
+    int ok = 0;
+    if (dt == GPT2_DTYPE_F16)
+        ok = hd == 32 ? gpt2__prefill_enable<__half, 32>() : hd == 64 ? gpt2__prefill_enable<__half, 64>()
+           : hd == 128 ? gpt2__prefill_enable<__half, 128>() : 0;
+    else
+        ok = hd == 32 ? gpt2__prefill_enable<__nv_bfloat16, 32>() : hd == 64 ? gpt2__prefill_enable<__nv_bfloat16, 64>()
+           : hd == 128 ? gpt2__prefill_enable<__nv_bfloat16, 128>() : 0;
+    cudaGetLastError();
+    return ok;
+}
+
+static gpt2_status gpt2__prefill(gpt2__cuda_state *, const gpt2_model *, const float *, const float *, const gpt2__cuda_meta *) {
+    return gpt2__fail(GPT2_ERR_DEVICE, "%s:%d: the tiled prefill attention has no F32 form", __FILE__, __LINE__);
+}
+template <typename T>
+static gpt2_status gpt2__prefill(gpt2__cuda_state *S, const gpt2_model *m, const T *kc, const T *vc, const gpt2__cuda_meta *d) {
+    const int hd = m->cfg.n_embd / m->cfg.n_head;
+    return hd == 32 ? gpt2__prefill_launch<T, 32>(S, m, kc, vc, d) : hd == 64 ? gpt2__prefill_launch<T, 64>(S, m, kc, vc, d)
+                    : gpt2__prefill_launch<T, 128>(S, m, kc, vc, d);
+}
+
+template <typename T>
+static gpt2_status gpt2__attention(gpt2__cuda_state *S, const gpt2_model *m, int l, const gpt2__cuda_meta *d) {
+    const int C = m->cfg.n_embd, H = m->cfg.n_head, hd = C / H, VE = 16 / (int)sizeof(T), N = d->n_att;
+    const size_t per_layer = (size_t)m->max_batch * m->max_seq * C;
+    const T *kc = (const T *)S->k_cache + (size_t)l * per_layer, *vc = (const T *)S->v_cache + (size_t)l * per_layer;
+    gpt2_status st = GPT2_OK;
+    if (d->n_tiles > 0 && (st = gpt2__prefill(S, m, kc, vc, d))) return st;
+    if (N < 1) return GPT2_OK;
+    /* splits of a fixed length, so a row's result never depends on how many rows share the step */
+    const int split_len = GPT2__SPLIT_LEN, n_split = (m->max_seq + split_len - 1) / split_len;
+    if (hd % VE == 0 && hd / VE <= 32) st = gpt2__attn_launch<T, 16 / sizeof(T), 1>(S, m, kc, vc, d, n_split, split_len);
+    else if (hd % VE == 0) st = gpt2__attn_launch<T, 16 / sizeof(T), 4>(S, m, kc, vc, d, n_split, split_len);
+    else if (hd <= 32) st = gpt2__attn_launch<T, 1, 1>(S, m, kc, vc, d, n_split, split_len);
+    else st = gpt2__attn_launch<T, 1, 8>(S, m, kc, vc, d, n_split, split_len);
+    if (st || n_split == 1) return st;
+    gpt2__attn_combine_kernel<T><<<dim3((unsigned)H, (unsigned)N), 64, 0, S->stream>>>(S->part, (T *)S->att, d->att_rows, d->pos,
+                                                                                     C, H, hd, split_len, n_split);
+    GPT2__LAUNCHED();
+    return GPT2_OK;
+}
+
+/* gpt2__kv_store_kernel over N rows, 16-byte chunks when the head size allows */
+template <typename T>
+static gpt2_status gpt2__kv_store(cudaStream_t st, int sms, const T *qkv, T *kc, T *vc, const int *slot, const int *pos, int N,
+                                  int C, int H, int max_seq) {
+    const int hd = C / H, VE = 16 / (int)sizeof(T);
+    const size_t chunks = (size_t)N * C / (hd % VE == 0 ? VE : 1);
+    const int blocks = (int)((chunks + 255) / 256 < (size_t)8 * sms ? (chunks + 255) / 256 : (size_t)8 * sms);
+    if (hd % VE == 0) gpt2__kv_store_kernel<T, 16 / sizeof(T)><<<blocks, 256, 0, st>>>(qkv, kc, vc, slot, pos, N, C, H, hd, max_seq);
+    else gpt2__kv_store_kernel<T, 1><<<blocks, 256, 0, st>>>(qkv, kc, vc, slot, pos, N, C, H, hd, max_seq);
+    GPT2__LAUNCHED();
+    return GPT2_OK;
+}
+
+/* The head sizes gpt2__attention handles (init refuses others) */
+static int gpt2__cuda_head_ok(int hd, size_t esize) {
+    int VE = (int)(16 / esize);
+    return hd % VE == 0 ? hd / VE <= 4 * 32 : hd <= 8 * 32;
+}
+
+/* The forward pass on the GPU over the rows described by d (uploaded): N fed rows; logits [n_out][V] fp32 into
+   S->logits for the rows d->out_row (all rows in order when all_rows). Same computation as gpt2__cpu_run. */
+template <typename T>
+static gpt2_status gpt2__cuda_run_t(gpt2_model *m, gpt2__cuda_state *S, const gpt2__cuda_meta *d, int N, int n_out, int all_rows) {
+    const gpt2_config *cf = &m->cfg;
+    const int C = cf->n_embd, H = cf->n_head, F = m->n_inner, L = cf->n_layer;
+    const cudaDataType_t dt = gpt2__cuda_type<T>::id;
+    const size_t per_layer = (size_t)m->max_batch * m->max_seq * C;
+    T *ln = (T *)S->ln, *qkv = (T *)S->qkv, *att = (T *)S->att, *proj = (T *)S->proj, *fc = (T *)S->fc;
+    gpt2_status st;
+    gpt2__residual_ln_kernel<T><<<N, 256, 0, S->stream>>>(S->x, NULL, NULL, d->tok, d->pos, (const T *)S->wte, (const T *)S->wpe,
+                                                         S->layers[0].ln1_w, S->layers[0].ln1_b, ln, C, cf->ln_eps);
+    GPT2__LAUNCHED();
+    for (int l = 0; l < L; l++) {
+        const gpt2__cuda_layer *y = &S->layers[l];
+        if ((st = gpt2__gemm_run(S, dt, qkv, y->qkv_w, ln, y->qkv_b, 3 * C, N, C, GPT2__EPI_BIAS, 0, 0))) return st;
+        if ((st = gpt2__kv_store<T>(S->stream, S->sms, qkv, (T *)S->k_cache + (size_t)l * per_layer,
+                                    (T *)S->v_cache + (size_t)l * per_layer, d->slot, d->pos, N, C, H, m->max_seq)))
+            return st;
+        if ((st = gpt2__attention<T>(S, m, l, d))) return st;
+        if ((st = gpt2__gemm_run(S, dt, proj, y->proj_w, att, y->proj_b, C, N, C, GPT2__EPI_BIAS, 0, 0))) return st;
+        gpt2__residual_ln_kernel<T><<<N, 256, 0, S->stream>>>(S->x, proj, NULL, NULL, NULL, NULL, NULL, y->ln2_w, y->ln2_b,
+                                                             ln, C, cf->ln_eps);
+        GPT2__LAUNCHED();
+        if ((st = gpt2__gemm_run(S, dt, fc, y->fc_w, ln, y->fc_b, F, N, C, GPT2__EPI_BIAS_GELU, 0, 0))) return st;
+        if ((st = gpt2__gemm_run(S, dt, proj, y->fcp_w, fc, y->fcp_b, C, N, F, GPT2__EPI_BIAS, 0, 0))) return st;
+        if (l + 1 < L)
+            gpt2__residual_ln_kernel<T><<<N, 256, 0, S->stream>>>(S->x, proj, NULL, NULL, NULL, NULL, NULL, S->layers[l + 1].ln1_w,
+                                                                 S->layers[l + 1].ln1_b, ln, C, cf->ln_eps);
+        else
+            gpt2__residual_ln_kernel<T><<<n_out, 256, 0, S->stream>>>(S->x, proj, all_rows ? NULL : d->out_row, NULL, NULL, NULL,
+                                                                     NULL, S->lnf_w, S->lnf_b, ln, C, cf->ln_eps);
+        GPT2__LAUNCHED();
+    }
+    return gpt2__gemm_run(S, dt, S->logits, S->wte, ln, NULL, S->ldv, n_out, C, GPT2__EPI_NONE, 1, S->ldv);
+}
+
+static gpt2_status gpt2__cuda_run(gpt2_model *m, const gpt2__cuda_meta *d, int N, int n_out, int all_rows) {
+    gpt2__cuda_state *S = (gpt2__cuda_state *)m->cuda;
+    if (m->dtype == GPT2_DTYPE_F16) return gpt2__cuda_run_t<__half>(m, S, d, N, n_out, all_rows);
+    if (m->dtype == GPT2_DTYPE_BF16) return gpt2__cuda_run_t<__nv_bfloat16>(m, S, d, N, n_out, all_rows);
+    return gpt2__cuda_run_t<float>(m, S, d, N, n_out, all_rows);
+}
+
+/* One step's device work, in stream order: inputs over, forward, sampling, sampled ids back (pinned).
+   h: the step's inputs as staged (and planned) on the host. */
+static gpt2_status gpt2__cuda_step_body(gpt2_model *m, const gpt2__cuda_meta *h, int N, int n) {
+    gpt2__cuda_state *S = (gpt2__cuda_state *)m->cuda;
+    gpt2__cuda_meta d = gpt2__meta_at(S->d_meta, N, n, n);
+    gpt2_status st;
+    d.n_att = h->n_att;
+    d.n_tiles = h->n_tiles;
+    GPT2__CU(cudaMemcpyAsync(S->d_meta, S->h_meta, d.bytes, cudaMemcpyHostToDevice, S->stream));
+    if ((st = gpt2__cuda_run(m, &d, N, n, 0))) return st;
+    gpt2__sample_kernel<<<n, GPT2__SAMPLE_THREADS, 0, S->stream>>>(S->logits, m->cfg.n_vocab, S->ldv, d.picks, d.next);
+    GPT2__LAUNCHED();
+    GPT2__CU(cudaMemcpyAsync(h->next, d.next, (size_t)n * sizeof(int), cudaMemcpyDeviceToHost, S->stream));
+    return GPT2_OK;
+}
+
+/* The pure-decode step of n sequences as a CUDA graph, captured on first use and kept (least recently used
+   goes when GPT2__MAX_GRAPHS are held). */
+static gpt2_status gpt2__cuda_decode_graph(gpt2_model *m, const gpt2__cuda_meta *h, int n) {
+    gpt2__cuda_state *S = (gpt2__cuda_state *)m->cuda;
+    gpt2__cuda_graph *hit = NULL, *victim = &S->graphs[0];
+    for (int i = 0; i < GPT2__MAX_GRAPHS && !hit; i++) {
+        gpt2__cuda_graph *g = &S->graphs[i];
+        if (g->exec && g->n == n) hit = g;
+        if (!g->exec ? victim->exec != NULL : (victim->exec && g->used < victim->used)) victim = g;
+    }
+    if (!hit) {
+        if (victim->exec) { cudaGraphExecDestroy(victim->exec); victim->exec = NULL; }
+        GPT2__CU(cudaStreamBeginCapture(S->stream, cudaStreamCaptureModeThreadLocal));
+        gpt2_status st = gpt2__cuda_step_body(m, h, n, n);
+        cudaGraph_t graph = NULL;
+        cudaError_t e = cudaStreamEndCapture(S->stream, &graph);
+        if (st) { if (graph) cudaGraphDestroy(graph); return st; }
+        if (e != cudaSuccess) {
+            if (graph) cudaGraphDestroy(graph);
+            return gpt2__fail(GPT2_ERR_DEVICE, "%s:%d: cudaStreamEndCapture: %s", __FILE__, __LINE__, cudaGetErrorString(e));
+        }
+        e = cudaGraphInstantiate(&victim->exec, graph, 0);
+        cudaGraphDestroy(graph);
+        if (e != cudaSuccess) {
+            victim->exec = NULL;
+            return gpt2__fail(GPT2_ERR_DEVICE, "%s:%d: cudaGraphInstantiate: %s", __FILE__, __LINE__, cudaGetErrorString(e));
+        }
+        victim->n = n;
+        hit = victim;
+    }
+    hit->used = ++S->tick;
+    GPT2__CU(cudaGraphLaunch(hit->exec, S->stream));
+    return GPT2_OK;
+}
+
+/* ---------------------------------------------------------------- CUDA backend: the engine's entry points */
+
+static int gpt2__cuda_usable(int device, char *why, size_t cap) {
+    int count = 0;
+    cudaError_t e = cudaGetDeviceCount(&count);
+    if (e != cudaSuccess) { snprintf(why, cap, "no CUDA device: %s", cudaGetErrorString(e)); cudaGetLastError(); return 0; }
+    if (count < 1) { snprintf(why, cap, "no CUDA device: none found"); return 0; }
+    int prev = 0;
+    if ((e = cudaGetDevice(&prev)) != cudaSuccess) { snprintf(why, cap, "no CUDA device: %s", cudaGetErrorString(e)); return 0; }
+    if (device < 0) device = prev;
+    if (device >= count) { snprintf(why, cap, "CUDA device %d does not exist (%d found)", device, count); return 0; }
+    cudaDeviceProp pr;
+    if ((e = cudaGetDeviceProperties(&pr, device)) != cudaSuccess) {
+        snprintf(why, cap, "CUDA device %d: %s", device, cudaGetErrorString(e));
+        return 0;
+    }
+    int cc = pr.major * 10 + pr.minor;
+    if (cc < GPT2__MIN_ARCH) {
+        snprintf(why, cap, "GPU %.64s (sm_%d) is too old for this build (needs sm_%d+)", pr.name, cc, GPT2__MIN_ARCH);
+        return 0;
+    }
+    cudaFuncAttributes fa;
+    cudaSetDevice(device);
+    e = cudaFuncGetAttributes(&fa, gpt2__probe_kernel);
+    cudaSetDevice(prev);
+    if (e != cudaSuccess) {
+        cudaGetLastError();
+        snprintf(why, cap, "GPU %.64s (sm_%d) has no code in this build (%.80s); rebuild for it", pr.name, cc, cudaGetErrorString(e));
+        return 0;
+    }
+    return 1;
+}
+
+static void gpt2__cuda_free(gpt2_model *m) {
+    gpt2__cuda_state *S = (gpt2__cuda_state *)m->cuda;
+    if (!S) return;
+    cudaSetDevice(S->device);
+    if (S->stream) cudaStreamSynchronize(S->stream);
+    for (int i = 0; i < GPT2__MAX_GRAPHS; i++) if (S->graphs[i].exec) cudaGraphExecDestroy(S->graphs[i].exec);
+    for (int i = 0; i < S->n_gemm; i++) {
+        if (S->gemm[i].desc) cublasLtMatmulDescDestroy(S->gemm[i].desc);
+        if (S->gemm[i].a) cublasLtMatrixLayoutDestroy(S->gemm[i].a);
+        if (S->gemm[i].b) cublasLtMatrixLayoutDestroy(S->gemm[i].b);
+        if (S->gemm[i].d) cublasLtMatrixLayoutDestroy(S->gemm[i].d);
+    }
+    if (S->lt) cublasLtDestroy(S->lt);
+    cudaFree(S->lt_ws);
+    cudaFree(S->warena);
+    cudaFree(S->k_cache);
+    cudaFree(S->v_cache);
+    cudaFree(S->act);
+    cudaFree(S->d_meta);
+    if (S->h_meta) cudaFreeHost(S->h_meta);
+    if (S->stream) cudaStreamDestroy(S->stream);
+    cudaGetLastError();
+    GPT2_FREE(S->layers);
+    GPT2_FREE(S);
+    m->cuda = NULL;
+}
+
+/* Weights: each tensor converted (and transposed when a matrix) on the GPU from an fp32 staging copy. */
+static gpt2_status gpt2__cuda_upload(gpt2_model *m, gpt2__cuda_state *S, void *dst, const float *src, size_t rows,
+                                     size_t cols, int transpose, int keep_f32, float *staging) {
+    GPT2__CU(cudaMemcpyAsync(staging, src, rows * cols * sizeof(float), cudaMemcpyHostToDevice, S->stream));
+    size_t n = rows * cols;
+    int blocks = (int)((n + 255) / 256 < 4096 ? (n + 255) / 256 : 4096);
+    if (keep_f32 || m->dtype == GPT2_DTYPE_F32)
+        gpt2__convert_kernel<float><<<blocks, 256, 0, S->stream>>>((float *)dst, staging, rows, cols, transpose);
+    else if (m->dtype == GPT2_DTYPE_F16)
+        gpt2__convert_kernel<__half><<<blocks, 256, 0, S->stream>>>((__half *)dst, staging, rows, cols, transpose);
+    else
+        gpt2__convert_kernel<__nv_bfloat16><<<blocks, 256, 0, S->stream>>>((__nv_bfloat16 *)dst, staging, rows, cols, transpose);
+    GPT2__LAUNCHED();
+    GPT2__CU(cudaStreamSynchronize(S->stream));
+    return GPT2_OK;
+}
+
+static gpt2_status gpt2__cuda_init_state(gpt2_model *m, gpt2__cuda_state *S) {
+    const gpt2_config *cf = &m->cfg;
+    const size_t C = (size_t)cf->n_embd, V = (size_t)cf->n_vocab, P = (size_t)cf->n_ctx, F = (size_t)m->n_inner;
+    const size_t L = (size_t)cf->n_layer, H = (size_t)cf->n_head;
+    int dev = m->device;
+    if (dev < 0) GPT2__CU(cudaGetDevice(&dev));
+    S->device = dev;
+    GPT2__CU(cudaSetDevice(dev));
+    cudaDeviceProp pr;
+    GPT2__CU(cudaGetDeviceProperties(&pr, dev));
+    S->sms = pr.multiProcessorCount;
+    S->esize = m->dtype == GPT2_DTYPE_F32 ? 4 : 2;
+    S->use_graphs = 1;
+    S->ldv = (int)((V + 7) & ~(size_t)7);
+    S->flash = gpt2__prefill_usable(m->dtype, (int)(C / H), dev);
+    const size_t es = S->esize;
+    if (!gpt2__cuda_head_ok((int)(C / H), es))
+        return gpt2__fail(GPT2_ERR_FORMAT, "head size %zu (n_embd %zu / n_head %zu) is too large for the CUDA backend",
+                          C / H, C, H);
+    /* weights */
+    size_t per_layer = gpt2__align256(C * 3 * C * es) + gpt2__align256(3 * C * es) + gpt2__align256(C * C * es) +
+                       gpt2__align256(C * es) + gpt2__align256(C * F * es) + gpt2__align256(F * es) +
+                       gpt2__align256(F * C * es) + gpt2__align256(C * es) + 4 * gpt2__align256(C * 4);
+    size_t wbytes = gpt2__align256((size_t)S->ldv * C * es) + gpt2__align256(P * C * es) + 2 * gpt2__align256(C * 4) + L * per_layer;
+    /* workspace per fed row: x fp32, ln/att/proj C, qkv 3C, fc F in T, logits V fp32 */
+    S->lt_ws_size = (size_t)32 << 20;
+    const size_t part_per_row = H * (size_t)((m->max_seq + GPT2__SPLIT_LEN - 1) / GPT2__SPLIT_LEN) * (C / H + 2);
+    size_t fixed = wbytes + S->lt_ws_size + ((size_t)64 << 20);
+    size_t per_row = C * 4 + (3 * C + 3 * C + F) * es + part_per_row * 4 + 4 * 4 + 64, per_slot_kv = 2 * L * (size_t)m->max_seq * C * es;
+    size_t free_b = 0, total_b = 0;
+    GPT2__CU(cudaMemGetInfo(&free_b, &total_b));
+    /* prompt tokens per engine step: enough rows for the GEMMs to run at full rate */
+    if (m->prefill_tokens <= 0) m->prefill_tokens = 4096;
+    const int budget = m->prefill_tokens > m->max_seq ? m->prefill_tokens : m->max_seq;
+    if (m->max_batch == 0) {
+        double room = 0.5 * ((double)free_b - (double)fixed - (double)(budget + 256) * per_row - 2048.0 * S->ldv * 4);
+        double b = room / (double)(per_slot_kv + per_row + (size_t)S->ldv * 4 + sizeof(gpt2__pick));
+        m->max_batch = b < 1 ? 1 : b > 256 ? 256 : (int)b;
+    }
+    S->max_rows = budget + m->max_batch;
+    S->part_floats = (size_t)S->max_rows * part_per_row;
+    /* logits: one row per sequence in a step; gpt2_forward's chunks of whole sequences fit too */
+    S->logit_rows = m->max_batch > m->max_seq ? m->max_batch : m->max_seq;
+    if (S->logit_rows < 2048) S->logit_rows = 2048;
+    const size_t logit_bytes = gpt2__align256((size_t)S->logit_rows * S->ldv * 4);
+    size_t kv_bytes = (size_t)m->max_batch * per_slot_kv / 2;
+    size_t need = fixed + 2 * kv_bytes + (size_t)S->max_rows * per_row + logit_bytes;
+    if (need > free_b)
+        return gpt2__fail(GPT2_ERR_OOM, "CUDA device %d: asked %zu MB (weights %zu MB, KV cache %zu MB for %d sequences of %d tokens, "
+                                        "workspace), %zu MB free", dev, need >> 20, wbytes >> 20, (2 * kv_bytes) >> 20,
+                          m->max_batch, m->max_seq, free_b >> 20);
+    GPT2__CU(cudaStreamCreateWithFlags(&S->stream, cudaStreamNonBlocking));
+    GPT2__LT(cublasLtCreate(&S->lt));
+    GPT2__CU(cudaMalloc(&S->lt_ws, S->lt_ws_size));
+    GPT2__CU(cudaMalloc(&S->warena, wbytes));
+    GPT2__CU(cudaMalloc(&S->k_cache, kv_bytes));
+    GPT2__CU(cudaMalloc(&S->v_cache, kv_bytes));
+    /* activations */
+    const size_t R = (size_t)S->max_rows;
+    size_t act = gpt2__align256(R * C * 4) + logit_bytes + gpt2__align256(S->part_floats * 4) +
+                 3 * gpt2__align256(R * C * es) + gpt2__align256(R * 3 * C * es) + gpt2__align256(R * F * es);
+    GPT2__CU(cudaMalloc(&S->act, act));
+    char *a = (char *)S->act;
+    S->x = (float *)a; a += gpt2__align256(R * C * 4);
+    S->logits = (float *)a; a += logit_bytes;
+    S->part = (float *)a; a += gpt2__align256(S->part_floats * 4);
+    S->ln = a; a += gpt2__align256(R * C * es);
+    S->att = a; a += gpt2__align256(R * C * es);
+    S->proj = a; a += gpt2__align256(R * C * es);
+    S->qkv = a; a += gpt2__align256(R * 3 * C * es);
+    S->fc = a;
+    S->meta_bytes = gpt2__meta_size(S->max_rows, S->max_rows, S->max_rows);
+    GPT2__CU(cudaMalloc(&S->d_meta, S->meta_bytes));
+    GPT2__CU(cudaMallocHost(&S->h_meta, S->meta_bytes));
+    /* weights: lay out, then upload through one fp32 staging buffer as large as the largest tensor */
+    S->layers = (gpt2__cuda_layer *)gpt2__zalloc(L * sizeof(gpt2__cuda_layer));
+    if (!S->layers) return gpt2__fail(GPT2_ERR_OOM, "cannot allocate the CUDA layer table");
+    size_t biggest = V * C > P * C ? V * C : P * C;
+    if (C * 3 * C > biggest) biggest = C * 3 * C;
+    if (C * F > biggest) biggest = C * F;
+    float *staging = NULL;
+    GPT2__CU(cudaMalloc(&staging, biggest * sizeof(float)));
+    char *w = (char *)S->warena;
+    const gpt2__weights *hw = &m->w;
+    gpt2_status st = GPT2_OK;
+#define GPT2__PLACE(ptr, count, bytes_per) do { ptr = (decltype(ptr))w; w += gpt2__align256((count) * (bytes_per)); } while (0)
+#define GPT2__UP(dst, src, rows, cols, tr, f32) \
+    do { if (!st) st = gpt2__cuda_upload(m, S, dst, src, rows, cols, tr, f32, staging); } while (0)
+    GPT2__PLACE(S->wte, (size_t)S->ldv * C, es);
+    if (!st && cudaMemset(S->wte, 0, (size_t)S->ldv * C * es) != cudaSuccess)
+        st = gpt2__fail(GPT2_ERR_DEVICE, "%s:%d: cudaMemset of wte failed", __FILE__, __LINE__);
+    GPT2__UP(S->wte, hw->wte, V, C, 0, 0);
+    GPT2__PLACE(S->wpe, P * C, es); GPT2__UP(S->wpe, hw->wpe, P, C, 0, 0);
+    GPT2__PLACE(S->lnf_w, C, 4); GPT2__UP(S->lnf_w, hw->lnf_w, 1, C, 0, 1);
+    GPT2__PLACE(S->lnf_b, C, 4); GPT2__UP(S->lnf_b, hw->lnf_b, 1, C, 0, 1);
+    for (size_t l = 0; l < L; l++) {
+        gpt2__cuda_layer *y = &S->layers[l];
+        const gpt2__layer *x = &hw->layers[l];
+        GPT2__PLACE(y->qkv_w, C * 3 * C, es); GPT2__UP(y->qkv_w, x->qkv_w, C, 3 * C, 1, 0);
+        GPT2__PLACE(y->qkv_b, 3 * C, es); GPT2__UP(y->qkv_b, x->qkv_b, 1, 3 * C, 0, 0);
+        GPT2__PLACE(y->proj_w, C * C, es); GPT2__UP(y->proj_w, x->attn_proj_w, C, C, 1, 0);
+        GPT2__PLACE(y->proj_b, C, es); GPT2__UP(y->proj_b, x->attn_proj_b, 1, C, 0, 0);
+        GPT2__PLACE(y->fc_w, C * F, es); GPT2__UP(y->fc_w, x->fc_w, C, F, 1, 0);
+        GPT2__PLACE(y->fc_b, F, es); GPT2__UP(y->fc_b, x->fc_b, 1, F, 0, 0);
+        GPT2__PLACE(y->fcp_w, F * C, es); GPT2__UP(y->fcp_w, x->fc_proj_w, F, C, 1, 0);
+        GPT2__PLACE(y->fcp_b, C, es); GPT2__UP(y->fcp_b, x->fc_proj_b, 1, C, 0, 0);
+        GPT2__PLACE(y->ln1_w, C, 4); GPT2__UP(y->ln1_w, x->ln1_w, 1, C, 0, 1);
+        GPT2__PLACE(y->ln1_b, C, 4); GPT2__UP(y->ln1_b, x->ln1_b, 1, C, 0, 1);
+        GPT2__PLACE(y->ln2_w, C, 4); GPT2__UP(y->ln2_w, x->ln2_w, 1, C, 0, 1);
+        GPT2__PLACE(y->ln2_b, C, 4); GPT2__UP(y->ln2_b, x->ln2_b, 1, C, 0, 1);
+    }
+#undef GPT2__PLACE
+#undef GPT2__UP
+    cudaFree(staging);
+    if (st) return st;
+    GPT2__CU(cudaGetLastError());
+    return GPT2_OK;
+}
+
+static gpt2_status gpt2__cuda_init(gpt2_model *m) {
+    gpt2__cuda_state *S = (gpt2__cuda_state *)gpt2__zalloc(sizeof *S);
+    if (!S) return gpt2__fail(GPT2_ERR_OOM, "cannot allocate the CUDA backend state");
+    m->cuda = S;
+    gpt2_status st = gpt2__cuda_init_state(m, S);
+    if (st) {
+        /* keep the message: freeing may touch the CUDA error state but not gpt2__error */
+        gpt2__cuda_free(m);
+        if (st == GPT2_ERR_DEVICE && strstr(gpt2_last_error(), "out of memory")) st = GPT2_ERR_OOM;
+    }
+    return st;
+}
+
+static gpt2_status gpt2__cuda_forward(gpt2_model *m, const int *tokens, int B, int T, float *logits) {
+    gpt2__cuda_state *S = (gpt2__cuda_state *)m->cuda;
+    const size_t V = (size_t)m->cfg.n_vocab;
+    GPT2__CU(cudaSetDevice(S->device));
+    int per = (S->max_rows < S->logit_rows ? S->max_rows : S->logit_rows) / T;
+    if (per > m->max_batch) per = m->max_batch;
+    if (per < 1) per = 1;
+    for (int b0 = 0; b0 < B; b0 += per) {
+        const int nb = B - b0 < per ? B - b0 : per, N = nb * T;
+        gpt2__cuda_meta h = gpt2__meta_at(S->h_meta, N, N, 0), d = gpt2__meta_at(S->d_meta, N, N, 0);
+        for (int r = 0; r < N; r++) {
+            h.tok[r] = tokens[(size_t)b0 * T + r];
+            h.pos[r] = r % T;
+            h.slot[r] = r / T;
+            h.out_row[r] = r;
+        }
+        gpt2__plan_attention(&h, N, S->flash);
+        d.n_att = h.n_att;
+        d.n_tiles = h.n_tiles;
+        GPT2__CU(cudaMemcpyAsync(S->d_meta, S->h_meta, h.bytes, cudaMemcpyHostToDevice, S->stream));
+        gpt2_status st = gpt2__cuda_run(m, &d, N, N, 1);
+        if (st) { cudaStreamSynchronize(S->stream); return st; }
+        GPT2__CU(cudaMemcpy2DAsync(logits + (size_t)b0 * T * V, V * sizeof(float), S->logits, (size_t)S->ldv * sizeof(float),
+                                   V * sizeof(float), (size_t)N, cudaMemcpyDeviceToHost, S->stream));
+        GPT2__CU(cudaStreamSynchronize(S->stream));
+    }
+    return GPT2_OK;
+}
+
+static gpt2_status gpt2__cuda_step(gpt2_model *m, const gpt2__seq *seqs, int n, int *next) {
+    gpt2__cuda_state *S = (gpt2__cuda_state *)m->cuda;
+    if (n < 1) return GPT2_OK;
+    int N = 0, decode = 1;
+    for (int i = 0; i < n; i++) {
+        const gpt2__seq *q = &seqs[i];
+        if (q->slot < 0 || q->slot >= m->max_batch || q->pos < 0 || q->n_tok < 1 || q->pos + q->n_tok > m->max_seq)
+            return gpt2__fail(GPT2_ERR_ARG, "CUDA step: sequence %d (slot %d, positions %d..%d) is outside max_batch = %d, "
+                                            "max_seq = %d", i, q->slot, q->pos, q->pos + q->n_tok - 1, m->max_batch, m->max_seq);
+        N += q->n_tok;
+        if (q->n_tok != 1) decode = 0;
+    }
+    if (N > S->max_rows || n > m->max_batch)
+        return gpt2__fail(GPT2_ERR_ARG, "CUDA step: %d rows of %d sequences exceed the workspace (%d rows, %d sequences)",
+                          N, n, S->max_rows, m->max_batch);
+    GPT2__CU(cudaSetDevice(S->device));
+    gpt2__cuda_meta h = gpt2__meta_at(S->h_meta, N, n, n);
+    for (int i = 0, r = 0; i < n; i++) {
+        const gpt2__seq *q = &seqs[i];
+        for (int t = 0; t < q->n_tok; t++, r++) {
+            h.tok[r] = q->tok[t];
+            h.pos[r] = q->pos + t;
+            h.slot[r] = q->slot;
+        }
+        h.out_row[i] = r - 1;
+        gpt2__pick *pk = &h.picks[i];
+        pk->temperature = q->sampling.temperature;
+        pk->top_p = q->sampling.top_p;
+        pk->top_k = q->sampling.top_k;
+        pk->sample = q->sample;
+        pk->seed = q->sampling.seed;
+        pk->draw = q->draw;
+    }
+    gpt2__plan_attention(&h, N, S->flash);
+    gpt2_status st = decode && S->use_graphs ? gpt2__cuda_decode_graph(m, &h, n) : gpt2__cuda_step_body(m, &h, N, n);
+    cudaError_t e = cudaStreamSynchronize(S->stream);
+    if (st) return st;
+    if (e != cudaSuccess) return gpt2__fail(GPT2_ERR_DEVICE, "%s:%d: CUDA step: %s", __FILE__, __LINE__, cudaGetErrorString(e));
+    memcpy(next, h.next, (size_t)n * sizeof(int));
+    return GPT2_OK;
+}
+
+#endif /* GPT2__CUDA */
 
 /* ---------------------------------------------------------------- engine: model lifetime, forward, generate */
 
