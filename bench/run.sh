@@ -11,12 +11,12 @@ sizes=${*:-124M 1558M}
 date -u +"%Y-%m-%d %H:%M UTC" | tee "$out/date.txt"
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$out/gpu.txt"
 make bench CUDA_ARCH="-gencode arch=compute_90,code=sm_90" > "$out/build_bench.log" 2>&1 || { tail -30 "$out/build_bench.log"; exit 1; }
-bench/bench_gpt2 $sizes 2>&1 | tee "$out/gpt2cuh.txt"
+timeout 150 bench/bench_gpt2 $sizes 2>&1 | tee "$out/gpt2cuh.txt"
 if [ "${ALL:-0}" = 1 ]; then
     for dt in f16 bf16 f32; do bench/bench_gpt2 124M 355M 774M 1558M --dtype $dt 2>&1 | tee -a "$out/gpt2cuh_all.txt"; done
 fi
 export PYTHONUNBUFFERED=1
-OUT="$out" python3 bench/torch_peer.py $sizes > "$out/torch_peer.log" 2>&1 || tail -5 "$out/torch_peer.log"
-OUT="$out" python3 bench/hf_peer.py table > "$out/hf_peer.log" 2>&1 || tail -5 "$out/hf_peer.log"
-python3 bench/make_random_model.py 124M /tmp/m124M > /dev/null && bench/bench_mixed /tmp/m124M 4096 256 cuda f16 2>&1 | tee "$out/mixed.txt"
+OUT="$out" timeout 180 python3 bench/torch_peer.py $sizes > "$out/torch_peer.log" 2>&1 || tail -5 "$out/torch_peer.log"
+OUT="$out" timeout 200 python3 bench/hf_peer.py table > "$out/hf_peer.log" 2>&1 || tail -5 "$out/hf_peer.log"
+python3 bench/make_random_model.py 124M /tmp/m124M > /dev/null && timeout 120 bench/bench_mixed /tmp/m124M 4096 256 cuda f16 2>&1 | tee "$out/mixed.txt"
 python3 bench/compare.py "$out" | tee "$out/table.md"
