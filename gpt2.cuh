@@ -16,6 +16,9 @@
        GPT2_NO_CUDA           leave the CUDA backend out even under nvcc
        GPT2_MALLOC(n), GPT2_CALLOC(n,s), GPT2_FREE(p)   host allocator (default: stdlib)
        GPT2_MAX_ERROR         length of the error message buffer (default 512)
+       GPT2_GEMM_REF_ROWS     CUDA: every GEMM of a weight uses the cuBLASLt algorithm picked for this many
+                              rows, whatever the step's rows, so a request's output never depends on its
+                              batch (default 128; 64 favours batch-1 latency, 256 large-batch throughput)
 
    Models: a Hugging Face GPT-2 directory as published (config.json + model.safetensors;
    gpt2, gpt2-medium, gpt2-large, gpt2-xl, distilgpt2), F32/F16/BF16 tensors, either key layout.
@@ -142,6 +145,9 @@ GPT2_API int          gpt2_model_max_seq(const gpt2_model *model);
 #endif
 #ifndef GPT2_MAX_ERROR
 #define GPT2_MAX_ERROR 512
+#endif
+#ifndef GPT2_GEMM_REF_ROWS
+#define GPT2_GEMM_REF_ROWS 128 /* CUDA: each weight's GEMM algorithm is the one cuBLASLt picks for this many rows */
 #endif
 
 #if defined(__cplusplus)
@@ -1814,14 +1820,33 @@ static gpt2_status gpt2__gemm_run(gpt2__cuda_state *S, cudaDataType_t dt, void *
         GPT2__LT(cublasLtMatrixLayoutCreate(&g->a, dt, (uint64_t)I, (uint64_t)O, (int64_t)I));
         GPT2__LT(cublasLtMatrixLayoutCreate(&g->b, dt, (uint64_t)I, (uint64_t)N, (int64_t)I));
         GPT2__LT(cublasLtMatrixLayoutCreate(&g->d, out_f32 ? CUDA_R_32F : dt, (uint64_t)O, (uint64_t)N, (int64_t)ldd));
+        /* One algorithm per weight shape, whatever the row count N: the heuristic's pick for N_REF rows,
+           used for every N it supports. Different kernels round differently, so a per-N choice would
+           make a row's result depend on how many other rows share its step (DESIGN.md's determinism
+           rule: a request's tokens must not depend on its batch). */
+        enum { N_REF = GPT2_GEMM_REF_ROWS };
         cublasLtMatmulPreference_t pref;
         GPT2__LT(cublasLtMatmulPreferenceCreate(&pref));
         cublasLtMatmulHeuristicResult_t res;
         int found = 0;
         cublasStatus_t s = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
                                                                 &S->lt_ws_size, sizeof S->lt_ws_size);
+        cublasLtMatrixLayout_t b_ref = NULL, d_ref = NULL;
+        if (s == CUBLAS_STATUS_SUCCESS) s = cublasLtMatrixLayoutCreate(&b_ref, dt, (uint64_t)I, (uint64_t)N_REF, (int64_t)I);
         if (s == CUBLAS_STATUS_SUCCESS)
+            s = cublasLtMatrixLayoutCreate(&d_ref, out_f32 ? CUDA_R_32F : dt, (uint64_t)O, (uint64_t)N_REF, (int64_t)ldd);
+        if (s == CUBLAS_STATUS_SUCCESS)
+            s = cublasLtMatmulAlgoGetHeuristic(S->lt, g->desc, g->a, b_ref, d_ref, d_ref, pref, 1, &res, &found);
+        if (s == CUBLAS_STATUS_SUCCESS && found) {
+            cublasLtMatmulHeuristicResult_t chk;
+            if (cublasLtMatmulAlgoCheck(S->lt, g->desc, g->a, g->b, g->d, g->d, &res.algo, &chk) != CUBLAS_STATUS_SUCCESS ||
+                chk.workspaceSize > S->lt_ws_size)
+                found = 0; /* this N needs its own algorithm */
+        }
+        if (s == CUBLAS_STATUS_SUCCESS && !found)
             s = cublasLtMatmulAlgoGetHeuristic(S->lt, g->desc, g->a, g->b, g->d, g->d, pref, 1, &res, &found);
+        if (b_ref) cublasLtMatrixLayoutDestroy(b_ref);
+        if (d_ref) cublasLtMatrixLayoutDestroy(d_ref);
         cublasLtMatmulPreferenceDestroy(pref);
         if (s != CUBLAS_STATUS_SUCCESS || !found)
             return gpt2__fail(GPT2_ERR_DEVICE, "%s:%d: cuBLASLt has no algorithm for %d x %d x %d (epilogue %d): %s",
@@ -2556,8 +2581,15 @@ GPT2_API gpt2_status gpt2_generate(gpt2_model *m, gpt2_request *reqs, int n, gpt
     int waiting = 0, active = 0;
     for (int s = 0; s < S && slot; s++) slot[s].req = -1;
     while (!st) {
-        /* admit waiting requests into free slots (requests with nothing to generate finish at once) */
-        for (int s = 0; s < S && waiting < n; s++) {
+        /* admit waiting requests into free slots (requests with nothing to generate finish at once).
+           Slots are refilled in groups of at least S/16 (or whatever is left to wait): a step that feeds
+           prompts cannot replay the decode graph, so refilling one slot per step would make most steps
+           slow ones, while a few idle slots for a few steps cost little. */
+        while (waiting < n && reqs[waiting].max_new_tokens == 0) waiting++;
+        int free_slots = S - active, group = S / 16 > 1 ? S / 16 : 1;
+        if (n - waiting < group) group = n - waiting;
+        if (free_slots < group && active > 0) group = -1; /* not yet */
+        for (int s = 0; s < S && waiting < n && group >= 0; s++) {
             if (slot[s].req >= 0) continue;
             while (waiting < n && reqs[waiting].max_new_tokens == 0) waiting++;
             if (waiting == n) break;
