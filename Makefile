@@ -7,6 +7,7 @@
 NVCC ?= $(shell command -v nvcc 2>/dev/null)
 CC ?= cc
 MPICC := $(shell command -v mpicc 2>/dev/null)
+VALGRIND := $(shell command -v valgrind 2>/dev/null)
 CUDA_ARCH ?= -gencode arch=compute_90,code=sm_90 -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=compute_90
 WARN := -Wall -Wextra
 OPENMP := -fopenmp
@@ -47,13 +48,24 @@ demo_mpi: demo.cu gpt2_mpi.h $(HEADERS)
 tests/mpi/test_mpi: tests/mpi/test_mpi.c tests/mpi/workload.h gpt2_mpi.h $(HEADERS)
 	$(MPICC) -x c -O2 -std=gnu99 $(WARN) -Werror $(OPENMP) -DGPT2_NO_CUDA -I. tests/mpi/test_mpi.c -o $@ -lm
 
+# the demo as plain C, for valgrind (a CUDA runtime under valgrind is noise, not signal)
+demo_c: demo.cu $(HEADERS)
+	$(CBUILD) -g demo.cu -o $@ -lm
+
 # the README's example, as plain C
 examples/hello: examples/hello.c $(HEADERS)
 	$(CBUILD) examples/hello.c -o $@ -lm
 
-test: test_gpt2 test_gpt2_c test_gpt2_asan examples/hello $(if $(MPICC),demo demo_mpi tests/mpi/test_mpi)
+test: test_gpt2 test_gpt2_c test_gpt2_asan examples/hello $(if $(VALGRIND),demo_c) $(if $(MPICC),demo demo_mpi tests/mpi/test_mpi)
 	@echo "== the README's example"
 	./examples/hello weights "ROMEO:" > /dev/null
+ifneq ($(VALGRIND),)
+	@echo "== the demo under valgrind (embedded model, CPU)"
+	OMP_NUM_THREADS=1 $(VALGRIND) -q --error-exitcode=1 --leak-check=full --errors-for-leak-kinds=definite,indirect \
+	  ./demo_c -n 8 --seed 1 "ROMEO:" > /dev/null
+else
+	@echo "valgrind run skipped: valgrind is not installed"
+endif
 	@echo "== the CPU suite under ASan + UBSan"
 	./test_gpt2_asan > test_gpt2_asan.log 2>&1 || { cat test_gpt2_asan.log; exit 1; }
 	@tail -n 1 test_gpt2_asan.log
@@ -72,6 +84,6 @@ bench/bench_mixed: bench/bench_mixed.cu $(HEADERS)
 	$(BUILD) bench/bench_mixed.cu -o $@ $(LIBS)
 
 clean:
-	rm -f examples/hello tests/mpi/test_mpi demo demo_mpi test_gpt2 test_gpt2_c test_gpt2_asan test_gpt2_asan.log bench/bench_gpt2 bench/bench_mixed
+	rm -f demo_c examples/hello tests/mpi/test_mpi demo demo_mpi test_gpt2 test_gpt2_c test_gpt2_asan test_gpt2_asan.log bench/bench_gpt2 bench/bench_mixed
 
 .PHONY: all test bench clean
