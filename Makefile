@@ -1,7 +1,8 @@
 # make            build demo and test_gpt2 (nvcc when on PATH: CUDA + CPU backends; else cc: CPU only)
 # make test       build and run every test (CPU backend; GPT2_TEST_BACKEND=cuda for the GPU)
 # make demo       build the demo
-# make bench      build the benchmark (needs nvcc)
+# make bench      build the benchmarks (need nvcc and a GPU to run)
+# make fuzz       the fuzz smoke: every libFuzzer harness over its corpus + 30 s (needs clang)
 # demo_mpi and the MPI tests are built when mpicc is found.
 
 NVCC ?= $(shell command -v nvcc 2>/dev/null)
@@ -75,6 +76,11 @@ endif
 	@echo "== the suite"
 	./test_gpt2
 
+# libFuzzer harnesses (clang): regression inputs, the seed corpus, then FUZZ_SECONDS of fresh fuzzing each
+FUZZ_SECONDS ?= 30
+fuzz:
+	bash tests/fuzz/run.sh $(FUZZ_SECONDS)
+
 bench: bench/bench_gpt2 bench/bench_mixed
 
 bench/bench_gpt2: bench/bench_gpt2.cu $(HEADERS)
@@ -86,4 +92,4 @@ bench/bench_mixed: bench/bench_mixed.cu $(HEADERS)
 clean:
 	rm -f demo_c examples/hello tests/mpi/test_mpi demo demo_mpi test_gpt2 test_gpt2_c test_gpt2_asan test_gpt2_asan.log bench/bench_gpt2 bench/bench_mixed
 
-.PHONY: all test bench clean
+.PHONY: all test fuzz bench clean
