@@ -672,9 +672,9 @@ static int demo_setup_error(const char *what) {
     return 1;
 }
 
-/* A model that did not load; for the default directory, also where it is looked for. */
-static int demo_model_error(const demo_args *a) {
-    fprintf(stderr, "demo: %s%s\n", gpt2_last_error(), strcmp(a->model_dir, "weights") ? "" :
+/* A model that did not load; when the default directory could not be read, also where it is looked for. */
+static int demo_model_error(const demo_args *a, gpt2_status st) {
+    fprintf(stderr, "demo: %s%s\n", gpt2_last_error(), strcmp(a->model_dir, "weights") || st != GPT2_ERR_IO ? "" :
             " (the embedded model is read from ./weights: run the demo from the repository root, or give -m DIR)");
     return 1;
 }
@@ -703,6 +703,7 @@ int main(int argc, char **argv) {
     double t0 = demo_now();
     gpt2_options opt = demo_options(&a);
     gpt2_model *m = NULL;
+    gpt2_status load_st;
     gpt2_tokenizer *tok = NULL;
     demo_work w;
     memset(&w, 0, sizeof w);
@@ -712,7 +713,8 @@ int main(int argc, char **argv) {
     char *input = demo_read_input(&a, &input_len);
     FILE *results = input ? demo_open_output(&a) : NULL;
     if (!input || !results) { demo_setup_error(demo_error); goto done; }
-    if (gpt2_load(&m, a.model_dir, &opt)) { demo_model_error(&a); goto done; }
+    load_st = gpt2_load(&m, a.model_dir, &opt);
+    if (load_st) { demo_model_error(&a, load_st); goto done; }
     load_s = demo_now() - t0;
     if (gpt2_tokenizer_load(&tok, a.model_dir)) { demo_setup_error(gpt2_last_error()); goto done; }
     if (!demo_make_work(&w, &a, tok, gpt2_model_max_seq(m), input, input_len)) { demo_setup_error(demo_error); goto done; }
@@ -823,6 +825,7 @@ int main(int argc, char **argv) {
     (void)local;
     double t0 = demo_now();
     gpt2_model *m = NULL;
+    gpt2_status load_st;
     gpt2_tokenizer *tok = NULL;
     demo_work w;
     memset(&w, 0, sizeof w);
@@ -836,8 +839,9 @@ int main(int argc, char **argv) {
         if (!input || !results) { demo_setup_error(demo_error); ok = 0; }
     }
     if (!demo_mpi_all_ok(ok)) goto done;
-    if (gpt2_mpi_load(MPI_COMM_WORLD, &m, a.model_dir, &opt)) {
-        if (rank == 0) demo_model_error(&a);
+    load_st = gpt2_mpi_load(MPI_COMM_WORLD, &m, a.model_dir, &opt);
+    if (load_st) {
+        if (rank == 0) demo_model_error(&a, load_st);
         goto done;
     }
     if (rank == 0) {

@@ -16,6 +16,7 @@
        GPT2_NO_CUDA           leave the CUDA backend out even under nvcc
        GPT2_MALLOC(n), GPT2_CALLOC(n,s), GPT2_FREE(p)   host allocator (default: stdlib)
        GPT2_MAX_ERROR         length of the error message buffer (default 512)
+       GPT2_MAX_TEXT_FILE     largest config.json / vocab.json / merges.txt read (default 256 MB)
        GPT2_GEMM_REF_ROWS     CUDA: every GEMM of a weight uses the cuBLASLt algorithm picked for this many
                               rows, whatever the step's rows, so a request's output never depends on its
                               batch (default 128; 64 favours batch-1 latency, 256 large-batch throughput)
@@ -134,6 +135,9 @@ GPT2_API int          gpt2_model_max_seq(const gpt2_model *model);
 #include <errno.h>
 #include <sys/types.h>
 #include <sys/stat.h>
+#if !defined(_WIN32)
+#include <unistd.h>
+#endif
 #ifdef _OPENMP
 #include <omp.h>
 #endif
@@ -145,6 +149,9 @@ GPT2_API int          gpt2_model_max_seq(const gpt2_model *model);
 #endif
 #ifndef GPT2_MAX_ERROR
 #define GPT2_MAX_ERROR 512
+#endif
+#ifndef GPT2_MAX_TEXT_FILE
+#define GPT2_MAX_TEXT_FILE (256L << 20) /* config.json, vocab.json, merges.txt: larger is an error */
 #endif
 #ifndef GPT2_GEMM_REF_ROWS
 #define GPT2_GEMM_REF_ROWS 128 /* CUDA: each weight's GEMM algorithm is the one cuBLASLt picks for this many rows */
@@ -197,6 +204,11 @@ static gpt2_status gpt2__read_file(const char *path, char **data, size_t *len) {
     if (fseek(f, 0, SEEK_END) != 0) { fclose(f); return gpt2__fail(GPT2_ERR_IO, "%s: cannot seek", path); }
     long n = ftell(f);
     if (n < 0 || fseek(f, 0, SEEK_SET) != 0) { fclose(f); return gpt2__fail(GPT2_ERR_IO, "%s: not a regular file", path); }
+    if ((unsigned long)n > (unsigned long)GPT2_MAX_TEXT_FILE) {
+        fclose(f);
+        return gpt2__fail(GPT2_ERR_FORMAT, "%s: %ld bytes is over the %ld-byte limit for a text file (GPT2_MAX_TEXT_FILE)",
+                          path, n, (long)GPT2_MAX_TEXT_FILE);
+    }
     char *buf = (char *)gpt2__alloc((size_t)n + 1);
     if (!buf) { fclose(f); return gpt2__fail(GPT2_ERR_OOM, "%s: cannot allocate %ld bytes", path, n); }
     size_t got = n ? fread(buf, 1, (size_t)n, f) : 0;
@@ -725,7 +737,7 @@ static GPT2__HD inline double gpt2__uniform(uint64_t seed, uint64_t draw) {
       else the sorted order), summing p in double; pick the first where the sum exceeds u * total. */
 static int gpt2__sample_greedy(const float *logits, int V) {
     int best = 0;
-    for (int i = 1; i < V; i++) if (logits[i] > logits[best]) best = i;
+    for (int i = 1; i < V; i++) if (logits[i] > logits[best] || (logits[best] != logits[best] && logits[i] == logits[i])) best = i;
     return best;
 }
 
@@ -744,12 +756,12 @@ static int gpt2__sample(const float *logits, int V, const gpt2_sampling *s, uint
     float inv_t = 1.0f / s->temperature;
     int cut_k = s->top_k > 0 && s->top_k < V;
     int cut_p = s->top_p > 0.0f && s->top_p < 1.0f;
-    float zmax = logits[0] * inv_t;
-    for (int i = 1; i < V; i++) if (logits[i] * inv_t > zmax) zmax = logits[i] * inv_t;
+    float zmax = -INFINITY;
+    for (int i = 0; i < V; i++) if (logits[i] * inv_t > zmax) zmax = logits[i] * inv_t;
     int n = V;
     for (int i = 0; i < V; i++) {
         float z = logits[i] * inv_t - zmax;  /* float multiply, float subtract: the GPU rounds the same */
-        scratch[i].p = (float)exp((double)z);
+        scratch[i].p = z == z ? (float)exp((double)z) : 0.0f; /* a NaN logit (NaN weights) is never drawn */
         scratch[i].id = i;
     }
     if (cut_k) {
@@ -869,14 +881,38 @@ static void gpt2__cpu_free(gpt2_model *m) {
     m->cpu.k_cache = m->cpu.v_cache = NULL;
 }
 
+/* Physical memory in bytes (total, and free now), 0 where the system does not say. */
+static void gpt2__host_memory(double *total, double *avail) {
+    *total = *avail = 0.0;
+#if defined(_SC_PHYS_PAGES) && defined(_SC_PAGESIZE)
+    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    if (pages > 0 && page > 0) *total = (double)pages * page;
+#if defined(_SC_AVPHYS_PAGES)
+    long av = sysconf(_SC_AVPHYS_PAGES);
+    if (av > 0 && page > 0) *avail = (double)av * page;
+#endif
+#endif
+}
+
 static gpt2_status gpt2__cpu_init(gpt2_model *m) {
-    size_t n = (size_t)m->cfg.n_layer * m->max_batch * m->max_seq * m->cfg.n_embd;
+    /* K and V: 2 x n_layer x max_batch x max_seq x n_embd floats, which must fit in this machine's memory
+       beside the weights (with overcommit, malloc alone would promise it and the process die later) */
+    size_t n, bytes;
+    double total, avail;
+    int ok = gpt2__mul_ok((size_t)m->cfg.n_layer * m->cfg.n_embd, (size_t)m->max_batch * m->max_seq, &n) &&
+             gpt2__mul_ok(n, 2 * sizeof(float), &bytes);
+    gpt2__host_memory(&total, &avail);
+    if (!ok || (total > 0 && (double)bytes + 4.0 * m->w.n_floats > total))
+        return gpt2__fail(GPT2_ERR_OOM, "the KV cache for %d sequences of %d tokens needs %.0f MB (weights %.0f MB more); "
+                          "this machine has %.0f MB, %.0f MB free: lower max_batch or max_seq",
+                          m->max_batch, m->max_seq, ok ? bytes / 1048576.0 : 1e300, 4.0 * m->w.n_floats / 1048576.0,
+                          total / 1048576.0, avail / 1048576.0);
     m->cpu.k_cache = (float *)gpt2__alloc(n * sizeof(float));
     m->cpu.v_cache = (float *)gpt2__alloc(n * sizeof(float));
     if (!m->cpu.k_cache || !m->cpu.v_cache) {
         gpt2__cpu_free(m);
         return gpt2__fail(GPT2_ERR_OOM, "cannot allocate the KV cache: %zu MB for %d sequences of %d tokens",
-                          2 * n * sizeof(float) >> 20, m->max_batch, m->max_seq);
+                          bytes >> 20, m->max_batch, m->max_seq);
     }
     return GPT2_OK;
 }
@@ -1603,7 +1639,10 @@ __global__ void __launch_bounds__(GPT2__SAMPLE_THREADS) gpt2__sample_kernel(floa
     if (lane == 0) sh.red_v[w] = zmax;
     __syncthreads();
     for (int i = 0; i < nw; i++) zmax = fmaxf(zmax, sh.red_v[i]);
-    for (int i = tid; i < V; i += nt) p[i] = (float)exp((double)__fsub_rn(__fmul_rn(p[i], inv_t), zmax));
+    for (int i = tid; i < V; i += nt) {
+        const float z = __fsub_rn(__fmul_rn(p[i], inv_t), zmax);
+        p[i] = z == z ? (float)exp((double)z) : 0.0f; /* a NaN logit is never drawn, as on the CPU */
+    }
     __syncthreads();
     const int cut_k = pk.top_k > 0 && pk.top_k < V, cut_p = pk.top_p > 0.0f && pk.top_p < 1.0f;
     const double u = gpt2__uniform(pk.seed, pk.draw);
@@ -2534,10 +2573,13 @@ GPT2_API gpt2_status gpt2_forward(gpt2_model *m, const int *tokens, int B, int T
 #if GPT2__CUDA
     if (m->backend == GPT2_BACKEND_CUDA) return gpt2__cuda_forward(m, tokens, B, T, logits);
 #endif
-    gpt2__seq *seqs = (gpt2__seq *)gpt2__zalloc((size_t)m->max_batch * sizeof *seqs);
+    /* at most max_batch sequences and about 16k rows per pass (bounds the activations and row indices) */
+    int per = 16384 / T > 1 ? 16384 / T : 1;
+    if (per > m->max_batch) per = m->max_batch;
+    gpt2__seq *seqs = (gpt2__seq *)gpt2__zalloc((size_t)per * sizeof *seqs);
     if (!seqs) return gpt2__fail(GPT2_ERR_OOM, "gpt2_forward: out of memory");
-    for (int b0 = 0; b0 < B && !st; b0 += m->max_batch) {
-        int nb = B - b0 < m->max_batch ? B - b0 : m->max_batch;
+    for (int b0 = 0; b0 < B && !st; b0 += per) {
+        int nb = B - b0 < per ? B - b0 : per;
         for (int i = 0; i < nb; i++) {
             seqs[i].slot = i; seqs[i].pos = 0; seqs[i].n_tok = T;
             seqs[i].tok = tokens + (size_t)(b0 + i) * T;

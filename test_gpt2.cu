@@ -548,6 +548,40 @@ static int test_readme_example_is_examples_hello_c(void) {
     return 0;
 }
 
+
+/* issue 7: a KV cache larger than the machine's memory is refused at load, saying how much was asked
+   and how much there is (with overcommit, malloc alone would succeed and the process die later) */
+static int test_kv_cache_beyond_memory_is_oom(void) {
+    gpt2_options o = gpt2_default_options();
+    o.backend = GPT2_BACKEND_CPU;
+    o.max_batch = 65536; /* bf16_prefixed_long: 2 layers x 1040 positions x 128 wide: 2.1 MB a sequence */
+    double total, avail;
+    gpt2__host_memory(&total, &avail);
+    if (total <= 0 || total > 2.0 * 2 * 1040 * 128 * 4.0 * o.max_batch) return SKIP; /* it would fit here */
+    gpt2_model *m;
+    gpt2_status st = gpt2_load(&m, "tests/models/bf16_prefixed_long", &o);
+    EXPECT(st == GPT2_ERR_OOM, "status %d, expected GPT2_ERR_OOM (message: %s)", st, gpt2_last_error());
+    EXPECT(strstr(gpt2_last_error(), "MB") && strstr(gpt2_last_error(), "free") && strstr(gpt2_last_error(), "max_batch"),
+           "message \"%s\" does not say what was asked, what is free and what to lower", gpt2_last_error());
+    return 0;
+}
+
+/* a NaN logit (NaN weights load and run) is never drawn, and greedy skips it */
+static int test_sampler_never_draws_nan(void) {
+    float l[5] = {NAN, 1.0f, NAN, 0.5f, 0.0f};
+    gpt2_sampling s;
+    memset(&s, 0, sizeof s);
+    gpt2__cand sc[5];
+    EXPECT(gpt2__sample(l, 5, &s, 0, sc) == 1, "greedy picked %d, expected 1", gpt2__sample(l, 5, &s, 0, sc));
+    s.temperature = 1.0f; s.seed = 3;
+    for (int d = 0; d < 500; d++) {
+        int t = gpt2__sample(l, 5, &s, (uint64_t)d, sc);
+        EXPECT(t == 1 || t == 3 || t == 4, "draw %d picked token %d, whose logit is NaN", d, t);
+        s.top_k = d % 3; s.top_p = (d % 4) * 0.3f;
+    }
+    return 0;
+}
+
 static const test_case model_tests[] = {
     {"logits_match_reference", test_logits_match_reference},
     {"greedy_continuation_matches_reference", test_greedy_continuation_matches_reference},
@@ -563,6 +597,8 @@ static const test_case model_tests[] = {
     {"bad_arguments_are_rejected", test_bad_arguments_are_rejected},
     {"corrupted_files_fail_or_run", test_corrupted_files_fail_or_run},
     {"readme_example_is_examples_hello_c", test_readme_example_is_examples_hello_c},
+    {"kv_cache_beyond_memory_is_oom", test_kv_cache_beyond_memory_is_oom},
+    {"sampler_never_draws_nan", test_sampler_never_draws_nan},
     {NULL, NULL}};
 
 #include "tests/tokenizer_tests.inc"
