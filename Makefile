@@ -23,7 +23,7 @@ endif
 # the CPU part also builds as plain C: checked on every test run
 CBUILD = $(CC) -x c -O3 -std=gnu99 $(WARN) -Werror $(OPENMP) -DGPT2_NO_CUDA -I.
 
-HEADERS = gpt2.cuh $(wildcard wip/*.inc)
+HEADERS = gpt2.cuh
 TEST_INC = $(wildcard tests/*.inc) tests/mpi/workload.h
 
 all: demo test_gpt2 $(if $(MPICC),demo_mpi)

@@ -14,7 +14,7 @@ Python's own unicodedata lags behind (3.11 has 14.0.0), so the data comes from t
 package pinned to that version:
 
     pip install unicodedata2==16.0.0
-    python3 tools/gen_unicode_tables.py [file]         # default file: wip/tokenizer.inc
+    python3 tools/gen_unicode_tables.py [file]         # default file: gpt2.cuh
     python3 tools/gen_unicode_tables.py --check        # also compare every code point with tiktoken
 
 The tables replace the lines between the BEGIN/END markers of the file; the rest is left alone.
@@ -106,7 +106,7 @@ def check_against_tiktoken():
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("file", nargs="?", default="wip/tokenizer.inc")
+    ap.add_argument("file", nargs="?", default="gpt2.cuh")
     ap.add_argument("--check", action="store_true", help="compare every code point with tiktoken")
     args = ap.parse_args()
     if ucd.unidata_version != UNICODE_VERSION:
