@@ -6,11 +6,13 @@
    Every other file includes it plainly and sees only the API below.
 
    Build:
-       nvcc -O3 -gencode arch=compute_90,code=sm_90 -gencode arch=compute_90,code=compute_90 \
-            app.cu -lcublasLt -lcublas        (CUDA + CPU backends; any sm_70+ target works)
-       cc -O3 -fopenmp -x c -DGPT2_NO_CUDA app.c -lm      (CPU backend only, plain C99)
+       nvcc -x cu -O3 -gencode arch=compute_90,code=sm_90 -gencode arch=compute_80,code=sm_80 \
+            -Xcompiler -fopenmp app.c -lcublasLt -lcublas -lgomp     (CUDA + CPU backends)
+       cc -O3 -fopenmp -x c -DGPT2_NO_CUDA app.c -lm                  (CPU backend only, plain C99)
    The CUDA backend exists when the implementation is compiled by nvcc (__CUDACC__) and
-   GPT2_NO_CUDA is not defined. OpenMP, when enabled, threads the CPU backend.
+   GPT2_NO_CUDA is not defined; a GPU older than the oldest target built for is refused with a
+   reason (tested on sm_90; the Makefile builds sm_80 and sm_90). OpenMP threads the CPU backend.
+   Batch sharding across GPUs and nodes with MPI: gpt2_mpi.h, beside this file.
 
    Configuration macros (define before the implementation include):
        GPT2_NO_CUDA           leave the CUDA backend out even under nvcc
