@@ -582,12 +582,48 @@ static int test_sampler_never_draws_nan(void) {
     return 0;
 }
 
+
+/* issue 8: requests that end at every step (max_new_tokens 1..N, and stop tokens) hand their slots on,
+   and each request's tokens equal what it generates alone */
+static int test_requests_ending_at_every_step_match_single_runs(void) {
+    gpt2_options o = test_options();
+    if (backend_unavailable(&o)) return SKIP;
+    enum { N = 12 };
+    o.max_batch = 3;
+    gpt2_model *m;
+    EXPECT(gpt2_load(&m, "tests/models/f32_bare_buffers", &o) == GPT2_OK, "%s", gpt2_last_error());
+    int V = gpt2_model_config(m).n_vocab, prompts[N][8], outs[N][16], alone[16];
+    gpt2_request r[N];
+    for (int i = 0; i < N; i++) {
+        memset(&r[i], 0, sizeof r[i]);
+        for (int t = 0; t < 8; t++) prompts[i][t] = (int)(gpt2__mix64((uint64_t)i * 31 + t) % (uint64_t)V);
+        r[i].prompt = prompts[i]; r[i].prompt_len = 1 + i % 8;
+        r[i].max_new_tokens = i + 1; r[i].out = outs[i];
+        r[i].stop_token = i % 4 == 3 ? (int)(gpt2__mix64((uint64_t)i) % (uint64_t)V) : -1;
+        r[i].sampling.temperature = i % 2 ? 0.9f : 0.0f; r[i].sampling.seed = 77 + i;
+    }
+    EXPECT(gpt2_generate(m, r, N, NULL, NULL) == GPT2_OK, "%s", gpt2_last_error());
+    for (int i = 0; i < N; i++) {
+        gpt2_request one = r[i];
+        one.out = alone;
+        EXPECT(gpt2_generate(m, &one, 1, NULL, NULL) == GPT2_OK, "%s", gpt2_last_error());
+        EXPECT(one.n_out == r[i].n_out, "request %d: %d tokens in the batch, %d alone", i, r[i].n_out, one.n_out);
+        for (int t = 0; t < one.n_out; t++)
+            EXPECT(alone[t] == outs[i][t], "request %d token %d: %d in the batch, %d alone", i, t, outs[i][t], alone[t]);
+        EXPECT(r[i].n_out == r[i].max_new_tokens || outs[i][r[i].n_out - 1] == r[i].stop_token,
+               "request %d ended after %d of %d tokens without its stop token", i, r[i].n_out, r[i].max_new_tokens);
+    }
+    gpt2_free(m);
+    return 0;
+}
+
 static const test_case model_tests[] = {
     {"logits_match_reference", test_logits_match_reference},
     {"greedy_continuation_matches_reference", test_greedy_continuation_matches_reference},
     {"outputs_independent_of_max_batch", test_outputs_independent_of_max_batch},
     {"generate_agrees_with_forward", test_generate_agrees_with_forward},
     {"callback_and_stop_token_end_requests", test_callback_and_stop_token_end_requests},
+    {"requests_ending_at_every_step_match_single_runs", test_requests_ending_at_every_step_match_single_runs},
     {"sampler_greedy_takes_lowest_index_on_ties", test_sampler_greedy_takes_lowest_index_on_ties},
     {"sampler_frequencies_follow_softmax", test_sampler_frequencies_follow_softmax},
     {"sampler_top_k_and_top_p_restrict_support", test_sampler_top_k_and_top_p_restrict_support},
