@@ -22,11 +22,11 @@
 #define FUZZ_ALLOC_CAP ((size_t)256 << 20)
 static size_t fuzz_refused;
 
-static void *fuzz_malloc(size_t n) {
+static inline void *fuzz_malloc(size_t n) {
     if (n > FUZZ_ALLOC_CAP) { fuzz_refused++; return NULL; }
     return malloc(n);
 }
-static void *fuzz_calloc(size_t n, size_t s) {
+static inline void *fuzz_calloc(size_t n, size_t s) {
     if (s && n > FUZZ_ALLOC_CAP / s) { fuzz_refused++; return NULL; }
     return calloc(n, s);
 }
@@ -53,7 +53,7 @@ static char fuzz_dir[256];
 static char fuzz_dir_files[8][64];
 static int fuzz_dir_n_files;
 
-static void fuzz_dir_remove(void) {
+static inline void fuzz_dir_remove(void) {
     char path[512];
     for (int i = 0; i < fuzz_dir_n_files; i++) {
         snprintf(path, sizeof path, "%s/%s", fuzz_dir, fuzz_dir_files[i]);
@@ -62,7 +62,7 @@ static void fuzz_dir_remove(void) {
     rmdir(fuzz_dir);
 }
 
-static const char *fuzz_dir_make(void) {
+static inline const char *fuzz_dir_make(void) {
     if (fuzz_dir[0]) return fuzz_dir;
     const char *base = access("/dev/shm", W_OK) == 0 ? "/dev/shm" : getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
     snprintf(fuzz_dir, sizeof fuzz_dir, "%s/gpt2_fuzz_XXXXXX", base);
@@ -72,7 +72,7 @@ static const char *fuzz_dir_make(void) {
 }
 
 /* Writes data to name inside the harness's directory (a file of that name is replaced). */
-static void fuzz_write(const char *name, const void *data, size_t len) {
+static inline void fuzz_write(const char *name, const void *data, size_t len) {
     char path[512];
     int known = 0;
     snprintf(path, sizeof path, "%s/%s", fuzz_dir_make(), name);
@@ -82,14 +82,33 @@ static void fuzz_write(const char *name, const void *data, size_t len) {
     if (!f || (len && fwrite(data, 1, len, f) != len) || fclose(f) != 0) { perror(path); exit(2); }
 }
 
-static void fuzz_unlink(const char *name) {
+static inline void fuzz_unlink(const char *name) {
     char path[512];
     snprintf(path, sizeof path, "%s/%s", fuzz_dir_make(), name);
     unlink(path);
 }
 
+/* Writes a tokenizer's two files under the names `odd` picks (encoder.json + vocab.bpe, else
+   vocab.json + merges.txt; the other pair is removed) and loads them. A failed load must leave no
+   tokenizer and say why; returns the tokenizer, or NULL after a (checked) failure. */
+static inline gpt2_tokenizer *fuzz_load_tokenizer(int odd, const void *vocab, size_t vocab_len, const void *merges, size_t merges_len) {
+    fuzz_unlink(odd ? "vocab.json" : "encoder.json");
+    fuzz_unlink(odd ? "merges.txt" : "vocab.bpe");
+    fuzz_write(odd ? "encoder.json" : "vocab.json", vocab, vocab_len);
+    fuzz_write(odd ? "vocab.bpe" : "merges.txt", merges, merges_len);
+    gpt2_tokenizer *tok = NULL;
+    gpt2__error[0] = 0;
+    gpt2_status st = gpt2_tokenizer_load(&tok, fuzz_dir_make());
+    if (st != GPT2_OK) {
+        FUZZ_CHECK(tok == NULL, "a failed load (status %d) returned a tokenizer", (int)st);
+        FUZZ_CHECK(gpt2_last_error()[0], "status %d without a message", (int)st);
+        return NULL;
+    }
+    return tok;
+}
+
 /* A fixture of the repository (path relative to its root), read whole; exits when it is missing. */
-static char *fuzz_fixture(const char *rel, size_t *len) {
+static inline char *fuzz_fixture(const char *rel, size_t *len) {
     char path[1024], *data;
     snprintf(path, sizeof path, "%s/%s", GPT2_FUZZ_ROOT, rel);
     if (gpt2__read_file(path, &data, len)) { fprintf(stderr, "fixture: %s\n", gpt2_last_error()); exit(2); }
@@ -97,7 +116,7 @@ static char *fuzz_fixture(const char *rel, size_t *len) {
 }
 
 /* The full GPT-2 tokenizer of weights/, loaded once (encode and decode harnesses). */
-static gpt2_tokenizer *fuzz_gpt2_tokenizer(void) {
+static inline gpt2_tokenizer *fuzz_gpt2_tokenizer(void) {
     static gpt2_tokenizer *tok;
     char path[1024];
     if (tok) return tok;
@@ -110,7 +129,7 @@ static gpt2_tokenizer *fuzz_gpt2_tokenizer(void) {
    agree, a short buffer gets a prefix (texts up to 4 KB), every id is in the vocabulary, and decoding gives the text
    back byte for byte. Returns the ids (caller frees) and their count; NULL and -1 when the encoder
    ran out of memory because the allocator's cap refused it (a text too big for this machine). */
-static int *fuzz_encode_round_trip(const gpt2_tokenizer *tok, const char *text, size_t len, int *count) {
+static inline int *fuzz_encode_round_trip(const gpt2_tokenizer *tok, const char *text, size_t len, int *count) {
     size_t refused = fuzz_refused;
     int n = gpt2_encode(tok, text, len, NULL, 0);
     *count = -1;
@@ -145,7 +164,7 @@ static int *fuzz_encode_round_trip(const gpt2_tokenizer *tok, const char *text, 
 
 /* Runs a model that loaded from fuzzed files: a forward pass and a short generation (greedy and
    sampled). Weights may be anything (NaN, inf): nothing may crash, and every token is in range. */
-static void fuzz_run_model(gpt2_model *m) {
+static inline void fuzz_run_model(gpt2_model *m) {
     gpt2_config c = gpt2_model_config(m);
     int T = gpt2_model_max_seq(m) < 3 ? gpt2_model_max_seq(m) : 3;
     int tokens[3] = { 0, c.n_vocab - 1, c.n_vocab / 2 };

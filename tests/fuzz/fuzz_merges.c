@@ -17,19 +17,8 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
-    int odd = size & 1;
-    fuzz_unlink(odd ? "vocab.json" : "encoder.json");
-    fuzz_unlink(odd ? "merges.txt" : "vocab.bpe");
-    fuzz_write(odd ? "encoder.json" : "vocab.json", vocab, vocab_len);
-    fuzz_write(odd ? "vocab.bpe" : "merges.txt", data, size);
-    gpt2_tokenizer *tok = NULL;
-    gpt2__error[0] = 0;
-    gpt2_status st = gpt2_tokenizer_load(&tok, fuzz_dir_make());
-    if (st != GPT2_OK) {
-        FUZZ_CHECK(tok == NULL, "a failed load (status %d) returned a tokenizer", (int)st);
-        FUZZ_CHECK(gpt2_last_error()[0], "status %d without a message", (int)st);
-        return 0;
-    }
+    gpt2_tokenizer *tok = fuzz_load_tokenizer(size & 1, vocab, vocab_len, data, size);
+    if (!tok) return 0;
     FUZZ_CHECK(tok->n_merges >= 0, "%d merges", tok->n_merges);
     int count;
     free(fuzz_encode_round_trip(tok, text, sizeof text - 1, &count));

@@ -7,19 +7,8 @@
 static const char text[] = "Hello, world! It's 2026: caf\xC3\xA9 \xE2\x80\x94 \xF0\x9F\x98\x80 \n\n   x\t\x00\xFF\xC3";
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
-    int odd = size & 1;
-    fuzz_unlink(odd ? "vocab.json" : "encoder.json");
-    fuzz_unlink(odd ? "merges.txt" : "vocab.bpe");
-    fuzz_write(odd ? "encoder.json" : "vocab.json", data, size);
-    fuzz_write(odd ? "vocab.bpe" : "merges.txt", "#version: 0.2\n", 14);
-    gpt2_tokenizer *tok = NULL;
-    gpt2__error[0] = 0;
-    gpt2_status st = gpt2_tokenizer_load(&tok, fuzz_dir_make());
-    if (st != GPT2_OK) {
-        FUZZ_CHECK(tok == NULL, "a failed load (status %d) returned a tokenizer", (int)st);
-        FUZZ_CHECK(gpt2_last_error()[0], "status %d without a message", (int)st);
-        return 0;
-    }
+    gpt2_tokenizer *tok = fuzz_load_tokenizer(size & 1, data, size, "#version: 0.2\n", 14);
+    if (!tok) return 0;
     FUZZ_CHECK(tok->n_vocab >= 256, "a byte-level vocabulary of %d tokens loaded", tok->n_vocab);
     for (int id = 0; id < tok->n_vocab; id++) {
         char buf[8];
