@@ -679,6 +679,17 @@ static int demo_model_error(const demo_args *a, gpt2_status st) {
     return 1;
 }
 
+/* Everything a run holds, released; a results file that cannot be closed is an error of its own. */
+static int demo_finish(int rc, FILE *results, demo_work *w, gpt2_tokenizer *tok, gpt2_model *m, char *input, demo_args *a) {
+    if (results && results != stdout && fclose(results) != 0 && rc == 0) rc = demo_setup_error("cannot write the results");
+    demo_work_free(w);
+    gpt2_tokenizer_free(tok);
+    gpt2_free(m);
+    free(input);
+    free(a->prompt);
+    return rc;
+}
+
 /* The -o file (or standard output), opened before the model loads; NULL with demo_error set. */
 static FILE *demo_open_output(const demo_args *a) {
     if (!a->out_file) return stdout;
@@ -784,12 +795,7 @@ int main(int argc, char **argv) {
     }
 
 done:
-    if (results && results != stdout && fclose(results) != 0 && rc == 0) rc = demo_setup_error("cannot write the results");
-    demo_work_free(&w);
-    gpt2_tokenizer_free(tok);
-    gpt2_free(m);
-    free(input);
-    free(a.prompt);
+    rc = demo_finish(rc, results, &w, tok, m, input, &a);
     return rc;
 }
 
@@ -890,12 +896,7 @@ int main(int argc, char **argv) {
     }
 
 done:
-    if (results && results != stdout && fclose(results) != 0 && rc == 0) rc = demo_setup_error("cannot write the results");
-    demo_work_free(&w);
-    gpt2_tokenizer_free(tok);
-    gpt2_free(m);
-    free(input);
-    free(a.prompt);
+    rc = demo_finish(rc, results, &w, tok, m, input, &a);
     MPI_Finalize();
     return rc;
 }
