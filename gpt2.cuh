@@ -441,6 +441,7 @@ struct gpt2_model {
    with these sampling parameters (a prompt fed in chunks samples only after its last chunk). */
 typedef struct gpt2__seq {
     int slot, pos, n_tok;
+    int prompt;            /* the tokens are prompt tokens (the CUDA backend runs them as prompt rows) */
     const int *tok;
     int sample;
     gpt2_sampling sampling;
@@ -2521,7 +2522,7 @@ typedef struct gpt2__cuda_layer {
 
 /* A cuBLASLt plan for D[O][N] = W[O][I] x X[N][I]^T (+ bias, + GELU), found once per shape. */
 typedef struct gpt2__gemm {
-    int O, N, I, epi, out_f32, ldd;
+    int O, N, I, epi, out_f32, ldd, ref;
     cudaDataType_t dt;
     cublasLtMatmulDesc_t desc;
     cublasLtMatrixLayout_t a, b, d;
@@ -2627,15 +2628,18 @@ static void gpt2__plan_attention(gpt2__cuda_meta *h, int N, int flash) {
 /* ---------------------------------------------------------------- CUDA backend: launchers */
 
 /* D [N][O] (T, or fp32 with out_f32; rows ldd apart, 0: O) = X [N][I] @ W^T, W stored [O][I]; + bias [O]; then GELU
-   (tanh form, as gpt2__cpu_gelu) with GPT2__EPI_BIAS_GELU. fp32 accumulation (CUBLAS_COMPUTE_32F: no TF32 in F32
-   mode). Plans are cached by shape. */
+   (tanh form, as gpt2__cpu_gelu) with GPT2__EPI_BIAS_GELU, through cuBLASLt. fp32 accumulation (CUBLAS_COMPUTE_32F:
+   no TF32 in F32 mode). The algorithm is the one cuBLASLt picks for `ref` rows of this shape, whatever N (see below).
+   Plans are cached by shape and ref. */
 static gpt2_status gpt2__gemm_run(gpt2__cuda_state *S, cudaDataType_t dt, void *D, const void *W, const void *X,
-                                  const void *bias, int O, int N, int I, int epi, int out_f32, int ldd) {
+                                  const void *bias, int O, int N, int I, int epi, int out_f32, int ldd, int ref) {
     if (ldd < O) ldd = O;
     gpt2__gemm *g = NULL;
     for (int i = 0; i < S->n_gemm && !g; i++) {
         gpt2__gemm *c = &S->gemm[i];
-        if (c->O == O && c->N == N && c->I == I && c->epi == epi && c->out_f32 == out_f32 && c->dt == dt && c->ldd == ldd) g = c;
+        if (c->O == O && c->N == N && c->I == I && c->epi == epi && c->out_f32 == out_f32 && c->dt == dt && c->ldd == ldd &&
+            c->ref == ref)
+            g = c;
     }
     if (!g) {
         if (S->n_gemm < GPT2__MAX_GEMMS) g = &S->gemm[S->n_gemm++];
@@ -2656,11 +2660,11 @@ static gpt2_status gpt2__gemm_run(gpt2__cuda_state *S, cudaDataType_t dt, void *
         GPT2__LT(cublasLtMatrixLayoutCreate(&g->a, dt, (uint64_t)I, (uint64_t)O, (int64_t)I));
         GPT2__LT(cublasLtMatrixLayoutCreate(&g->b, dt, (uint64_t)I, (uint64_t)N, (int64_t)I));
         GPT2__LT(cublasLtMatrixLayoutCreate(&g->d, out_f32 ? CUDA_R_32F : dt, (uint64_t)O, (uint64_t)N, (int64_t)ldd));
-        /* One algorithm per weight shape, whatever the row count N: the heuristic's pick for N_REF rows,
-           used for every N it supports. Different kernels round differently, so a per-N choice would
-           make a row's result depend on how many other rows share its step (DESIGN.md's determinism
+        /* One algorithm per weight shape and kind of row, whatever the row count N: the heuristic's pick for
+           ref rows, used for every N it supports. Different kernels round differently, so a per-N choice
+           would make a row's result depend on how many other rows share its step (DESIGN.md's determinism
            rule: a request's tokens must not depend on its batch). */
-        enum { N_REF = GPT2_GEMM_REF_ROWS };
+        const int N_REF = ref;
         cublasLtMatmulPreference_t pref;
         GPT2__LT(cublasLtMatmulPreferenceCreate(&pref));
         cublasLtMatmulHeuristicResult_t res;
@@ -2688,7 +2692,7 @@ static gpt2_status gpt2__gemm_run(gpt2__cuda_state *S, cudaDataType_t dt, void *
             return gpt2__fail(GPT2_ERR_DEVICE, "%s:%d: cuBLASLt has no algorithm for %d x %d x %d (epilogue %d): %s",
                               __FILE__, __LINE__, O, N, I, epi, cublasLtGetStatusString(s));
         g->algo = res.algo;
-        g->O = O; g->N = N; g->I = I; g->epi = epi; g->out_f32 = out_f32; g->dt = dt; g->ldd = ldd;
+        g->O = O; g->N = N; g->I = I; g->epi = epi; g->out_f32 = out_f32; g->dt = dt; g->ldd = ldd; g->ref = ref;
     }
     if (epi != GPT2__EPI_NONE)
         GPT2__LT(cublasLtMatmulDescSetAttribute(g->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias));
@@ -2696,6 +2700,23 @@ static gpt2_status gpt2__gemm_run(gpt2__cuda_state *S, cudaDataType_t dt, void *
     GPT2__LT(cublasLtMatmul(S->lt, g->desc, &one, W, g->a, X, g->b, &zero, D, g->d, D, g->d, &g->algo,
                             S->lt_ws, S->lt_ws_size, S->stream));
     return GPT2_OK;
+}
+
+/* A linear layer over N fed rows, the first P of them prompt rows: D [N][O] = X [N][I] @ W^T (+ bias, + GELU), as
+   gpt2__gemm_run. Each kind of row has its own fixed cuBLASLt algorithm, so a row computes the same in any step:
+     prompt rows: the algorithm picked for a full prompt step (prefill_tokens rows), the fast one for long prompts;
+     decode rows (and every logits row): the one picked for GPT2_GEMM_REF_ROWS rows, good from 1 to ~1000 rows. */
+template <typename T>
+static gpt2_status gpt2__linear(gpt2_model *m, gpt2__cuda_state *S, void *D, const void *W, const void *X, const void *bias,
+                                int O, int N, int P, int I, int epi, int out_f32, int ldd) {
+    const cudaDataType_t dt = gpt2__cuda_type<T>::id;
+    if (ldd < O) ldd = O;
+    gpt2_status st;
+    if (P > 0 && (st = gpt2__gemm_run(S, dt, D, W, X, bias, O, P, I, epi, out_f32, ldd, m->prefill_tokens))) return st;
+    if (N <= P) return GPT2_OK;
+    void *Dd = (char *)D + (size_t)P * ldd * (out_f32 ? sizeof(float) : sizeof(T));
+    const T *Xd = (const T *)X + (size_t)P * I;
+    return gpt2__gemm_run(S, dt, Dd, W, Xd, bias, O, N - P, I, epi, out_f32, ldd, GPT2_GEMM_REF_ROWS);
 }
 
 /* Attention for layer l over the rows planned in d: gpt2__attn_prefill_kernel for the prompt tiles, gpt2__attn_kernel
@@ -2730,8 +2751,10 @@ static gpt2_status gpt2__prefill_launch(gpt2__cuda_state *S, const gpt2_model *m
 /* Whether the tiled prefill kernel serves this dtype and head size on this GPU; raises its shared-memory limit. */
 template <typename T, int HD>
 static int gpt2__prefill_enable(void) {
+    cudaFuncAttributes fa; /* the kernel is empty unless the code that runs was built for sm_80+ */
     return cudaFuncSetAttribute(gpt2__attn_prefill_kernel<T, HD>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                (int)gpt2__prefill_smem<T, HD>()) == cudaSuccess;
+                                (int)gpt2__prefill_smem<T, HD>()) == cudaSuccess &&
+           cudaFuncGetAttributes(&fa, gpt2__attn_prefill_kernel<T, HD>) == cudaSuccess && fa.ptxVersion >= 80;
 }
 static int gpt2__prefill_usable(gpt2_dtype dt, int hd, int device) {
     cudaDeviceProp pr;
@@ -2797,13 +2820,14 @@ static int gpt2__cuda_head_ok(int hd, size_t esize) {
     return hd % VE == 0 ? hd / VE <= 4 * 32 : hd <= 8 * 32;
 }
 
-/* The forward pass on the GPU over the rows described by d (uploaded): N fed rows; logits [n_out][V] fp32 into
+/* The forward pass on the GPU over the rows described by d (uploaded): N fed rows, the first P of them prompt rows
+   (gpt2__linear); logits [n_out][V] fp32 into
    S->logits for the rows d->out_row (all rows in order when all_rows). Same computation as gpt2__cpu_run. */
 template <typename T>
-static gpt2_status gpt2__cuda_run_t(gpt2_model *m, gpt2__cuda_state *S, const gpt2__cuda_meta *d, int N, int n_out, int all_rows) {
+static gpt2_status gpt2__cuda_run_t(gpt2_model *m, gpt2__cuda_state *S, const gpt2__cuda_meta *d, int N, int P, int n_out,
+                                    int all_rows) {
     const gpt2_config *cf = &m->cfg;
     const int C = cf->n_embd, H = cf->n_head, F = m->n_inner, L = cf->n_layer;
-    const cudaDataType_t dt = gpt2__cuda_type<T>::id;
     const size_t per_layer = (size_t)m->max_batch * m->max_seq * C;
     T *ln = (T *)S->ln, *qkv = (T *)S->qkv, *att = (T *)S->att, *proj = (T *)S->proj, *fc = (T *)S->fc;
     gpt2_status st;
@@ -2812,17 +2836,17 @@ static gpt2_status gpt2__cuda_run_t(gpt2_model *m, gpt2__cuda_state *S, const gp
     GPT2__LAUNCHED();
     for (int l = 0; l < L; l++) {
         const gpt2__cuda_layer *y = &S->layers[l];
-        if ((st = gpt2__gemm_run(S, dt, qkv, y->qkv_w, ln, y->qkv_b, 3 * C, N, C, GPT2__EPI_BIAS, 0, 0))) return st;
+        if ((st = gpt2__linear<T>(m, S, qkv, y->qkv_w, ln, y->qkv_b, 3 * C, N, P, C, GPT2__EPI_BIAS, 0, 0))) return st;
         if ((st = gpt2__kv_store<T>(S->stream, S->sms, qkv, (T *)S->k_cache + (size_t)l * per_layer,
                                     (T *)S->v_cache + (size_t)l * per_layer, d->slot, d->pos, N, C, H, m->max_seq)))
             return st;
         if ((st = gpt2__attention<T>(S, m, l, d))) return st;
-        if ((st = gpt2__gemm_run(S, dt, proj, y->proj_w, att, y->proj_b, C, N, C, GPT2__EPI_BIAS, 0, 0))) return st;
+        if ((st = gpt2__linear<T>(m, S, proj, y->proj_w, att, y->proj_b, C, N, P, C, GPT2__EPI_BIAS, 0, 0))) return st;
         gpt2__residual_ln_kernel<T><<<N, 256, 0, S->stream>>>(S->x, proj, NULL, NULL, NULL, NULL, NULL, y->ln2_w, y->ln2_b,
                                                              ln, C, cf->ln_eps);
         GPT2__LAUNCHED();
-        if ((st = gpt2__gemm_run(S, dt, fc, y->fc_w, ln, y->fc_b, F, N, C, GPT2__EPI_BIAS_GELU, 0, 0))) return st;
-        if ((st = gpt2__gemm_run(S, dt, proj, y->fcp_w, fc, y->fcp_b, C, N, F, GPT2__EPI_BIAS, 0, 0))) return st;
+        if ((st = gpt2__linear<T>(m, S, fc, y->fc_w, ln, y->fc_b, F, N, P, C, GPT2__EPI_BIAS_GELU, 0, 0))) return st;
+        if ((st = gpt2__linear<T>(m, S, proj, y->fcp_w, fc, y->fcp_b, C, N, P, F, GPT2__EPI_BIAS, 0, 0))) return st;
         if (l + 1 < L)
             gpt2__residual_ln_kernel<T><<<N, 256, 0, S->stream>>>(S->x, proj, NULL, NULL, NULL, NULL, NULL, S->layers[l + 1].ln1_w,
                                                                  S->layers[l + 1].ln1_b, ln, C, cf->ln_eps);
@@ -2831,26 +2855,26 @@ static gpt2_status gpt2__cuda_run_t(gpt2_model *m, gpt2__cuda_state *S, const gp
                                                                      NULL, S->lnf_w, S->lnf_b, ln, C, cf->ln_eps);
         GPT2__LAUNCHED();
     }
-    return gpt2__gemm_run(S, dt, S->logits, S->wte, ln, NULL, S->ldv, n_out, C, GPT2__EPI_NONE, 1, S->ldv);
+    return gpt2__linear<T>(m, S, S->logits, S->wte, ln, NULL, S->ldv, n_out, 0, C, GPT2__EPI_NONE, 1, S->ldv);
 }
 
-static gpt2_status gpt2__cuda_run(gpt2_model *m, const gpt2__cuda_meta *d, int N, int n_out, int all_rows) {
+static gpt2_status gpt2__cuda_run(gpt2_model *m, const gpt2__cuda_meta *d, int N, int P, int n_out, int all_rows) {
     gpt2__cuda_state *S = (gpt2__cuda_state *)m->cuda;
-    if (m->dtype == GPT2_DTYPE_F16) return gpt2__cuda_run_t<__half>(m, S, d, N, n_out, all_rows);
-    if (m->dtype == GPT2_DTYPE_BF16) return gpt2__cuda_run_t<__nv_bfloat16>(m, S, d, N, n_out, all_rows);
-    return gpt2__cuda_run_t<float>(m, S, d, N, n_out, all_rows);
+    if (m->dtype == GPT2_DTYPE_F16) return gpt2__cuda_run_t<__half>(m, S, d, N, P, n_out, all_rows);
+    if (m->dtype == GPT2_DTYPE_BF16) return gpt2__cuda_run_t<__nv_bfloat16>(m, S, d, N, P, n_out, all_rows);
+    return gpt2__cuda_run_t<float>(m, S, d, N, P, n_out, all_rows);
 }
 
 /* One step's device work, in stream order: inputs over, forward, sampling, sampled ids back (pinned).
    h: the step's inputs as staged (and planned) on the host. */
-static gpt2_status gpt2__cuda_step_body(gpt2_model *m, const gpt2__cuda_meta *h, int N, int n) {
+static gpt2_status gpt2__cuda_step_body(gpt2_model *m, const gpt2__cuda_meta *h, int N, int P, int n) {
     gpt2__cuda_state *S = (gpt2__cuda_state *)m->cuda;
     gpt2__cuda_meta d = gpt2__meta_at(S->d_meta, N, n, n);
     gpt2_status st;
     d.n_att = h->n_att;
     d.n_tiles = h->n_tiles;
     GPT2__CU(cudaMemcpyAsync(S->d_meta, S->h_meta, d.bytes, cudaMemcpyHostToDevice, S->stream));
-    if ((st = gpt2__cuda_run(m, &d, N, n, 0))) return st;
+    if ((st = gpt2__cuda_run(m, &d, N, P, n, 0))) return st;
     gpt2__sample_kernel<<<n, GPT2__SAMPLE_THREADS, 0, S->stream>>>(S->logits, m->cfg.n_vocab, S->ldv, d.picks, d.next);
     GPT2__LAUNCHED();
     GPT2__CU(cudaMemcpyAsync(h->next, d.next, (size_t)n * sizeof(int), cudaMemcpyDeviceToHost, S->stream));
@@ -2870,7 +2894,7 @@ static gpt2_status gpt2__cuda_decode_graph(gpt2_model *m, const gpt2__cuda_meta 
     if (!hit) {
         if (victim->exec) { cudaGraphExecDestroy(victim->exec); victim->exec = NULL; }
         GPT2__CU(cudaStreamBeginCapture(S->stream, cudaStreamCaptureModeThreadLocal));
-        gpt2_status st = gpt2__cuda_step_body(m, h, n, n);
+        gpt2_status st = gpt2__cuda_step_body(m, h, n, 0, n);
         cudaGraph_t graph = NULL;
         cudaError_t e = cudaStreamEndCapture(S->stream, &graph);
         if (st) { if (graph) cudaGraphDestroy(graph); return st; }
@@ -3121,7 +3145,7 @@ static gpt2_status gpt2__cuda_forward(gpt2_model *m, const int *tokens, int B, i
         d.n_att = h.n_att;
         d.n_tiles = h.n_tiles;
         GPT2__CU(cudaMemcpyAsync(S->d_meta, S->h_meta, h.bytes, cudaMemcpyHostToDevice, S->stream));
-        gpt2_status st = gpt2__cuda_run(m, &d, N, N, 1);
+        gpt2_status st = gpt2__cuda_run(m, &d, N, N, N, 1);
         if (st) { cudaStreamSynchronize(S->stream); return st; }
         GPT2__CU(cudaMemcpy2DAsync(logits + (size_t)b0 * T * V, V * sizeof(float), S->logits, (size_t)S->ldv * sizeof(float),
                                    V * sizeof(float), (size_t)N, cudaMemcpyDeviceToHost, S->stream));
@@ -3133,9 +3157,10 @@ static gpt2_status gpt2__cuda_forward(gpt2_model *m, const int *tokens, int B, i
 static gpt2_status gpt2__cuda_step(gpt2_model *m, const gpt2__seq *seqs, int n, int *next) {
     gpt2__cuda_state *S = (gpt2__cuda_state *)m->cuda;
     if (n < 1) return GPT2_OK;
-    int N = 0, decode = 1;
+    int N = 0, P = 0, decode = 1;
     for (int i = 0; i < n; i++) {
         const gpt2__seq *q = &seqs[i];
+        if (q->prompt) P += q->n_tok;
         if (q->slot < 0 || q->slot >= m->max_batch || q->pos < 0 || q->n_tok < 1 || q->pos + q->n_tok > m->max_seq)
             return gpt2__fail(GPT2_ERR_ARG, "CUDA step: sequence %d (slot %d, positions %d..%d) is outside max_batch = %d, "
                                             "max_seq = %d", i, q->slot, q->pos, q->pos + q->n_tok - 1, m->max_batch, m->max_seq);
@@ -3147,14 +3172,16 @@ static gpt2_status gpt2__cuda_step(gpt2_model *m, const gpt2__seq *seqs, int n, 
                           N, n, S->max_rows, m->max_batch);
     GPT2__CU(cudaSetDevice(S->device));
     gpt2__cuda_meta h = gpt2__meta_at(S->h_meta, N, n, n);
-    for (int i = 0, r = 0; i < n; i++) {
+    /* prompt rows first (rows [0, P)), then the decode rows: each kind has its own GEMM kernel (gpt2__linear) */
+    for (int i = 0, rp = 0, rd = P; i < n; i++) {
         const gpt2__seq *q = &seqs[i];
-        for (int t = 0; t < q->n_tok; t++, r++) {
-            h.tok[r] = q->tok[t];
-            h.pos[r] = q->pos + t;
-            h.slot[r] = q->slot;
+        int *r = q->prompt ? &rp : &rd;
+        for (int t = 0; t < q->n_tok; t++, (*r)++) {
+            h.tok[*r] = q->tok[t];
+            h.pos[*r] = q->pos + t;
+            h.slot[*r] = q->slot;
         }
-        h.out_row[i] = r - 1;
+        h.out_row[i] = *r - 1;
         gpt2__pick *pk = &h.picks[i];
         pk->temperature = q->sampling.temperature;
         pk->top_p = q->sampling.top_p;
@@ -3164,7 +3191,7 @@ static gpt2_status gpt2__cuda_step(gpt2_model *m, const gpt2__seq *seqs, int n, 
         pk->draw = q->draw;
     }
     gpt2__plan_attention(&h, N, S->flash);
-    gpt2_status st = decode && S->use_graphs ? gpt2__cuda_decode_graph(m, &h, n) : gpt2__cuda_step_body(m, &h, N, n);
+    gpt2_status st = decode && !P && S->use_graphs ? gpt2__cuda_decode_graph(m, &h, n) : gpt2__cuda_step_body(m, &h, N, P, n);
     cudaError_t e = cudaStreamSynchronize(S->stream);
     if (st) return st;
     if (e != cudaSuccess) return gpt2__fail(GPT2_ERR_DEVICE, "%s:%d: CUDA step: %s", __FILE__, __LINE__, cudaGetErrorString(e));
@@ -3450,9 +3477,10 @@ GPT2_API gpt2_status gpt2_generate(gpt2_model *m, gpt2_request *reqs, int n, gpt
                 if (chunk > budget) chunk = budget;
                 q->pos = slot[s].fed; q->n_tok = chunk; q->tok = r->prompt + slot[s].fed;
                 q->sample = slot[s].fed + chunk == r->prompt_len;
+                q->prompt = 1;
                 prompt_tokens += chunk;
             } else {
-                q->pos = slot[s].fed; q->n_tok = 1; q->tok = &last[s]; q->sample = 1;
+                q->pos = slot[s].fed; q->n_tok = 1; q->tok = &last[s]; q->sample = 1; q->prompt = 0;
             }
             ns++;
         }

@@ -1,6 +1,8 @@
 /* bench_gpt2 — DESIGN.md's standard workloads on the CUDA backend, random weights made in process.
 
    Usage: bench/bench_gpt2 [124M|355M|774M|1558M ...] [--dtype f16|bf16|f32] [--only latency|throughput|prefill] [--reps N]
+   bench/bench_gpt2 --gemm: the linear layers alone, cuBLASLt pinned for prompt rows and for decode rows
+   bench/bench_gpt2 --breakdown: where one step's time goes, per phase
    (default: 124M, f16, every workload, 3 repeats). Each line: the figure (median of the repeats, after a warm-up),
    the bytes and FLOPs it had to move/do, and the fraction of the roofline from the copy bandwidth and the fp16 GEMM
    rate measured at the start of the same run. Also peak device memory per workload. */
@@ -176,6 +178,7 @@ static double run_prefill(gpt2_model *m, int B, int T) {
         int nb = B - b0 < per ? B - b0 : per;
         for (int i = 0; i < nb; i++) {
             seqs[i].slot = i; seqs[i].pos = 0; seqs[i].n_tok = T; seqs[i].tok = tok + (size_t)(b0 + i) * T; seqs[i].sample = 1;
+            seqs[i].prompt = 1;
         }
         CHECK(gpt2__cuda_step(m, seqs, nb, next) == GPT2_OK);
     }
@@ -204,7 +207,7 @@ static double time_ms(cudaStream_t st, void (*fn)(gpt2_model *, int), gpt2_model
     return median(t, 5);
 }
 static gpt2__cuda_meta g_d;   /* the device-side view of the last staged step */
-static int g_N, g_n;
+static int g_N, g_P, g_n; /* fed rows, prompt rows among them, sequences */
 static void ph_attention(gpt2_model *m, int) {
     for (int l = 0; l < m->cfg.n_layer; l++) CHECK(gpt2__attention<__half>((gpt2__cuda_state *)m->cuda, m, l, &g_d) == GPT2_OK);
 }
@@ -213,15 +216,15 @@ static void ph_gemms(gpt2_model *m, int) {
     const int C = m->cfg.n_embd, F = m->n_inner, N = g_N;
     for (int l = 0; l < m->cfg.n_layer; l++) {
         const gpt2__cuda_layer *y = &S->layers[l];
-        CHECK(gpt2__gemm_run(S, CUDA_R_16F, S->qkv, y->qkv_w, S->ln, y->qkv_b, 3 * C, N, C, GPT2__EPI_BIAS, 0, 0) == GPT2_OK);
-        CHECK(gpt2__gemm_run(S, CUDA_R_16F, S->proj, y->proj_w, S->att, y->proj_b, C, N, C, GPT2__EPI_BIAS, 0, 0) == GPT2_OK);
-        CHECK(gpt2__gemm_run(S, CUDA_R_16F, S->fc, y->fc_w, S->ln, y->fc_b, F, N, C, GPT2__EPI_BIAS_GELU, 0, 0) == GPT2_OK);
-        CHECK(gpt2__gemm_run(S, CUDA_R_16F, S->proj, y->fcp_w, S->fc, y->fcp_b, C, N, F, GPT2__EPI_BIAS, 0, 0) == GPT2_OK);
+        CHECK(gpt2__linear<__half>(m, S, S->qkv, y->qkv_w, S->ln, y->qkv_b, 3 * C, N, g_P, C, GPT2__EPI_BIAS, 0, 0) == GPT2_OK);
+        CHECK(gpt2__linear<__half>(m, S, S->proj, y->proj_w, S->att, y->proj_b, C, N, g_P, C, GPT2__EPI_BIAS, 0, 0) == GPT2_OK);
+        CHECK(gpt2__linear<__half>(m, S, S->fc, y->fc_w, S->ln, y->fc_b, F, N, g_P, C, GPT2__EPI_BIAS_GELU, 0, 0) == GPT2_OK);
+        CHECK(gpt2__linear<__half>(m, S, S->proj, y->fcp_w, S->fc, y->fcp_b, C, N, g_P, F, GPT2__EPI_BIAS, 0, 0) == GPT2_OK);
     }
 }
 static void ph_logits(gpt2_model *m, int) {
     gpt2__cuda_state *S = (gpt2__cuda_state *)m->cuda;
-    CHECK(gpt2__gemm_run(S, CUDA_R_16F, S->logits, S->wte, S->ln, NULL, S->ldv, g_n, m->cfg.n_embd, GPT2__EPI_NONE, 1, S->ldv) == GPT2_OK);
+    CHECK(gpt2__linear<__half>(m, S, S->logits, S->wte, S->ln, NULL, S->ldv, g_n, 0, m->cfg.n_embd, GPT2__EPI_NONE, 1, S->ldv) == GPT2_OK);
 }
 static void ph_norms(gpt2_model *m, int) {
     gpt2__cuda_state *S = (gpt2__cuda_state *)m->cuda;
@@ -244,8 +247,8 @@ static void ph_step(gpt2_model *m, int) {
     gpt2__cuda_state *S = (gpt2__cuda_state *)m->cuda;
     gpt2__cuda_meta h = gpt2__meta_at(S->h_meta, g_N, g_n, g_n);
     h.n_att = g_d.n_att; h.n_tiles = g_d.n_tiles;
-    if (g_N == g_n && S->use_graphs) CHECK(gpt2__cuda_decode_graph(m, &h, g_n) == GPT2_OK);
-    else CHECK(gpt2__cuda_step_body(m, &h, g_N, g_n) == GPT2_OK);
+    if (g_P == 0 && S->use_graphs) CHECK(gpt2__cuda_decode_graph(m, &h, g_n) == GPT2_OK);
+    else CHECK(gpt2__cuda_step_body(m, &h, g_N, g_P, g_n) == GPT2_OK);
 }
 
 /* one step of n sequences: prompt chunks of T tokens (T > 1) or decode rows at position T (T < 0: -T) */
@@ -255,11 +258,11 @@ static void breakdown(const char *label, gpt2_model *m, int n, int T) {
     gpt2__seq *seqs = (gpt2__seq *)calloc((size_t)n, sizeof *seqs);
     for (int i = 0; i < n; i++) {
         seqs[i].slot = i; seqs[i].sample = 1;
-        if (T > 0) { seqs[i].pos = 0; seqs[i].n_tok = T; seqs[i].tok = tok + (size_t)i * T; }
+        if (T > 0) { seqs[i].pos = 0; seqs[i].n_tok = T; seqs[i].tok = tok + (size_t)i * T; seqs[i].prompt = 1; }
         else { seqs[i].pos = -T; seqs[i].n_tok = 1; seqs[i].tok = tok + i; }
     }
     CHECK(gpt2__cuda_step(m, seqs, n, next) == GPT2_OK);
-    g_N = T > 0 ? n * T : n; g_n = n;
+    g_N = T > 0 ? n * T : n; g_P = T > 0 ? g_N : 0; g_n = n;
     gpt2__cuda_meta h = gpt2__meta_at(S->h_meta, g_N, n, n);
     gpt2__plan_attention(&h, g_N, S->flash);
     g_d = gpt2__meta_at(S->d_meta, g_N, n, n);
@@ -274,6 +277,62 @@ static void breakdown(const char *label, gpt2_model *m, int n, int T) {
     free(tok); free(next); free(seqs);
 }
 
+/* ---- the linear layers alone: cuBLASLt pinned as for prompt rows (algorithm picked for 4096 rows) and as for decode
+   rows (GPT2_GEMM_REF_ROWS), per weight shape and row count; microseconds per call (10 back to back, median of 7),
+   weight GB/s and TFLOP/s */
+static double time_us(gpt2__cuda_state *S, int which, void *D, const void *W, const void *X, const void *b, int O, int N, int I) {
+    cudaEvent_t e0, e1;
+    cudaEventCreate(&e0); cudaEventCreate(&e1);
+    double t[7];
+    for (int r = 0; r < 8; r++) {
+        cudaEventRecord(e0, S->stream);
+        for (int k = 0; k < 10; k++) {
+            CHECK(gpt2__gemm_run(S, CUDA_R_16F, D, W, X, b, O, N, I, GPT2__EPI_BIAS, 0, 0, which == 1 ? 4096 : GPT2_GEMM_REF_ROWS) == GPT2_OK);
+        }
+        cudaEventRecord(e1, S->stream);
+        CU(cudaEventSynchronize(e1));
+        float ms;
+        cudaEventElapsedTime(&ms, e0, e1);
+        if (r) t[r - 1] = ms * 100.0;
+    }
+    cudaEventDestroy(e0); cudaEventDestroy(e1);
+    return median(t, 7);
+}
+static void gemm_table(void) {
+    gpt2__cuda_state S0, *S = &S0;
+    memset(S, 0, sizeof *S);
+    cudaDeviceProp pr;
+    CU(cudaGetDeviceProperties(&pr, 0));
+    S->sms = pr.multiProcessorCount;
+    CU(cudaStreamCreate(&S->stream));
+    CHECK(cublasLtCreate(&S->lt) == CUBLAS_STATUS_SUCCESS);
+    S->lt_ws_size = (size_t)32 << 20;
+    CU(cudaMalloc(&S->lt_ws, S->lt_ws_size));
+    const int shapes[][2] = {{2304, 768}, {768, 768}, {3072, 768}, {768, 3072}, {50264, 768},
+                             {4800, 1600}, {1600, 1600}, {6400, 1600}, {1600, 6400}};
+    const int rows[] = {1, 4, 16, 64, 256, 1024};
+    __half *W, *X, *D, *b;
+    CU(cudaMalloc(&W, (size_t)50264 * 1600 * 2)); CU(cudaMalloc(&X, (size_t)1024 * 6400 * 2));
+    CU(cudaMalloc(&D, (size_t)1024 * 50264 * 2)); CU(cudaMalloc(&b, (size_t)50264 * 2));
+    fill_random_half<<<1024, 256>>>(W, (size_t)50264 * 1600, 3); fill_random_half<<<1024, 256>>>(X, (size_t)1024 * 6400, 4);
+    fill_random_half<<<256, 256>>>(b, 50264, 5);
+    printf("%-12s %5s | %-26s | %-26s\n", "O x I", "rows", "cuBLASLt(4096) us GB/s TF", "cuBLASLt(128) us GB/s TF");
+    for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++)
+        for (size_t ri = 0; ri < sizeof rows / sizeof rows[0]; ri++) {
+            const int O = shapes[si][0], I = shapes[si][1], N = rows[ri];
+            if (O > 10000 && N > 64) continue;
+            char name[32];
+            snprintf(name, sizeof name, "%dx%d", O, I);
+            printf("%-12s %5d", name, N);
+            for (int which = 1; which < 3; which++) {
+                double us = time_us(S, which, D, W, X, b, O, N, I);
+                printf(" | %8.1f %7.0f %8.1f", us, (double)O * I * 2 / (us * 1e-6) / 1e9, 2.0 * O * I * N / (us * 1e-6) / 1e12);
+            }
+            printf("\n");
+        }
+    cudaFree(W); cudaFree(X); cudaFree(D); cudaFree(b);
+}
+
 int main(int argc, char **argv) {
     const char *sizes[8];
     int ns = 0, reps = 3;
@@ -285,14 +344,22 @@ int main(int argc, char **argv) {
             dt = !strcmp(argv[i], "bf16") ? GPT2_DTYPE_BF16 : !strcmp(argv[i], "f32") ? GPT2_DTYPE_F32 : GPT2_DTYPE_F16;
         } else if (!strcmp(argv[i], "--only") && i + 1 < argc) only = argv[++i];
         else if (!strcmp(argv[i], "--reps") && i + 1 < argc) reps = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--gemm")) { gemm_table(); return 0; }
         else if (!strcmp(argv[i], "--breakdown")) {
-            /* 124M F16: a prefill step (2 x 1024), a decode step of 1024 at position 160, one of 1 at position 192 */
-            gpt2_model *m = random_model("124M", GPT2_DTYPE_F16, 1024, 256, 0);
-            breakdown("decode 1024 x ctx 160", m, 1024, -160);
-            breakdown("decode 1 x ctx 192", m, 1, -192);
+            /* F16 (124M, or the size after it): a decode step of the throughput batch (1024; 256 for 1558M) at
+               position 160, one of 1 at position 192, a prefill step of 4 x 1024 */
+            const char *size = i + 1 < argc ? argv[i + 1] : "124M";
+            const int B = !strcmp(size, "1558M") ? 256 : 1024;
+            char label[64];
+            snprintf(label, sizeof label, "%s decode %d x ctx 160", size, B);
+            gpt2_model *m = random_model(size, GPT2_DTYPE_F16, B, 256, 0);
+            breakdown(label, m, B, -160);
+            snprintf(label, sizeof label, "%s decode 1 x ctx 192", size);
+            breakdown(label, m, 1, -192);
             gpt2_free(m);
-            m = random_model("124M", GPT2_DTYPE_F16, 16, 1024, 0);
-            breakdown("prefill 4 x 1024", m, 4, 1024);
+            snprintf(label, sizeof label, "%s prefill 4 x 1024", size);
+            m = random_model(size, GPT2_DTYPE_F16, 16, 1024, 0);
+            breakdown(label, m, 4, 1024);
             gpt2_free(m);
             return 0;
         }
