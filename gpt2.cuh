@@ -2000,7 +2000,8 @@ __global__ void gpt2__kv_store_kernel(const T *qkv, T *kc, T *vc, const int *row
    keys, contiguous in memory), and keeps its own online-softmax state (max m, sum l, output acc) in fp32.
    The groups are merged through shared memory ((128/lpk)*(hd+2) floats). With n_split == 1 the block writes
    out[r][h*hd..] = softmax(q k^T / sqrt(hd)) v; otherwise it writes its unnormalised (acc[hd], m, l) to
-   part[z][h][s][hd+2] for gpt2__attn_combine_kernel. Scores are kept in log2 units (scale_log2 = log2(e)/sqrt(hd)).
+   part[z][h][s][hd+2], and the last live split of (z, h) to finish (counter count[z*H+h], zero between launches)
+   merges the live splits s <= p/split_len in order: out = sum_s acc_s 2^(m_s-M) / sum_s l_s 2^(m_s-M), M = max m_s. Scores are kept in log2 units (scale_log2 = log2(e)/sqrt(hd)).
    Matches the attention loop of gpt2__cpu_run. */
 template <typename T, int VE, int MAXC>
 __global__ void __launch_bounds__(128) gpt2__attn_kernel(const T *__restrict__ qkv, const T *__restrict__ kc,
@@ -2009,7 +2010,7 @@ __global__ void __launch_bounds__(128) gpt2__attn_kernel(const T *__restrict__ q
                                                            const int *__restrict__ row_slot,
                                                            const int *__restrict__ row_pos, int C, int H, int hd,
                                                            int max_seq, int split_len, int n_split, int lpk,
-                                                           float scale_log2) {
+                                                           float scale_log2, unsigned *__restrict__ count) {
     extern __shared__ float gpt2__attn_sh[];
     const int sp = blockIdx.x, h = blockIdx.y, z = blockIdx.z, r = rows[z];
     const int p = row_pos[r], k0 = sp * split_len;
@@ -2031,23 +2032,30 @@ __global__ void __launch_bounds__(128) gpt2__attn_kernel(const T *__restrict__ q
 #pragma unroll
         for (int e = 0; e < VE; e++) acc[c][e] = 0.0f;
     }
-    /* U keys per group per iteration, all loads issued before any use: more bytes in flight per lane */
+    /* U keys per group per iteration, all loads issued before any use: more bytes in flight per lane. Keys and
+       values stay in T until used (half the registers of fp32 copies: more blocks per SM, more loads in flight). */
     constexpr int U = MAXC == 1 ? 4 : 1;
     float m = -INFINITY, l = 0.0f;
     for (int jb = k0; jb < k1; jb += U * G) {
-        float kf[U][MAXC][VE], vf[U][MAXC][VE], s[U];
+        T kr[U][MAXC][VE], vr[U][MAXC][VE];
+        float s[U];
 #pragma unroll
         for (int u = 0; u < U; u++) {
             const int j = jb + u * G + g;
 #pragma unroll
             for (int c = 0; c < MAXC; c++) {
                 int ci = gl + c * lpk;
-                if (j < k1 && ci < nc) {
-                    gpt2__load_chunk<T, VE>(kh + (size_t)j * hd + ci * VE, kf[u][c]);
-                    gpt2__load_chunk<T, VE>(vh + (size_t)j * hd + ci * VE, vf[u][c]);
+                const bool ok = j < k1 && ci < nc;
+                if (VE * sizeof(T) == 16) {
+                    const uint4 zero = make_uint4(0, 0, 0, 0);
+                    *(uint4 *)kr[u][c] = ok ? *(const uint4 *)(kh + (size_t)j * hd + ci * VE) : zero;
+                    *(uint4 *)vr[u][c] = ok ? *(const uint4 *)(vh + (size_t)j * hd + ci * VE) : zero;
                 } else {
 #pragma unroll
-                    for (int e = 0; e < VE; e++) kf[u][c][e] = vf[u][c][e] = 0.0f;
+                    for (int e = 0; e < VE; e++) {
+                        kr[u][c][e] = ok ? kh[(size_t)j * hd + ci * VE + e] : T(0.0f);
+                        vr[u][c][e] = ok ? vh[(size_t)j * hd + ci * VE + e] : T(0.0f);
+                    }
                 }
             }
         }
@@ -2057,7 +2065,7 @@ __global__ void __launch_bounds__(128) gpt2__attn_kernel(const T *__restrict__ q
 #pragma unroll
             for (int c = 0; c < MAXC; c++)
 #pragma unroll
-                for (int e = 0; e < VE; e++) d += qf[c][e] * kf[u][c][e];
+                for (int e = 0; e < VE; e++) d += qf[c][e] * gpt2__f(kr[u][c][e]);
             s[u] = d;
         }
         for (int o = lpk >> 1; o; o >>= 1)
@@ -2083,7 +2091,7 @@ __global__ void __launch_bounds__(128) gpt2__attn_kernel(const T *__restrict__ q
 #pragma unroll
             for (int c = 0; c < MAXC; c++)
 #pragma unroll
-                for (int e = 0; e < VE; e++) acc[c][e] += pj * vf[u][c][e];
+                for (int e = 0; e < VE; e++) acc[c][e] += pj * gpt2__f(vr[u][c][e]);
         }
         m = mn;
     }
@@ -2108,29 +2116,32 @@ __global__ void __launch_bounds__(128) gpt2__attn_kernel(const T *__restrict__ q
         if (n_split == 1) gpt2__put(out + (size_t)r * C + (size_t)h * hd + dd, o / L);
         else part[(((size_t)z * H + h) * n_split + sp) * (hd + 2) + dd] = o;
     }
-    if (n_split > 1 && threadIdx.x == 0) {
+    if (n_split == 1) return;
+    if (threadIdx.x == 0) {
         float *pm = part + (((size_t)z * H + h) * n_split + sp) * (hd + 2) + hd;
         pm[0] = M; pm[1] = L;
     }
-}
-
-/* Merges the split-sequence partials of gpt2__attn_kernel: for row r = rows[z], head h, over the live splits
-   s < ceil((p+1)/split_len): out[r][h*hd+d] = sum_s acc_s[d] 2^(m_s-M) / sum_s l_s 2^(m_s-M), M = max_s m_s.
-   Grid: (H, n_rows); block: 64 threads over d. */
-template <typename T>
-__global__ void __launch_bounds__(64) gpt2__attn_combine_kernel(const float *part, T *out, const int *rows, const int *row_pos,
-                                                                  int C, int H, int hd, int split_len, int n_split) {
-    const int h = blockIdx.x, z = blockIdx.y, r = rows[z];
-    const int live = row_pos[r] / split_len + 1;
+    /* the last live split of (row, head) to finish merges them all, in split order (counter reset by it) */
+    const int live = p / split_len + 1;
+    __shared__ int last;
+    __threadfence();
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        last = atomicAdd(&count[z * H + h], 1u) == (unsigned)live - 1;
+        if (last) count[z * H + h] = 0;
+    }
+    __syncthreads();
+    if (!last) return;
+    __threadfence();
     const float *ph = part + ((size_t)z * H + h) * n_split * (hd + 2);
-    float M = -INFINITY;
-    for (int s = 0; s < live; s++) M = fmaxf(M, ph[s * (hd + 2) + hd]);
-    float L = 0.0f;
-    for (int s = 0; s < live; s++) L += ph[s * (hd + 2) + hd + 1] * exp2f(ph[s * (hd + 2) + hd] - M);
-    for (int d = threadIdx.x; d < hd; d += blockDim.x) {
+    M = -INFINITY;
+    for (int s = 0; s < live; s++) M = fmaxf(M, __ldcg(ph + s * (hd + 2) + hd));
+    L = 0.0f;
+    for (int s = 0; s < live; s++) L += __ldcg(ph + s * (hd + 2) + hd + 1) * exp2f(__ldcg(ph + s * (hd + 2) + hd) - M);
+    for (int dd = threadIdx.x; dd < hd; dd += blockDim.x) {
         float o = 0.0f;
-        for (int s = 0; s < live; s++) o += ph[s * (hd + 2) + d] * exp2f(ph[s * (hd + 2) + hd] - M);
-        gpt2__put(out + (size_t)r * C + (size_t)h * hd + d, o / L);
+        for (int s = 0; s < live; s++) o += __ldcg(ph + s * (hd + 2) + dd) * exp2f(__ldcg(ph + s * (hd + 2) + hd) - M);
+        gpt2__put(out + (size_t)r * C + (size_t)h * hd + dd, o / L);
     }
 }
 
@@ -2567,6 +2578,7 @@ typedef struct gpt2__cuda_state {
     int logit_rows;                     /* rows the logits buffer holds */
     void *ln, *qkv, *att, *proj, *fc;
     size_t part_floats;
+    unsigned *att_count;                /* [max_rows][H] split counters of gpt2__attn_kernel, zero between launches */
     void *d_meta, *h_meta;              /* device blob, pinned host staging */
     size_t meta_bytes;
     gpt2__cuda_graph graphs[GPT2__MAX_GRAPHS];
@@ -2720,7 +2732,7 @@ static gpt2_status gpt2__linear(gpt2_model *m, gpt2__cuda_state *S, void *D, con
 }
 
 /* Attention for layer l over the rows planned in d: gpt2__attn_prefill_kernel for the prompt tiles, gpt2__attn_kernel
-   for the other rows, split along the sequence when few rows would leave the GPU idle (+ gpt2__attn_combine_kernel).
+   for the other rows, split along the sequence (the last split of a row merges them).
    Splits are GPT2__SPLIT_LEN keys whatever the batch: a row computes the same in any batch, graph or eager. */
 template <typename T, int VE, int MAXC>
 static gpt2_status gpt2__attn_launch(gpt2__cuda_state *S, const gpt2_model *m, const T *kc, const T *vc,
@@ -2734,7 +2746,7 @@ static gpt2_status gpt2__attn_launch(gpt2__cuda_state *S, const gpt2_model *m, c
     dim3 grid((unsigned)n_split, (unsigned)H, (unsigned)d->n_att);
     gpt2__attn_kernel<T, VE, MAXC><<<grid, 128, smem, S->stream>>>((const T *)S->qkv, kc, vc, (T *)S->att, S->part,
                                                                     d->att_rows, d->slot, d->pos, C, H, hd, m->max_seq,
-                                                                    split_len, n_split, lpk, scale_log2);
+                                                                    split_len, n_split, lpk, scale_log2, S->att_count);
     GPT2__LAUNCHED();
     return GPT2_OK;
 }
@@ -2794,11 +2806,7 @@ static gpt2_status gpt2__attention(gpt2__cuda_state *S, const gpt2_model *m, int
     else if (hd % VE == 0) st = gpt2__attn_launch<T, 16 / sizeof(T), 4>(S, m, kc, vc, d, n_split, split_len);
     else if (hd <= 32) st = gpt2__attn_launch<T, 1, 1>(S, m, kc, vc, d, n_split, split_len);
     else st = gpt2__attn_launch<T, 1, 8>(S, m, kc, vc, d, n_split, split_len);
-    if (st || n_split == 1) return st;
-    gpt2__attn_combine_kernel<T><<<dim3((unsigned)H, (unsigned)N), 64, 0, S->stream>>>(S->part, (T *)S->att, d->att_rows, d->pos,
-                                                                                     C, H, hd, split_len, n_split);
-    GPT2__LAUNCHED();
-    return GPT2_OK;
+    return st;
 }
 
 /* gpt2__kv_store_kernel over N rows, 16-byte chunks when the head size allows */
@@ -3053,9 +3061,12 @@ static gpt2_status gpt2__cuda_init_state(gpt2_model *m, gpt2__cuda_state *S) {
     /* activations */
     const size_t R = (size_t)S->max_rows;
     size_t act = gpt2__align256(R * C * 4) + logit_bytes + gpt2__align256(S->part_floats * 4) +
-                 3 * gpt2__align256(R * C * es) + gpt2__align256(R * 3 * C * es) + gpt2__align256(R * F * es);
+                 3 * gpt2__align256(R * C * es) + gpt2__align256(R * 3 * C * es) + gpt2__align256(R * F * es) +
+                 gpt2__align256(R * H * sizeof(unsigned));
     GPT2__CU(cudaMalloc(&S->act, act));
     char *a = (char *)S->act;
+    S->att_count = (unsigned *)a; a += gpt2__align256(R * H * sizeof(unsigned));
+    GPT2__CU(cudaMemset(S->att_count, 0, R * H * sizeof(unsigned)));
     S->x = (float *)a; a += gpt2__align256(R * C * 4);
     S->logits = (float *)a; a += logit_bytes;
     S->part = (float *)a; a += gpt2__align256(S->part_floats * 4);
