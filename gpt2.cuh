@@ -2004,22 +2004,25 @@ __global__ void gpt2__kv_store_kernel(const T *qkv, T *kc, T *vc, const int *row
    merges the live splits s <= p/split_len in order: out = sum_s acc_s 2^(m_s-M) / sum_s l_s 2^(m_s-M), M = max m_s. Scores are kept in log2 units (scale_log2 = log2(e)/sqrt(hd)).
    Matches the attention loop of gpt2__cpu_run. */
 template <typename T, int VE, int MAXC>
-__global__ void __launch_bounds__(128) gpt2__attn_kernel(const T *__restrict__ qkv, const T *__restrict__ kc,
-                                                           const T *__restrict__ vc, T *__restrict__ out,
+__global__ void __launch_bounds__(128) gpt2__attn_kernel(const T *__restrict__ qkv, T *__restrict__ kc,
+                                                           T *__restrict__ vc, T *__restrict__ out,
                                                            float *__restrict__ part, const int *__restrict__ rows,
                                                            const int *__restrict__ row_slot,
                                                            const int *__restrict__ row_pos, int C, int H, int hd,
                                                            int max_seq, int split_len, int n_split, int lpk,
-                                                           float scale_log2, unsigned *__restrict__ count) {
+                                                           float scale_log2, unsigned *__restrict__ count, int store) {
     extern __shared__ float gpt2__attn_sh[];
     const int sp = blockIdx.x, h = blockIdx.y, z = blockIdx.z, r = rows[z];
     const int p = row_pos[r], k0 = sp * split_len;
     if (k0 > p) return;
     const int k1 = min(k0 + split_len, p + 1);
     const int nc = hd / VE, gl = threadIdx.x & (lpk - 1), g = threadIdx.x / lpk, G = blockDim.x / lpk;
-    const T *q = qkv + (size_t)r * 3 * C + (size_t)h * hd;
+    const T *q = qkv + (size_t)r * 3 * C + (size_t)h * hd, *kn = q + C, *vn = q + 2 * C;
     const size_t head = ((size_t)row_slot[r] * H + h) * max_seq * hd;
-    const T *kh = kc + head, *vh = vc + head;
+    T *kh = kc + head, *vh = vc + head;
+    /* store: this row's own key and value come from qkv, and the block holding position p puts them in the cache */
+    if (store && p < k1)
+        for (int e = threadIdx.x; e < hd; e += blockDim.x) { kh[(size_t)p * hd + e] = kn[e]; vh[(size_t)p * hd + e] = vn[e]; }
     float qf[MAXC][VE], acc[MAXC][VE];
 #pragma unroll
     for (int c = 0; c < MAXC; c++) {
@@ -2045,16 +2048,17 @@ __global__ void __launch_bounds__(128) gpt2__attn_kernel(const T *__restrict__ q
 #pragma unroll
             for (int c = 0; c < MAXC; c++) {
                 int ci = gl + c * lpk;
-                const bool ok = j < k1 && ci < nc;
+                const bool ok = j < k1 && ci < nc, own = store && j == p;
+                const T *kp = (own ? kn : kh + (size_t)j * hd) + ci * VE, *vp = (own ? vn : vh + (size_t)j * hd) + ci * VE;
                 if (VE * sizeof(T) == 16) {
                     const uint4 zero = make_uint4(0, 0, 0, 0);
-                    *(uint4 *)kr[u][c] = ok ? *(const uint4 *)(kh + (size_t)j * hd + ci * VE) : zero;
-                    *(uint4 *)vr[u][c] = ok ? *(const uint4 *)(vh + (size_t)j * hd + ci * VE) : zero;
+                    *(uint4 *)kr[u][c] = ok ? *(const uint4 *)kp : zero;
+                    *(uint4 *)vr[u][c] = ok ? *(const uint4 *)vp : zero;
                 } else {
 #pragma unroll
                     for (int e = 0; e < VE; e++) {
-                        kr[u][c][e] = ok ? kh[(size_t)j * hd + ci * VE + e] : T(0.0f);
-                        vr[u][c][e] = ok ? vh[(size_t)j * hd + ci * VE + e] : T(0.0f);
+                        kr[u][c][e] = ok ? kp[e] : T(0.0f);
+                        vr[u][c][e] = ok ? vp[e] : T(0.0f);
                     }
                 }
             }
@@ -2735,8 +2739,8 @@ static gpt2_status gpt2__linear(gpt2_model *m, gpt2__cuda_state *S, void *D, con
    for the other rows, split along the sequence (the last split of a row merges them).
    Splits are GPT2__SPLIT_LEN keys whatever the batch: a row computes the same in any batch, graph or eager. */
 template <typename T, int VE, int MAXC>
-static gpt2_status gpt2__attn_launch(gpt2__cuda_state *S, const gpt2_model *m, const T *kc, const T *vc,
-                                     const gpt2__cuda_meta *d, int n_split, int split_len) {
+static gpt2_status gpt2__attn_launch(gpt2__cuda_state *S, const gpt2_model *m, T *kc, T *vc, const gpt2__cuda_meta *d,
+                                     int n_split, int split_len, int store) {
     const int C = m->cfg.n_embd, H = m->cfg.n_head, hd = C / H, nc = hd / VE;
     int lpk = 1;
     while (lpk * MAXC < nc) lpk <<= 1;
@@ -2746,7 +2750,7 @@ static gpt2_status gpt2__attn_launch(gpt2__cuda_state *S, const gpt2_model *m, c
     dim3 grid((unsigned)n_split, (unsigned)H, (unsigned)d->n_att);
     gpt2__attn_kernel<T, VE, MAXC><<<grid, 128, smem, S->stream>>>((const T *)S->qkv, kc, vc, (T *)S->att, S->part,
                                                                     d->att_rows, d->slot, d->pos, C, H, hd, m->max_seq,
-                                                                    split_len, n_split, lpk, scale_log2, S->att_count);
+                                                                    split_len, n_split, lpk, scale_log2, S->att_count, store);
     GPT2__LAUNCHED();
     return GPT2_OK;
 }
@@ -2792,28 +2796,12 @@ static gpt2_status gpt2__prefill(gpt2__cuda_state *S, const gpt2_model *m, const
                     : gpt2__prefill_launch<T, 128>(S, m, kc, vc, d);
 }
 
-template <typename T>
-static gpt2_status gpt2__attention(gpt2__cuda_state *S, const gpt2_model *m, int l, const gpt2__cuda_meta *d) {
-    const int C = m->cfg.n_embd, H = m->cfg.n_head, hd = C / H, VE = 16 / (int)sizeof(T), N = d->n_att;
-    const size_t per_layer = (size_t)m->max_batch * m->max_seq * C;
-    const T *kc = (const T *)S->k_cache + (size_t)l * per_layer, *vc = (const T *)S->v_cache + (size_t)l * per_layer;
-    gpt2_status st = GPT2_OK;
-    if (d->n_tiles > 0 && (st = gpt2__prefill(S, m, kc, vc, d))) return st;
-    if (N < 1) return GPT2_OK;
-    /* splits of a fixed length, so a row's result never depends on how many rows share the step */
-    const int split_len = GPT2__SPLIT_LEN, n_split = (m->max_seq + split_len - 1) / split_len;
-    if (hd % VE == 0 && hd / VE <= 32) st = gpt2__attn_launch<T, 16 / sizeof(T), 1>(S, m, kc, vc, d, n_split, split_len);
-    else if (hd % VE == 0) st = gpt2__attn_launch<T, 16 / sizeof(T), 4>(S, m, kc, vc, d, n_split, split_len);
-    else if (hd <= 32) st = gpt2__attn_launch<T, 1, 1>(S, m, kc, vc, d, n_split, split_len);
-    else st = gpt2__attn_launch<T, 1, 8>(S, m, kc, vc, d, n_split, split_len);
-    return st;
-}
-
 /* gpt2__kv_store_kernel over N rows, 16-byte chunks when the head size allows */
 template <typename T>
 static gpt2_status gpt2__kv_store(cudaStream_t st, int sms, const T *qkv, T *kc, T *vc, const int *slot, const int *pos, int N,
                                   int C, int H, int max_seq) {
     const int hd = C / H, VE = 16 / (int)sizeof(T);
+    if (N < 1) return GPT2_OK;
     const size_t chunks = (size_t)N * C / (hd % VE == 0 ? VE : 1);
     const int blocks = (int)((chunks + 255) / 256 < (size_t)8 * sms ? (chunks + 255) / 256 : (size_t)8 * sms);
     if (hd % VE == 0) gpt2__kv_store_kernel<T, 16 / sizeof(T)><<<blocks, 256, 0, st>>>(qkv, kc, vc, slot, pos, N, C, H, hd, max_seq);
@@ -2821,6 +2809,31 @@ static gpt2_status gpt2__kv_store(cudaStream_t st, int sms, const T *qkv, T *kc,
     GPT2__LAUNCHED();
     return GPT2_OK;
 }
+
+/* Layer l's attention step over the N fed rows planned in d (the first P of them prompt rows): K and V of the rows
+   into the cache, then the kernels. With the tiled prefill kernel on, every row the row kernel serves is the only
+   new row of its sequence, so the row kernel stores its own K and V (and reads them from qkv): gpt2__kv_store_kernel
+   runs over the prompt rows only, and not at all in a decode step. */
+template <typename T>
+static gpt2_status gpt2__attention(gpt2__cuda_state *S, const gpt2_model *m, int l, const gpt2__cuda_meta *d, int N_fed, int P) {
+    const int C = m->cfg.n_embd, H = m->cfg.n_head, hd = C / H, VE = 16 / (int)sizeof(T), N = d->n_att;
+    const size_t per_layer = (size_t)m->max_batch * m->max_seq * C;
+    T *kc = (T *)S->k_cache + (size_t)l * per_layer, *vc = (T *)S->v_cache + (size_t)l * per_layer;
+    const int store = S->flash, n_kv = store ? P : N_fed;
+    gpt2_status st = GPT2_OK;
+    if (n_kv > 0 && (st = gpt2__kv_store<T>(S->stream, S->sms, (const T *)S->qkv, kc, vc, d->slot, d->pos, n_kv, C, H, m->max_seq)))
+        return st;
+    if (d->n_tiles > 0 && (st = gpt2__prefill(S, m, kc, vc, d))) return st;
+    if (N < 1) return GPT2_OK;
+    /* splits of a fixed length, so a row's result never depends on how many rows share the step */
+    const int split_len = GPT2__SPLIT_LEN, n_split = (m->max_seq + split_len - 1) / split_len;
+    if (hd % VE == 0 && hd / VE <= 32) st = gpt2__attn_launch<T, 16 / sizeof(T), 1>(S, m, kc, vc, d, n_split, split_len, store);
+    else if (hd % VE == 0) st = gpt2__attn_launch<T, 16 / sizeof(T), 4>(S, m, kc, vc, d, n_split, split_len, store);
+    else if (hd <= 32) st = gpt2__attn_launch<T, 1, 1>(S, m, kc, vc, d, n_split, split_len, store);
+    else st = gpt2__attn_launch<T, 1, 8>(S, m, kc, vc, d, n_split, split_len, store);
+    return st;
+}
+
 
 /* The head sizes gpt2__attention handles (init refuses others) */
 static int gpt2__cuda_head_ok(int hd, size_t esize) {
@@ -2835,8 +2848,7 @@ template <typename T>
 static gpt2_status gpt2__cuda_run_t(gpt2_model *m, gpt2__cuda_state *S, const gpt2__cuda_meta *d, int N, int P, int n_out,
                                     int all_rows) {
     const gpt2_config *cf = &m->cfg;
-    const int C = cf->n_embd, H = cf->n_head, F = m->n_inner, L = cf->n_layer;
-    const size_t per_layer = (size_t)m->max_batch * m->max_seq * C;
+    const int C = cf->n_embd, F = m->n_inner, L = cf->n_layer;
     T *ln = (T *)S->ln, *qkv = (T *)S->qkv, *att = (T *)S->att, *proj = (T *)S->proj, *fc = (T *)S->fc;
     gpt2_status st;
     gpt2__residual_ln_kernel<T><<<N, 256, 0, S->stream>>>(S->x, NULL, NULL, d->tok, d->pos, (const T *)S->wte, (const T *)S->wpe,
@@ -2845,10 +2857,7 @@ static gpt2_status gpt2__cuda_run_t(gpt2_model *m, gpt2__cuda_state *S, const gp
     for (int l = 0; l < L; l++) {
         const gpt2__cuda_layer *y = &S->layers[l];
         if ((st = gpt2__linear<T>(m, S, qkv, y->qkv_w, ln, y->qkv_b, 3 * C, N, P, C, GPT2__EPI_BIAS, 0, 0))) return st;
-        if ((st = gpt2__kv_store<T>(S->stream, S->sms, qkv, (T *)S->k_cache + (size_t)l * per_layer,
-                                    (T *)S->v_cache + (size_t)l * per_layer, d->slot, d->pos, N, C, H, m->max_seq)))
-            return st;
-        if ((st = gpt2__attention<T>(S, m, l, d))) return st;
+        if ((st = gpt2__attention<T>(S, m, l, d, N, P))) return st;
         if ((st = gpt2__linear<T>(m, S, proj, y->proj_w, att, y->proj_b, C, N, P, C, GPT2__EPI_BIAS, 0, 0))) return st;
         gpt2__residual_ln_kernel<T><<<N, 256, 0, S->stream>>>(S->x, proj, NULL, NULL, NULL, NULL, NULL, y->ln2_w, y->ln2_b,
                                                              ln, C, cf->ln_eps);
@@ -3171,7 +3180,7 @@ static gpt2_status gpt2__cuda_step(gpt2_model *m, const gpt2__seq *seqs, int n, 
     int N = 0, P = 0, decode = 1;
     for (int i = 0; i < n; i++) {
         const gpt2__seq *q = &seqs[i];
-        if (q->prompt) P += q->n_tok;
+        if (q->prompt || q->n_tok > 1) P += q->n_tok;
         if (q->slot < 0 || q->slot >= m->max_batch || q->pos < 0 || q->n_tok < 1 || q->pos + q->n_tok > m->max_seq)
             return gpt2__fail(GPT2_ERR_ARG, "CUDA step: sequence %d (slot %d, positions %d..%d) is outside max_batch = %d, "
                                             "max_seq = %d", i, q->slot, q->pos, q->pos + q->n_tok - 1, m->max_batch, m->max_seq);
@@ -3186,7 +3195,7 @@ static gpt2_status gpt2__cuda_step(gpt2_model *m, const gpt2__seq *seqs, int n, 
     /* prompt rows first (rows [0, P)), then the decode rows: each kind has its own GEMM kernel (gpt2__linear) */
     for (int i = 0, rp = 0, rd = P; i < n; i++) {
         const gpt2__seq *q = &seqs[i];
-        int *r = q->prompt ? &rp : &rd;
+        int *r = q->prompt || q->n_tok > 1 ? &rp : &rd;
         for (int t = 0; t < q->n_tok; t++, (*r)++) {
             h.tok[*r] = q->tok[t];
             h.pos[*r] = q->pos + t;

@@ -209,7 +209,7 @@ static double time_ms(cudaStream_t st, void (*fn)(gpt2_model *, int), gpt2_model
 static gpt2__cuda_meta g_d;   /* the device-side view of the last staged step */
 static int g_N, g_P, g_n; /* fed rows, prompt rows among them, sequences */
 static void ph_attention(gpt2_model *m, int) {
-    for (int l = 0; l < m->cfg.n_layer; l++) CHECK(gpt2__attention<__half>((gpt2__cuda_state *)m->cuda, m, l, &g_d) == GPT2_OK);
+    for (int l = 0; l < m->cfg.n_layer; l++) CHECK(gpt2__attention<__half>((gpt2__cuda_state *)m->cuda, m, l, &g_d, g_N, g_P) == GPT2_OK);
 }
 static void ph_gemms(gpt2_model *m, int) {
     gpt2__cuda_state *S = (gpt2__cuda_state *)m->cuda;
@@ -232,12 +232,13 @@ static void ph_norms(gpt2_model *m, int) {
         gpt2__residual_ln_kernel<__half><<<g_N, 256, 0, S->stream>>>(S->x, (const __half *)S->proj, NULL, NULL, NULL, NULL, NULL,
                                                                     S->lnf_w, S->lnf_b, (__half *)S->ln, m->cfg.n_embd, 1e-5f);
 }
+/* the separate K/V store: prompt rows only when decode rows store their own (gpt2__attention) */
 static void ph_kv_store(gpt2_model *m, int) {
     gpt2__cuda_state *S = (gpt2__cuda_state *)m->cuda;
     const int C = m->cfg.n_embd, H = m->cfg.n_head;
     for (int l = 0; l < m->cfg.n_layer; l++)
         CHECK(gpt2__kv_store<__half>(S->stream, S->sms, (const __half *)S->qkv, (__half *)S->k_cache, (__half *)S->v_cache, g_d.slot,
-                                     g_d.pos, g_N, C, H, m->max_seq) == GPT2_OK);
+                                     g_d.pos, S->flash ? g_P : g_N, C, H, m->max_seq) == GPT2_OK);
 }
 static void ph_sampler(gpt2_model *m, int) {
     gpt2__cuda_state *S = (gpt2__cuda_state *)m->cuda;
