@@ -2538,6 +2538,7 @@ typedef struct gpt2__cuda_layer {
 /* A cuBLASLt plan for D[O][N] = W[O][I] x X[N][I]^T (+ bias, + GELU), found once per shape. */
 typedef struct gpt2__gemm {
     int O, N, I, epi, out_f32, ldd, ref;
+    int how;                       /* 0: the reference algorithm, 1: a candidate of its class, 2: N's own (not invariant) */
     cudaDataType_t dt;
     cublasLtMatmulDesc_t desc;
     cublasLtMatrixLayout_t a, b, d;
@@ -2643,6 +2644,20 @@ static void gpt2__plan_attention(gpt2__cuda_meta *h, int N, int flash) {
 
 /* ---------------------------------------------------------------- CUDA backend: launchers */
 
+/* What an algorithm computes per output element, as far as it shows: cuBLASLt kernels of one algorithm id with the same
+   split of K (none, or the same count and reduction) add the products in the same order whatever their tile, and give
+   bit-identical results (on the H100 all 302 such pairs of bench_gpt2 --algo-classes were identical, every pair with
+   a different split differed; test cuda_gemm_rows_are_batch_invariant checks it on the device it runs on). */
+static void gpt2__algo_class(const cublasLtMatmulAlgo_t *a, int cls[4]) {
+    const cublasLtMatmulAlgoConfigAttributes_t at[4] = {CUBLASLT_ALGO_CONFIG_ID, CUBLASLT_ALGO_CONFIG_SPLITK_NUM,
+                                                        CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME, CUBLASLT_ALGO_CONFIG_CUSTOM_OPTION};
+    for (int i = 0; i < 4; i++) {
+        size_t n = 0;
+        cls[i] = -1;
+        cublasLtMatmulAlgoConfigGetAttribute(a, at[i], &cls[i], sizeof cls[i], &n);
+    }
+}
+
 /* D [N][O] (T, or fp32 with out_f32; rows ldd apart, 0: O) = X [N][I] @ W^T, W stored [O][I]; + bias [O]; then GELU
    (tanh form, as gpt2__cpu_gelu) with GPT2__EPI_BIAS_GELU, through cuBLASLt. fp32 accumulation (CUBLAS_COMPUTE_32F:
    no TF32 in F32 mode). The algorithm is the one cuBLASLt picks for `ref` rows of this shape, whatever N (see below).
@@ -2676,31 +2691,52 @@ static gpt2_status gpt2__gemm_run(gpt2__cuda_state *S, cudaDataType_t dt, void *
         GPT2__LT(cublasLtMatrixLayoutCreate(&g->a, dt, (uint64_t)I, (uint64_t)O, (int64_t)I));
         GPT2__LT(cublasLtMatrixLayoutCreate(&g->b, dt, (uint64_t)I, (uint64_t)N, (int64_t)I));
         GPT2__LT(cublasLtMatrixLayoutCreate(&g->d, out_f32 ? CUDA_R_32F : dt, (uint64_t)O, (uint64_t)N, (int64_t)ldd));
-        /* One algorithm per weight shape and kind of row, whatever the row count N: the heuristic's pick for
-           ref rows, used for every N it supports. Different kernels round differently, so a per-N choice
-           would make a row's result depend on how many other rows share its step (DESIGN.md's determinism
-           rule: a request's tokens must not depend on its batch). */
+        /* One arithmetic per weight shape and kind of row, whatever the row count N. Different kernels can round
+           differently, so a free per-N choice would make a row's result depend on how many other rows share its
+           step (DESIGN.md's determinism rule: a request's tokens must not depend on its batch). The reference is
+           the heuristic's pick for ref rows; for N rows the heuristic's best candidate of the same class
+           (gpt2__algo_class: bit-identical results, any tile) runs, else the reference itself. */
         const int N_REF = ref;
         cublasLtMatmulPreference_t pref;
         GPT2__LT(cublasLtMatmulPreferenceCreate(&pref));
         cublasLtMatmulHeuristicResult_t res;
-        int found = 0;
+        int found = 0, how = 0;
         cublasStatus_t s = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
                                                                 &S->lt_ws_size, sizeof S->lt_ws_size);
         cublasLtMatrixLayout_t b_ref = NULL, d_ref = NULL;
         if (s == CUBLAS_STATUS_SUCCESS) s = cublasLtMatrixLayoutCreate(&b_ref, dt, (uint64_t)I, (uint64_t)N_REF, (int64_t)I);
         if (s == CUBLAS_STATUS_SUCCESS)
             s = cublasLtMatrixLayoutCreate(&d_ref, out_f32 ? CUDA_R_32F : dt, (uint64_t)O, (uint64_t)N_REF, (int64_t)ldd);
+        /* the reference: the heuristic's first pick for ref rows that does not split K (its workspace would grow
+           with N), else its first pick */
+        cublasLtMatmulHeuristicResult_t cand[8];
+        int nc = 0, rc[4], cc[4];
         if (s == CUBLAS_STATUS_SUCCESS)
-            s = cublasLtMatmulAlgoGetHeuristic(S->lt, g->desc, g->a, b_ref, d_ref, d_ref, pref, 1, &res, &found);
-        if (s == CUBLAS_STATUS_SUCCESS && found) {
+            s = cublasLtMatmulAlgoGetHeuristic(S->lt, g->desc, g->a, b_ref, d_ref, d_ref, pref, 8, cand, &nc);
+        if (s == CUBLAS_STATUS_SUCCESS && nc > 0) {
+            found = 1;
+            res = cand[0];
+            for (int i = 0; i < nc; i++) {
+                gpt2__algo_class(&cand[i].algo, cc);
+                if (cc[1] <= 1) { res = cand[i]; break; }
+            }
+            gpt2__algo_class(&res.algo, rc);
             cublasLtMatmulHeuristicResult_t chk;
-            if (cublasLtMatmulAlgoCheck(S->lt, g->desc, g->a, g->b, g->d, g->d, &res.algo, &chk) != CUBLAS_STATUS_SUCCESS ||
-                chk.workspaceSize > S->lt_ws_size)
-                found = 0; /* this N needs its own algorithm */
+            const int ref_ok = cublasLtMatmulAlgoCheck(S->lt, g->desc, g->a, g->b, g->d, g->d, &res.algo, &chk) == CUBLAS_STATUS_SUCCESS &&
+                               chk.workspaceSize <= S->lt_ws_size;
+            /* for N rows: the heuristic's best of the reference's class, else the reference */
+            found = 0;
+            if (N != N_REF && cublasLtMatmulAlgoGetHeuristic(S->lt, g->desc, g->a, g->b, g->d, g->d, pref, 8, cand, &nc) == CUBLAS_STATUS_SUCCESS)
+                for (int i = 0; i < nc && !found; i++) {
+                    gpt2__algo_class(&cand[i].algo, cc);
+                    if (!memcmp(rc, cc, sizeof rc) && cand[i].workspaceSize <= S->lt_ws_size) { res = cand[i]; how = 1; found = 1; }
+                }
+            if (!found) found = ref_ok; /* else this N needs its own algorithm */
         }
-        if (s == CUBLAS_STATUS_SUCCESS && !found)
+        if (s == CUBLAS_STATUS_SUCCESS && !found) {
+            how = 2;
             s = cublasLtMatmulAlgoGetHeuristic(S->lt, g->desc, g->a, g->b, g->d, g->d, pref, 1, &res, &found);
+        }
         if (b_ref) cublasLtMatrixLayoutDestroy(b_ref);
         if (d_ref) cublasLtMatrixLayoutDestroy(d_ref);
         cublasLtMatmulPreferenceDestroy(pref);
@@ -2708,7 +2744,7 @@ static gpt2_status gpt2__gemm_run(gpt2__cuda_state *S, cudaDataType_t dt, void *
             return gpt2__fail(GPT2_ERR_DEVICE, "%s:%d: cuBLASLt has no algorithm for %d x %d x %d (epilogue %d): %s",
                               __FILE__, __LINE__, O, N, I, epi, cublasLtGetStatusString(s));
         g->algo = res.algo;
-        g->O = O; g->N = N; g->I = I; g->epi = epi; g->out_f32 = out_f32; g->dt = dt; g->ldd = ldd; g->ref = ref;
+        g->O = O; g->N = N; g->I = I; g->epi = epi; g->out_f32 = out_f32; g->dt = dt; g->ldd = ldd; g->ref = ref; g->how = how;
     }
     if (epi != GPT2__EPI_NONE)
         GPT2__LT(cublasLtMatmulDescSetAttribute(g->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias));

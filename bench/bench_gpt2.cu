@@ -334,6 +334,98 @@ static void gemm_table(void) {
     cudaFree(W); cudaFree(X); cudaFree(D); cudaFree(b);
 }
 
+/* ---- which cuBLASLt algorithms compute bit-identical rows: for each weight shape and row count, cuBLASLt's top
+   candidates run on the same X and W; each candidate's rows are compared bit for bit with the algorithm pinned for
+   GPT2_GEMM_REF_ROWS rows (what decode rows use now). Prints id, tile, split-K, stages, time, equal or not. */
+static void algo_classes(void) {
+    cudaStream_t st;
+    CU(cudaStreamCreate(&st));
+    cublasLtHandle_t lt;
+    CHECK(cublasLtCreate(&lt) == CUBLAS_STATUS_SUCCESS);
+    size_t ws_size = (size_t)32 << 20;
+    void *ws;
+    CU(cudaMalloc(&ws, ws_size));
+    const int shapes[][2] = {{2304, 768}, {768, 768}, {3072, 768}, {768, 3072}, {4800, 1600}, {1600, 1600}, {6400, 1600}, {1600, 6400}};
+    const int rows[] = {1, 8, 64, 256, 1024};
+    __half *W, *X, *D0, *D1, *b;
+    CU(cudaMalloc(&W, (size_t)6400 * 1600 * 2)); CU(cudaMalloc(&X, (size_t)1024 * 6400 * 2));
+    CU(cudaMalloc(&D0, (size_t)1024 * 6400 * 2)); CU(cudaMalloc(&D1, (size_t)1024 * 6400 * 2)); CU(cudaMalloc(&b, 6400 * 2));
+    fill_random_half<<<1024, 256>>>(W, (size_t)6400 * 1600, 3); fill_random_half<<<1024, 256>>>(X, (size_t)1024 * 6400, 4);
+    fill_random_half<<<64, 256>>>(b, 6400, 5);
+    unsigned short *h0 = (unsigned short *)malloc((size_t)1024 * 6400 * 2), *h1 = (unsigned short *)malloc((size_t)1024 * 6400 * 2);
+    for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
+        const int O = shapes[si][0], I = shapes[si][1];
+        cublasLtMatmulDesc_t desc;
+        cublasOperation_t opT = CUBLAS_OP_T;
+        cublasLtEpilogue_t ep = CUBLASLT_EPILOGUE_BIAS;
+        CHECK(cublasLtMatmulDescCreate(&desc, CUBLAS_COMPUTE_32F, CUDA_R_32F) == CUBLAS_STATUS_SUCCESS);
+        cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSA, &opT, sizeof opT);
+        cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &ep, sizeof ep);
+        cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &b, sizeof b);
+        cublasLtMatrixLayout_t la;
+        cublasLtMatrixLayoutCreate(&la, CUDA_R_16F, I, O, I);
+        cublasLtMatmulPreference_t pref;
+        cublasLtMatmulPreferenceCreate(&pref);
+        cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws_size, sizeof ws_size);
+        /* the reference: cuBLASLt's pick for GPT2_GEMM_REF_ROWS rows */
+        cublasLtMatrixLayout_t lbr, ldr;
+        cublasLtMatrixLayoutCreate(&lbr, CUDA_R_16F, I, GPT2_GEMM_REF_ROWS, I);
+        cublasLtMatrixLayoutCreate(&ldr, CUDA_R_16F, O, GPT2_GEMM_REF_ROWS, O);
+        cublasLtMatmulHeuristicResult_t ref;
+        int found = 0;
+        CHECK(cublasLtMatmulAlgoGetHeuristic(lt, desc, la, lbr, ldr, ldr, pref, 1, &ref, &found) == CUBLAS_STATUS_SUCCESS && found);
+        for (size_t ri = 0; ri < sizeof rows / sizeof rows[0]; ri++) {
+            const int N = rows[ri];
+            cublasLtMatrixLayout_t lb, ld;
+            cublasLtMatrixLayoutCreate(&lb, CUDA_R_16F, I, N, I);
+            cublasLtMatrixLayoutCreate(&ld, CUDA_R_16F, O, N, O);
+            const float one = 1.0f, zero = 0.0f;
+            CHECK(cublasLtMatmul(lt, desc, &one, W, la, X, lb, &zero, D0, ld, D0, ld, &ref.algo, ws, ws_size, st) == CUBLAS_STATUS_SUCCESS);
+            CU(cudaStreamSynchronize(st));
+            CU(cudaMemcpy(h0, D0, (size_t)N * O * 2, cudaMemcpyDeviceToHost));
+            cublasLtMatmulHeuristicResult_t cand[8];
+            int nc = 0;
+            cublasLtMatmulAlgoGetHeuristic(lt, desc, la, lb, ld, ld, pref, 8, cand, &nc);
+            for (int c = -1; c < nc; c++) {
+                const cublasLtMatmulAlgo_t *al = c < 0 ? &ref.algo : &cand[c].algo;
+                int id = 0, tile = 0, splitk = 0, stages = 0, red = 0;
+                size_t sz;
+                cublasLtMatmulAlgoConfigGetAttribute(al, CUBLASLT_ALGO_CONFIG_ID, &id, sizeof id, &sz);
+                cublasLtMatmulAlgoConfigGetAttribute(al, CUBLASLT_ALGO_CONFIG_TILE_ID, &tile, sizeof tile, &sz);
+                cublasLtMatmulAlgoConfigGetAttribute(al, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &splitk, sizeof splitk, &sz);
+                cublasLtMatmulAlgoConfigGetAttribute(al, CUBLASLT_ALGO_CONFIG_STAGES_ID, &stages, sizeof stages, &sz);
+                cublasLtMatmulAlgoConfigGetAttribute(al, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME, &red, sizeof red, &sz);
+                cudaEvent_t e0, e1;
+                cudaEventCreate(&e0); cudaEventCreate(&e1);
+                double t[5];
+                int ok = 1;
+                for (int r = 0; r < 6 && ok; r++) {
+                    cudaEventRecord(e0, st);
+                    for (int k = 0; k < 10; k++)
+                        ok = ok && cublasLtMatmul(lt, desc, &one, W, la, X, lb, &zero, D1, ld, D1, ld, al, ws, ws_size, st) == CUBLAS_STATUS_SUCCESS;
+                    cudaEventRecord(e1, st);
+                    cudaEventSynchronize(e1);
+                    float ms;
+                    cudaEventElapsedTime(&ms, e0, e1);
+                    if (r) t[r - 1] = ms * 100.0;
+                }
+                cudaEventDestroy(e0); cudaEventDestroy(e1);
+                if (!ok) { printf("%5dx%-5d N %4d cand %2d: fails\n", O, I, N, c); continue; }
+                CU(cudaMemcpy(h1, D1, (size_t)N * O * 2, cudaMemcpyDeviceToHost));
+                size_t diff = 0;
+                for (size_t i = 0; i < (size_t)N * O; i++) diff += h0[i] != h1[i];
+                printf("%5dx%-5d N %4d %s %2d: algo %3d tile %3d splitK %2d red %d stages %3d  %7.1f us  %s (%zu of %zu differ)\n", O, I, N,
+                       c < 0 ? "ref " : "cand", c, id, tile, splitk, red, stages, median(t, 5), diff ? "DIFFERENT" : "identical", diff, (size_t)N * O);
+            }
+            cublasLtMatrixLayoutDestroy(lb); cublasLtMatrixLayoutDestroy(ld);
+        }
+        cublasLtMatrixLayoutDestroy(lbr); cublasLtMatrixLayoutDestroy(ldr); cublasLtMatrixLayoutDestroy(la);
+        cublasLtMatmulPreferenceDestroy(pref);
+        cublasLtMatmulDescDestroy(desc);
+    }
+    free(h0); free(h1);
+}
+
 int main(int argc, char **argv) {
     const char *sizes[8];
     int ns = 0, reps = 3;
@@ -346,6 +438,7 @@ int main(int argc, char **argv) {
         } else if (!strcmp(argv[i], "--only") && i + 1 < argc) only = argv[++i];
         else if (!strcmp(argv[i], "--reps") && i + 1 < argc) reps = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--gemm")) { gemm_table(); return 0; }
+        else if (!strcmp(argv[i], "--algo-classes")) { algo_classes(); return 0; }
         else if (!strcmp(argv[i], "--breakdown")) {
             /* F16 (124M, or the size after it): a decode step of the throughput batch (1024; 256 for 1558M) at
                position 160, one of 1 at position 192, a prefill step of 4 x 1024 */
