@@ -19,9 +19,9 @@
        GPT2_MALLOC(n), GPT2_CALLOC(n,s), GPT2_FREE(p)   host allocator (default: stdlib)
        GPT2_MAX_ERROR         length of the error message buffer (default 512)
        GPT2_MAX_TEXT_FILE     largest config.json / vocab.json / merges.txt read (default 256 MB)
-       GPT2_GEMM_REF_ROWS     CUDA: every GEMM of a weight uses the cuBLASLt algorithm picked for this many
-                              rows, whatever the step's rows, so a request's output never depends on its
-                              batch (default 128; 64 favours batch-1 latency, 256 large-batch throughput)
+       GPT2_GEMM_REF_ROWS     CUDA: decode rows of a weight compute what the cuBLASLt algorithm picked for this
+                              many rows computes (any tile of its class, whatever the step's rows), so a
+                              request's output never depends on its batch (default 128)
 
    Models: a Hugging Face GPT-2 directory as published (config.json + model.safetensors;
    gpt2, gpt2-medium, gpt2-large, gpt2-xl, distilgpt2), F32/F16/BF16 tensors, either key layout.
@@ -156,7 +156,7 @@ GPT2_API int          gpt2_model_max_seq(const gpt2_model *model);
 #define GPT2_MAX_TEXT_FILE (256L << 20) /* config.json, vocab.json, merges.txt: larger is an error */
 #endif
 #ifndef GPT2_GEMM_REF_ROWS
-#define GPT2_GEMM_REF_ROWS 128 /* CUDA: each weight's GEMM algorithm is the one cuBLASLt picks for this many rows */
+#define GPT2_GEMM_REF_ROWS 128 /* CUDA: decode rows compute as the cuBLASLt algorithm picked for this many rows */
 #endif
 
 #if defined(__cplusplus)
@@ -2755,9 +2755,10 @@ static gpt2_status gpt2__gemm_run(gpt2__cuda_state *S, cudaDataType_t dt, void *
 }
 
 /* A linear layer over N fed rows, the first P of them prompt rows: D [N][O] = X [N][I] @ W^T (+ bias, + GELU), as
-   gpt2__gemm_run. Each kind of row has its own fixed cuBLASLt algorithm, so a row computes the same in any step:
-     prompt rows: the algorithm picked for a full prompt step (prefill_tokens rows), the fast one for long prompts;
-     decode rows (and every logits row): the one picked for GPT2_GEMM_REF_ROWS rows, good from 1 to ~1000 rows. */
+   gpt2__gemm_run. Each kind of row has its own reference cuBLASLt algorithm (any tile of its class runs: the same
+   arithmetic), so a row computes the same in any step:
+     prompt rows: the algorithm picked for a full prompt step (prefill_tokens rows);
+     decode rows (and every logits row): the one picked for GPT2_GEMM_REF_ROWS rows. */
 template <typename T>
 static gpt2_status gpt2__linear(gpt2_model *m, gpt2__cuda_state *S, void *D, const void *W, const void *X, const void *bias,
                                 int O, int N, int P, int I, int epi, int out_f32, int ldd) {
