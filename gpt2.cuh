@@ -2271,16 +2271,28 @@ __global__ void __launch_bounds__(128) gpt2__attn_prefill_kernel(const T *__rest
                     gpt2__mma(s[2 * jp + 1], qf[kk], b[2], b[3], T());
                 }
             float mx0 = -INFINITY, mx1 = -INFINITY;
+            if (k0 + GPT2__FK - 1 > tl.pos0 + w * 16) { /* a step on the diagonal (or past the tile): mask */
 #pragma unroll
-            for (int j = 0; j < 8; j++)
+                for (int j = 0; j < 8; j++)
 #pragma unroll
-                for (int e = 0; e < 2; e++) {
-                    const int key = k0 + j * 8 + t * 2 + e;
-                    s[j][e] = live0 && key <= qpos0 ? s[j][e] * scale_log2 : -INFINITY;
-                    s[j][2 + e] = live1 && key <= qpos1 ? s[j][2 + e] * scale_log2 : -INFINITY;
-                    mx0 = fmaxf(mx0, s[j][e]);
-                    mx1 = fmaxf(mx1, s[j][2 + e]);
-                }
+                    for (int e = 0; e < 2; e++) {
+                        const int key = k0 + j * 8 + t * 2 + e;
+                        s[j][e] = live0 && key <= qpos0 ? s[j][e] * scale_log2 : -INFINITY;
+                        s[j][2 + e] = live1 && key <= qpos1 ? s[j][2 + e] * scale_log2 : -INFINITY;
+                        mx0 = fmaxf(mx0, s[j][e]);
+                        mx1 = fmaxf(mx1, s[j][2 + e]);
+                    }
+            } else { /* every key precedes every query of this warp (rows past the tile are never written) */
+#pragma unroll
+                for (int j = 0; j < 8; j++)
+#pragma unroll
+                    for (int e = 0; e < 2; e++) {
+                        s[j][e] *= scale_log2;
+                        s[j][2 + e] *= scale_log2;
+                        mx0 = fmaxf(mx0, s[j][e]);
+                        mx1 = fmaxf(mx1, s[j][2 + e]);
+                    }
+            }
             mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 1));
             mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 2));
             mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 1));
