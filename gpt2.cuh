@@ -2001,7 +2001,10 @@ __global__ void gpt2__kv_store_kernel(const T *qkv, T *kc, T *vc, const int *row
    The groups are merged through shared memory ((128/lpk)*(hd+2) floats). With n_split == 1 the block writes
    out[r][h*hd..] = softmax(q k^T / sqrt(hd)) v; otherwise it writes its unnormalised (acc[hd], m, l) to
    part[z][h][s][hd+2], and the last live split of (z, h) to finish (counter count[z*H+h], zero between launches)
-   merges the live splits s <= p/split_len in order: out = sum_s acc_s 2^(m_s-M) / sum_s l_s 2^(m_s-M), M = max m_s. Scores are kept in log2 units (scale_log2 = log2(e)/sqrt(hd)).
+   merges the live splits s <= p/split_len in order: out = sum_s acc_s 2^(m_s-M) / sum_s l_s 2^(m_s-M), M = max m_s.
+   With store set, row r's own key and value (position p) are read from qkv and written to the cache here (the
+   caller then skips gpt2__kv_store_kernel for these rows). Scores are kept in log2 units
+   (scale_log2 = log2(e)/sqrt(hd)).
    Matches the attention loop of gpt2__cpu_run. */
 template <typename T, int VE, int MAXC>
 __global__ void __launch_bounds__(128) gpt2__attn_kernel(const T *__restrict__ qkv, T *__restrict__ kc,
@@ -2672,8 +2675,8 @@ static void gpt2__algo_class(const cublasLtMatmulAlgo_t *a, int cls[4]) {
 
 /* D [N][O] (T, or fp32 with out_f32; rows ldd apart, 0: O) = X [N][I] @ W^T, W stored [O][I]; + bias [O]; then GELU
    (tanh form, as gpt2__cpu_gelu) with GPT2__EPI_BIAS_GELU, through cuBLASLt. fp32 accumulation (CUBLAS_COMPUTE_32F:
-   no TF32 in F32 mode). The algorithm is the one cuBLASLt picks for `ref` rows of this shape, whatever N (see below).
-   Plans are cached by shape and ref. */
+   no TF32 in F32 mode). Whatever N, the arithmetic is that of the algorithm cuBLASLt picks for `ref` rows of this
+   shape (see below). Plans are cached by shape, N and ref. */
 static gpt2_status gpt2__gemm_run(gpt2__cuda_state *S, cudaDataType_t dt, void *D, const void *W, const void *X,
                                   const void *bias, int O, int N, int I, int epi, int out_f32, int ldd, int ref) {
     if (ldd < O) ldd = O;
