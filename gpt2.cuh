@@ -1844,9 +1844,11 @@ static gpt2_status gpt2__cpu_step(gpt2_model *m, const gpt2__seq *seqs, int n, i
    - KV cache [n_layer][max_batch][n_head][max_seq][head_dim] in T for K and for V: one head of one
      sequence is a contiguous [pos][head_dim] block, so decode attention reads it with 16-byte loads
      that are coalesced across lanes
+   - a step's rows: prompt rows first, then decode rows; each kind runs its linear layers with one class of
+     cuBLASLt algorithm (gpt2__linear, gpt2__gemm_run), so a row's result never depends on the batch it shares
    - attention: prompt chunks go to a flash-style tensor-core kernel in 64-row tiles (F16/BF16, head size
-     32/64/128), every other row to a row kernel split along the sequence in fixed 256-key pieces, so a row's
-     result never depends on the batch it shares
+     32/64/128), every other row to a row kernel split along the sequence in fixed 256-key pieces (which also
+     stores a decode row's own K and V), again whatever the batch
    - a step's per-row and per-sequence inputs (tokens, positions, slots, sampling parameters) live in one
      device blob, copied from pinned memory; the pure-decode step is a CUDA graph replayed per batch size;
      only the sampled ids come back to the host. */
