@@ -22,6 +22,9 @@
        GPT2_GEMM_REF_ROWS     CUDA: decode rows of a weight compute what the cuBLASLt algorithm picked for this
                               many rows computes (any tile of its class, whatever the step's rows), so a
                               request's output never depends on its batch (default 128)
+       GPT2_SPLIT_MIN_K       CUDA: decode rows of the two linear layers that feed the residual (attention
+                              projection, MLP projection) split K into up to 4 fixed pieces of at least this
+                              many (default 384; a large value turns the split off)
 
    Models: a Hugging Face GPT-2 directory as published (config.json + model.safetensors;
    gpt2, gpt2-medium, gpt2-large, gpt2-xl, distilgpt2), F32/F16/BF16 tensors, either key layout.
@@ -157,6 +160,9 @@ GPT2_API int          gpt2_model_max_seq(const gpt2_model *model);
 #endif
 #ifndef GPT2_GEMM_REF_ROWS
 #define GPT2_GEMM_REF_ROWS 128 /* CUDA: decode rows compute as the cuBLASLt algorithm picked for this many rows */
+#endif
+#ifndef GPT2_SPLIT_MIN_K
+#define GPT2_SPLIT_MIN_K 384 /* CUDA: least K per piece when decode rows of a residual-feeding layer split K */
 #endif
 
 #if defined(__cplusplus)
@@ -1940,35 +1946,124 @@ __global__ void gpt2__convert_kernel(T *dst, const float *src, size_t rows, size
     }
 }
 
+/* What joins row r of the residual stream: rows r < P take add[r] (T, the layer's bias included); with part set,
+   rows r >= P take the fp32 pieces of a K-split product, ((part[0][r-P] + part[1][r-P]) + ...) + bias, piece k at
+   part + k*stride (gpt2__linear with part). */
+template <typename T> struct gpt2__resid {
+    const T *add;
+    const float *part;
+    const T *bias;
+    size_t stride;
+    int splits, P;
+};
+
+/* 4 elements at p (8- or 16-byte aligned) as fp32; and back, rounded to T */
+static __device__ __forceinline__ float4 gpt2__ld4(const float *p) { return *(const float4 *)p; }
+static __device__ __forceinline__ float4 gpt2__ld4(const __half *p) {
+    const uint2 u = *(const uint2 *)p;
+    const float2 a = __half22float2(*(const __half2 *)&u.x), b = __half22float2(*(const __half2 *)&u.y);
+    return make_float4(a.x, a.y, b.x, b.y);
+}
+static __device__ __forceinline__ float4 gpt2__ld4(const __nv_bfloat16 *p) {
+    const uint2 u = *(const uint2 *)p;
+    const float2 a = __bfloat1622float2(*(const __nv_bfloat162 *)&u.x), b = __bfloat1622float2(*(const __nv_bfloat162 *)&u.y);
+    return make_float4(a.x, a.y, b.x, b.y);
+}
+static __device__ __forceinline__ void gpt2__st4(float *p, float4 v) { *(float4 *)p = v; }
+static __device__ __forceinline__ void gpt2__st4(__half *p, float4 v) {
+    __half2 h[2] = {__floats2half2_rn(v.x, v.y), __floats2half2_rn(v.z, v.w)};
+    *(uint2 *)p = *(const uint2 *)h;
+}
+static __device__ __forceinline__ void gpt2__st4(__nv_bfloat16 *p, float4 v) {
+    __nv_bfloat162 h[2] = {__floats2bfloat162_rn(v.x, v.y), __floats2bfloat162_rn(v.z, v.w)};
+    *(uint2 *)p = *(const uint2 *)h;
+}
+static __device__ __forceinline__ float4 gpt2__add4(float4 a, float4 b) { return make_float4(a.x + b.x, a.y + b.y, a.z + b.z, a.w + b.w); }
+
 /* Residual add (or embedding) fused with layer norm. x: fp32 residual stream [N][C]; out: T [n_out][C].
    Output row o normalises row r = rows ? rows[o] : o of x after updating it:
-     tok != NULL:  x[r] = wte[tok[r]] + wpe[pos[r]]      (token + position embedding)
-     add != NULL:  x[r] += add[r]                        (residual)
+     tok != NULL:            x[r] = wte[tok[r]] + wpe[pos[r]]      (token + position embedding)
+     ad.add or ad.part set:  x[r] += what gpt2__resid names          (residual)
    then out[o] = (x[r] - mean) / sqrt(var + eps) * g + b, mean and biased variance in fp32 (two passes).
-   Grid: n_out blocks of 256 threads. Matches gpt2__cpu_layernorm and the embedding/residual loops of gpt2__cpu_run. */
-template <typename T>
-__global__ void __launch_bounds__(256) gpt2__residual_ln_kernel(float *x, const T *add, const int *rows, const int *tok,
-                                                                  const int *pos, const T *wte, const T *wpe,
+   Grid: n_out blocks of 256 threads. E > 0 (C a multiple of 4, at most 1024 E): thread t holds the 4-element chunks
+   t + 256 j, j < E, in registers, every load of a row issued before the first use (a row is latency-bound when
+   a step has few rows); E == 0: any C, one element at a time. The kernel is chosen by C alone (gpt2__residual_ln),
+   so every row of a model computes alike. Matches gpt2__cpu_layernorm and the embedding/residual loops of
+   gpt2__cpu_run. */
+template <typename T, int E>
+__global__ void __launch_bounds__(256) gpt2__residual_ln_kernel(float *__restrict__ x, gpt2__resid<T> ad, const int *rows,
+                                                                  const int *tok, const int *pos, const T *wte, const T *wpe,
                                                                   const float *g, const float *b, T *out, int C, float eps) {
     __shared__ float sh[32];
     const int o = blockIdx.x, r = rows ? rows[o] : o;
     float *xr = x + (size_t)r * C;
+    const int mode = tok ? 0 : ad.part && r >= ad.P ? 1 : ad.add ? 2 : 3; /* embedding, pieces, add, none */
     float sum = 0.0f;
-    if (tok) {
-        const T *te = wte + (size_t)tok[r] * C, *pe = wpe + (size_t)pos[r] * C;
-        for (int i = threadIdx.x; i < C; i += blockDim.x) { float v = gpt2__f(te[i]) + gpt2__f(pe[i]); xr[i] = v; sum += v; }
-    } else if (add) {
-        const T *ar = add + (size_t)r * C;
-        for (int i = threadIdx.x; i < C; i += blockDim.x) { float v = xr[i] + gpt2__f(ar[i]); xr[i] = v; sum += v; }
-    } else {
-        for (int i = threadIdx.x; i < C; i += blockDim.x) sum += xr[i];
+    if (E == 0) {
+        for (int i = threadIdx.x; i < C; i += blockDim.x) {
+            float v = xr[i];
+            if (mode == 0) v = gpt2__f(wte[(size_t)tok[r] * C + i]) + gpt2__f(wpe[(size_t)pos[r] * C + i]);
+            else if (mode == 1) {
+                const float *pr = ad.part + (size_t)(r - ad.P) * C + i;
+                float a = pr[0];
+                for (int k = 1; k < ad.splits; k++) a += pr[k * ad.stride];
+                v += a + gpt2__f(ad.bias[i]);
+            } else if (mode == 2) v += gpt2__f(ad.add[(size_t)r * C + i]);
+            if (mode != 3) xr[i] = v;
+            sum += v;
+        }
+        const float mean = gpt2__block_sum(sum, sh) / (float)C;
+        float ss = 0.0f;
+        for (int i = threadIdx.x; i < C; i += blockDim.x) { float d = xr[i] - mean; ss += d * d; }
+        const float rstd = rsqrtf(gpt2__block_sum(ss, sh) / (float)C + eps);
+        T *yr = out + (size_t)o * C;
+        for (int i = threadIdx.x; i < C; i += blockDim.x) gpt2__put(yr + i, (xr[i] - mean) * rstd * g[i] + b[i]);
+        return;
+    }
+    const int nc = C >> 2;
+    float4 v[E > 0 ? E : 1];
+#pragma unroll
+    for (int j = 0; j < E; j++) {
+        const int c = 4 * (threadIdx.x + 256 * j);
+        v[j] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+        if (c >= 4 * nc) continue;
+        if (mode == 0) { v[j] = gpt2__add4(gpt2__ld4(wte + (size_t)tok[r] * C + c), gpt2__ld4(wpe + (size_t)pos[r] * C + c)); continue; }
+        const float4 xv = gpt2__ld4(xr + c);
+        if (mode == 1) {
+            const float *pr = ad.part + (size_t)(r - ad.P) * C + c;
+            float4 a = gpt2__ld4(pr);
+#pragma unroll
+            for (int k = 1; k < 4; k++)
+                if (k < ad.splits) a = gpt2__add4(a, gpt2__ld4(pr + k * ad.stride));
+            v[j] = gpt2__add4(xv, gpt2__add4(a, gpt2__ld4(ad.bias + c)));
+        } else if (mode == 2) v[j] = gpt2__add4(xv, gpt2__ld4(ad.add + (size_t)r * C + c));
+        else v[j] = xv;
+    }
+#pragma unroll
+    for (int j = 0; j < E; j++) {
+        const int c = 4 * (threadIdx.x + 256 * j);
+        if (c >= 4 * nc) continue;
+        if (mode != 3) gpt2__st4(xr + c, v[j]);
+        sum += v[j].x; sum += v[j].y; sum += v[j].z; sum += v[j].w;
     }
     const float mean = gpt2__block_sum(sum, sh) / (float)C;
     float ss = 0.0f;
-    for (int i = threadIdx.x; i < C; i += blockDim.x) { float d = xr[i] - mean; ss += d * d; }
+#pragma unroll
+    for (int j = 0; j < E; j++) {
+        if (4 * (threadIdx.x + 256 * j) >= 4 * nc) continue;
+        const float dx = v[j].x - mean, dy = v[j].y - mean, dz = v[j].z - mean, dw = v[j].w - mean;
+        ss += dx * dx; ss += dy * dy; ss += dz * dz; ss += dw * dw;
+    }
     const float rstd = rsqrtf(gpt2__block_sum(ss, sh) / (float)C + eps);
     T *yr = out + (size_t)o * C;
-    for (int i = threadIdx.x; i < C; i += blockDim.x) gpt2__put(yr + i, (xr[i] - mean) * rstd * g[i] + b[i]);
+#pragma unroll
+    for (int j = 0; j < E; j++) {
+        const int c = 4 * (threadIdx.x + 256 * j);
+        if (c >= 4 * nc) continue;
+        const float4 gg = gpt2__ld4(g + c), bb = gpt2__ld4(b + c);
+        gpt2__st4(yr + c, make_float4((v[j].x - mean) * rstd * gg.x + bb.x, (v[j].y - mean) * rstd * gg.y + bb.y,
+                                      (v[j].z - mean) * rstd * gg.z + bb.z, (v[j].w - mean) * rstd * gg.w + bb.w));
+    }
 }
 
 /* K and V of every fed row into this layer's cache. qkv: [N][3C] (q | k | v); kc, vc: [max_batch][H][max_seq][hd].
@@ -2554,7 +2649,7 @@ typedef struct gpt2__cuda_layer {
 
 /* A cuBLASLt plan for D[O][N] = W[O][I] x X[N][I]^T (+ bias, + GELU), found once per shape. */
 typedef struct gpt2__gemm {
-    int O, N, I, epi, out_f32, ldd, ref;
+    int O, N, I, epi, out_f32, ldd, ref, splits;
     int how;                       /* 0: the reference algorithm, 1: a candidate of its class, 2: N's own (not invariant) */
     cudaDataType_t dt;
     cublasLtMatmulDesc_t desc;
@@ -2665,6 +2760,13 @@ static void gpt2__plan_attention(gpt2__cuda_meta *h, int N, int flash) {
    split of K (none, or the same count and reduction) add the products in the same order whatever their tile, and give
    bit-identical results (on the H100 all 302 such pairs of bench_gpt2 --algo-classes were identical, every pair with
    a different split differed; test cuda_gemm_rows_are_batch_invariant checks it on the device it runs on). */
+/* A layout as `count` matrices `stride` elements apart (count 1: left as is). */
+static cublasStatus_t gpt2__lt_batch(cublasLtMatrixLayout_t l, int count, int64_t stride) {
+    if (count <= 1) return CUBLAS_STATUS_SUCCESS;
+    cublasStatus_t s = cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count, sizeof count);
+    return s != CUBLAS_STATUS_SUCCESS ? s : cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride, sizeof stride);
+}
+
 static void gpt2__algo_class(const cublasLtMatmulAlgo_t *a, int cls[4]) {
     const cublasLtMatmulAlgoConfigAttributes_t at[4] = {CUBLASLT_ALGO_CONFIG_ID, CUBLASLT_ALGO_CONFIG_SPLITK_NUM,
                                                         CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME, CUBLASLT_ALGO_CONFIG_CUSTOM_OPTION};
@@ -2678,15 +2780,18 @@ static void gpt2__algo_class(const cublasLtMatmulAlgo_t *a, int cls[4]) {
 /* D [N][O] (T, or fp32 with out_f32; rows ldd apart, 0: O) = X [N][I] @ W^T, W stored [O][I]; + bias [O]; then GELU
    (tanh form, as gpt2__cpu_gelu) with GPT2__EPI_BIAS_GELU, through cuBLASLt. fp32 accumulation (CUBLAS_COMPUTE_32F:
    no TF32 in F32 mode). Whatever N, the arithmetic is that of the algorithm cuBLASLt picks for `ref` rows of this
-   shape (see below). Plans are cached by shape, N and ref. */
+   shape (see below). With splits > 1 (I a multiple of 8 * splits; no epilogue, out_f32): one batched product per
+   piece of K, D [k][N][ldd] = X[:, k*I/s .. (k+1)*I/s) @ W[:, same]^T, k < s, each piece with the arithmetic above.
+   Plans are cached by shape, N, ref and splits. */
 static gpt2_status gpt2__gemm_run(gpt2__cuda_state *S, cudaDataType_t dt, void *D, const void *W, const void *X,
-                                  const void *bias, int O, int N, int I, int epi, int out_f32, int ldd, int ref) {
+                                  const void *bias, int O, int N, int I, int epi, int out_f32, int ldd, int ref, int splits) {
     if (ldd < O) ldd = O;
+    if (splits < 1) splits = 1;
     gpt2__gemm *g = NULL;
     for (int i = 0; i < S->n_gemm && !g; i++) {
         gpt2__gemm *c = &S->gemm[i];
         if (c->O == O && c->N == N && c->I == I && c->epi == epi && c->out_f32 == out_f32 && c->dt == dt && c->ldd == ldd &&
-            c->ref == ref)
+            c->ref == ref && c->splits == splits)
             g = c;
     }
     if (!g) {
@@ -2705,9 +2810,13 @@ static gpt2_status gpt2__gemm_run(gpt2__cuda_state *S, cudaDataType_t dt, void *
         GPT2__LT(cublasLtMatmulDescCreate(&g->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
         GPT2__LT(cublasLtMatmulDescSetAttribute(g->desc, CUBLASLT_MATMUL_DESC_TRANSA, &opT, sizeof opT));
         GPT2__LT(cublasLtMatmulDescSetAttribute(g->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &ep, sizeof ep));
-        GPT2__LT(cublasLtMatrixLayoutCreate(&g->a, dt, (uint64_t)I, (uint64_t)O, (int64_t)I));
-        GPT2__LT(cublasLtMatrixLayoutCreate(&g->b, dt, (uint64_t)I, (uint64_t)N, (int64_t)I));
+        const int Ik = I / splits; /* K per piece */
+        GPT2__LT(cublasLtMatrixLayoutCreate(&g->a, dt, (uint64_t)Ik, (uint64_t)O, (int64_t)I));
+        GPT2__LT(cublasLtMatrixLayoutCreate(&g->b, dt, (uint64_t)Ik, (uint64_t)N, (int64_t)I));
         GPT2__LT(cublasLtMatrixLayoutCreate(&g->d, out_f32 ? CUDA_R_32F : dt, (uint64_t)O, (uint64_t)N, (int64_t)ldd));
+        GPT2__LT(gpt2__lt_batch(g->a, splits, Ik));
+        GPT2__LT(gpt2__lt_batch(g->b, splits, Ik));
+        GPT2__LT(gpt2__lt_batch(g->d, splits, (int64_t)N * ldd));
         /* One arithmetic per weight shape and kind of row, whatever the row count N. Different kernels can round
            differently, so a free per-N choice would make a row's result depend on how many other rows share its
            step (DESIGN.md's determinism rule: a request's tokens must not depend on its batch). The reference is
@@ -2721,9 +2830,11 @@ static gpt2_status gpt2__gemm_run(gpt2__cuda_state *S, cudaDataType_t dt, void *
         cublasStatus_t s = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
                                                                 &S->lt_ws_size, sizeof S->lt_ws_size);
         cublasLtMatrixLayout_t b_ref = NULL, d_ref = NULL;
-        if (s == CUBLAS_STATUS_SUCCESS) s = cublasLtMatrixLayoutCreate(&b_ref, dt, (uint64_t)I, (uint64_t)N_REF, (int64_t)I);
+        if (s == CUBLAS_STATUS_SUCCESS) s = cublasLtMatrixLayoutCreate(&b_ref, dt, (uint64_t)Ik, (uint64_t)N_REF, (int64_t)I);
         if (s == CUBLAS_STATUS_SUCCESS)
             s = cublasLtMatrixLayoutCreate(&d_ref, out_f32 ? CUDA_R_32F : dt, (uint64_t)O, (uint64_t)N_REF, (int64_t)ldd);
+        if (s == CUBLAS_STATUS_SUCCESS) s = gpt2__lt_batch(b_ref, splits, Ik);
+        if (s == CUBLAS_STATUS_SUCCESS) s = gpt2__lt_batch(d_ref, splits, (int64_t)N_REF * ldd);
         /* the reference: the heuristic's first pick for ref rows that does not split K (its workspace would grow
            with N), else its first pick */
         cublasLtMatmulHeuristicResult_t cand[8];
@@ -2762,6 +2873,7 @@ static gpt2_status gpt2__gemm_run(gpt2__cuda_state *S, cudaDataType_t dt, void *
                               __FILE__, __LINE__, O, N, I, epi, cublasLtGetStatusString(s));
         g->algo = res.algo;
         g->O = O; g->N = N; g->I = I; g->epi = epi; g->out_f32 = out_f32; g->dt = dt; g->ldd = ldd; g->ref = ref; g->how = how;
+        g->splits = splits;
     }
     if (epi != GPT2__EPI_NONE)
         GPT2__LT(cublasLtMatmulDescSetAttribute(g->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias));
@@ -2771,22 +2883,49 @@ static gpt2_status gpt2__gemm_run(gpt2__cuda_state *S, cudaDataType_t dt, void *
     return GPT2_OK;
 }
 
+/* gpt2__residual_ln_kernel over n output rows, its form chosen by C alone */
+template <typename T>
+static gpt2_status gpt2__residual_ln(cudaStream_t st, int n, float *x, gpt2__resid<T> ad, const int *rows, const int *tok,
+                                     const int *pos, const T *wte, const T *wpe, const float *g, const float *b, T *out, int C,
+                                     float eps) {
+    if (n < 1) return GPT2_OK;
+    if (C % 4 == 0 && C <= 1024) gpt2__residual_ln_kernel<T, 1><<<n, 256, 0, st>>>(x, ad, rows, tok, pos, wte, wpe, g, b, out, C, eps);
+    else if (C % 4 == 0 && C <= 2048) gpt2__residual_ln_kernel<T, 2><<<n, 256, 0, st>>>(x, ad, rows, tok, pos, wte, wpe, g, b, out, C, eps);
+    else if (C % 4 == 0 && C <= 4096) gpt2__residual_ln_kernel<T, 4><<<n, 256, 0, st>>>(x, ad, rows, tok, pos, wte, wpe, g, b, out, C, eps);
+    else gpt2__residual_ln_kernel<T, 0><<<n, 256, 0, st>>>(x, ad, rows, tok, pos, wte, wpe, g, b, out, C, eps);
+    GPT2__LAUNCHED();
+    return GPT2_OK;
+}
+
+/* How many pieces decode rows of a layer with this K split it into (gpt2__linear with part): a fixed count per
+   shape, never per step, so a row computes the same in any step. Up to 4 pieces of at least GPT2_SPLIT_MIN_K, each
+   a multiple of 8 elements (16-byte aligned). A projection into the residual has few output columns
+   (n_embd), so at few rows its product covers few SMs; the pieces multiply them. */
+static int gpt2__decode_splits(int I) {
+    for (int s = 4; s > 1; s--)
+        if (I % (8 * s) == 0 && I / s >= GPT2_SPLIT_MIN_K) return s;
+    return 1;
+}
+
 /* A linear layer over N fed rows, the first P of them prompt rows: D [N][O] = X [N][I] @ W^T (+ bias, + GELU), as
    gpt2__gemm_run. Each kind of row has its own reference cuBLASLt algorithm (any tile of its class runs: the same
    arithmetic), so a row computes the same in any step:
      prompt rows: the algorithm picked for a full prompt step (prefill_tokens rows);
-     decode rows (and every logits row): the one picked for GPT2_GEMM_REF_ROWS rows. */
+     decode rows (and every logits row): the one picked for GPT2_GEMM_REF_ROWS rows.
+   With part (a layer feeding the residual, epilogue bias), decode rows instead leave gpt2__decode_splits(I) fp32
+   pieces part [k][N-P][O] without the bias, for gpt2__residual_ln_kernel to add up (gpt2__resid). */
 template <typename T>
 static gpt2_status gpt2__linear(gpt2_model *m, gpt2__cuda_state *S, void *D, const void *W, const void *X, const void *bias,
-                                int O, int N, int P, int I, int epi, int out_f32, int ldd) {
+                                int O, int N, int P, int I, int epi, int out_f32, int ldd, float *part) {
     const cudaDataType_t dt = gpt2__cuda_type<T>::id;
     if (ldd < O) ldd = O;
     gpt2_status st;
-    if (P > 0 && (st = gpt2__gemm_run(S, dt, D, W, X, bias, O, P, I, epi, out_f32, ldd, m->prefill_tokens))) return st;
+    if (P > 0 && (st = gpt2__gemm_run(S, dt, D, W, X, bias, O, P, I, epi, out_f32, ldd, m->prefill_tokens, 1))) return st;
     if (N <= P) return GPT2_OK;
-    void *Dd = (char *)D + (size_t)P * ldd * (out_f32 ? sizeof(float) : sizeof(T));
     const T *Xd = (const T *)X + (size_t)P * I;
-    return gpt2__gemm_run(S, dt, Dd, W, Xd, bias, O, N - P, I, epi, out_f32, ldd, GPT2_GEMM_REF_ROWS);
+    if (part) return gpt2__gemm_run(S, dt, part, W, Xd, NULL, O, N - P, I, GPT2__EPI_NONE, 1, O, GPT2_GEMM_REF_ROWS, gpt2__decode_splits(I));
+    void *Dd = (char *)D + (size_t)P * ldd * (out_f32 ? sizeof(float) : sizeof(T));
+    return gpt2__gemm_run(S, dt, Dd, W, Xd, bias, O, N - P, I, epi, out_f32, ldd, GPT2_GEMM_REF_ROWS, 1);
 }
 
 /* Attention for layer l over the rows planned in d: gpt2__attn_prefill_kernel for the prompt tiles, gpt2__attn_kernel
@@ -2905,28 +3044,31 @@ static gpt2_status gpt2__cuda_run_t(gpt2_model *m, gpt2__cuda_state *S, const gp
     const int C = cf->n_embd, F = m->n_inner, L = cf->n_layer;
     T *ln = (T *)S->ln, *qkv = (T *)S->qkv, *att = (T *)S->att, *proj = (T *)S->proj, *fc = (T *)S->fc;
     gpt2_status st;
-    gpt2__residual_ln_kernel<T><<<N, 256, 0, S->stream>>>(S->x, NULL, NULL, d->tok, d->pos, (const T *)S->wte, (const T *)S->wpe,
-                                                         S->layers[0].ln1_w, S->layers[0].ln1_b, ln, C, cf->ln_eps);
-    GPT2__LAUNCHED();
+    const gpt2__resid<T> none = {NULL, NULL, NULL, 0, 1, 0};
+    if ((st = gpt2__residual_ln<T>(S->stream, N, S->x, none, NULL, d->tok, d->pos, (const T *)S->wte, (const T *)S->wpe,
+                                   S->layers[0].ln1_w, S->layers[0].ln1_b, ln, C, cf->ln_eps)))
+        return st;
+    /* decode rows of the two projections into the residual come as K pieces (gpt2__linear with part) */
+    gpt2__resid<T> ad = {proj, S->part, NULL, (size_t)(N - P) * C, 1, P};
     for (int l = 0; l < L; l++) {
         const gpt2__cuda_layer *y = &S->layers[l];
-        if ((st = gpt2__linear<T>(m, S, qkv, y->qkv_w, ln, y->qkv_b, 3 * C, N, P, C, GPT2__EPI_BIAS, 0, 0))) return st;
+        if ((st = gpt2__linear<T>(m, S, qkv, y->qkv_w, ln, y->qkv_b, 3 * C, N, P, C, GPT2__EPI_BIAS, 0, 0, NULL))) return st;
         if ((st = gpt2__attention<T>(S, m, l, d, N, P))) return st;
-        if ((st = gpt2__linear<T>(m, S, proj, y->proj_w, att, y->proj_b, C, N, P, C, GPT2__EPI_BIAS, 0, 0))) return st;
-        gpt2__residual_ln_kernel<T><<<N, 256, 0, S->stream>>>(S->x, proj, NULL, NULL, NULL, NULL, NULL, y->ln2_w, y->ln2_b,
-                                                             ln, C, cf->ln_eps);
-        GPT2__LAUNCHED();
-        if ((st = gpt2__linear<T>(m, S, fc, y->fc_w, ln, y->fc_b, F, N, P, C, GPT2__EPI_BIAS_GELU, 0, 0))) return st;
-        if ((st = gpt2__linear<T>(m, S, proj, y->fcp_w, fc, y->fcp_b, C, N, P, F, GPT2__EPI_BIAS, 0, 0))) return st;
-        if (l + 1 < L)
-            gpt2__residual_ln_kernel<T><<<N, 256, 0, S->stream>>>(S->x, proj, NULL, NULL, NULL, NULL, NULL, S->layers[l + 1].ln1_w,
-                                                                 S->layers[l + 1].ln1_b, ln, C, cf->ln_eps);
-        else
-            gpt2__residual_ln_kernel<T><<<n_out, 256, 0, S->stream>>>(S->x, proj, all_rows ? NULL : d->out_row, NULL, NULL, NULL,
-                                                                     NULL, S->lnf_w, S->lnf_b, ln, C, cf->ln_eps);
-        GPT2__LAUNCHED();
+        if ((st = gpt2__linear<T>(m, S, proj, y->proj_w, att, y->proj_b, C, N, P, C, GPT2__EPI_BIAS, 0, 0, S->part))) return st;
+        ad.bias = (const T *)y->proj_b;
+        ad.splits = gpt2__decode_splits(C);
+        if ((st = gpt2__residual_ln<T>(S->stream, N, S->x, ad, NULL, NULL, NULL, NULL, NULL, y->ln2_w, y->ln2_b, ln, C, cf->ln_eps)))
+            return st;
+        if ((st = gpt2__linear<T>(m, S, fc, y->fc_w, ln, y->fc_b, F, N, P, C, GPT2__EPI_BIAS_GELU, 0, 0, NULL))) return st;
+        if ((st = gpt2__linear<T>(m, S, proj, y->fcp_w, fc, y->fcp_b, C, N, P, F, GPT2__EPI_BIAS, 0, 0, S->part))) return st;
+        ad.bias = (const T *)y->fcp_b;
+        ad.splits = gpt2__decode_splits(F);
+        const int last = l + 1 == L;
+        st = gpt2__residual_ln<T>(S->stream, last ? n_out : N, S->x, ad, last && !all_rows ? d->out_row : NULL, NULL, NULL, NULL, NULL,
+                                  last ? S->lnf_w : S->layers[l + 1].ln1_w, last ? S->lnf_b : S->layers[l + 1].ln1_b, ln, C, cf->ln_eps);
+        if (st) return st;
     }
-    return gpt2__linear<T>(m, S, S->logits, S->wte, ln, NULL, S->ldv, n_out, 0, C, GPT2__EPI_NONE, 1, S->ldv);
+    return gpt2__linear<T>(m, S, S->logits, S->wte, ln, NULL, S->ldv, n_out, 0, C, GPT2__EPI_NONE, 1, S->ldv, NULL);
 }
 
 static gpt2_status gpt2__cuda_run(gpt2_model *m, const gpt2__cuda_meta *d, int N, int P, int n_out, int all_rows) {
@@ -3090,7 +3232,9 @@ static gpt2_status gpt2__cuda_init_state(gpt2_model *m, gpt2__cuda_state *S) {
     size_t wbytes = gpt2__align256((size_t)S->ldv * C * es) + gpt2__align256(P * C * es) + 2 * gpt2__align256(C * 4) + L * per_layer;
     /* workspace per fed row: x fp32, ln/att/proj C, qkv 3C, fc F in T, logits V fp32 */
     S->lt_ws_size = (size_t)32 << 20;
-    const size_t part_per_row = H * (size_t)((m->max_seq + GPT2__SPLIT_LEN - 1) / GPT2__SPLIT_LEN) * (C / H + 2);
+    /* S->part: decode attention's split partials, and (never at the same time) a projection's K pieces */
+    size_t part_per_row = H * (size_t)((m->max_seq + GPT2__SPLIT_LEN - 1) / GPT2__SPLIT_LEN) * (C / H + 2);
+    if (part_per_row < 4 * C) part_per_row = 4 * C;
     size_t fixed = wbytes + S->lt_ws_size + ((size_t)64 << 20);
     size_t per_row = C * 4 + (3 * C + 3 * C + F) * es + part_per_row * 4 + 4 * 4 + 64, per_slot_kv = 2 * L * (size_t)m->max_seq * C * es;
     size_t free_b = 0, total_b = 0;

@@ -216,21 +216,27 @@ static void ph_gemms(gpt2_model *m, int) {
     const int C = m->cfg.n_embd, F = m->n_inner, N = g_N;
     for (int l = 0; l < m->cfg.n_layer; l++) {
         const gpt2__cuda_layer *y = &S->layers[l];
-        CHECK(gpt2__linear<__half>(m, S, S->qkv, y->qkv_w, S->ln, y->qkv_b, 3 * C, N, g_P, C, GPT2__EPI_BIAS, 0, 0) == GPT2_OK);
-        CHECK(gpt2__linear<__half>(m, S, S->proj, y->proj_w, S->att, y->proj_b, C, N, g_P, C, GPT2__EPI_BIAS, 0, 0) == GPT2_OK);
-        CHECK(gpt2__linear<__half>(m, S, S->fc, y->fc_w, S->ln, y->fc_b, F, N, g_P, C, GPT2__EPI_BIAS_GELU, 0, 0) == GPT2_OK);
-        CHECK(gpt2__linear<__half>(m, S, S->proj, y->fcp_w, S->fc, y->fcp_b, C, N, g_P, F, GPT2__EPI_BIAS, 0, 0) == GPT2_OK);
+        CHECK(gpt2__linear<__half>(m, S, S->qkv, y->qkv_w, S->ln, y->qkv_b, 3 * C, N, g_P, C, GPT2__EPI_BIAS, 0, 0, NULL) == GPT2_OK);
+        CHECK(gpt2__linear<__half>(m, S, S->proj, y->proj_w, S->att, y->proj_b, C, N, g_P, C, GPT2__EPI_BIAS, 0, 0, S->part) == GPT2_OK);
+        CHECK(gpt2__linear<__half>(m, S, S->fc, y->fc_w, S->ln, y->fc_b, F, N, g_P, C, GPT2__EPI_BIAS_GELU, 0, 0, NULL) == GPT2_OK);
+        CHECK(gpt2__linear<__half>(m, S, S->proj, y->fcp_w, S->fc, y->fcp_b, C, N, g_P, F, GPT2__EPI_BIAS, 0, 0, S->part) == GPT2_OK);
     }
 }
 static void ph_logits(gpt2_model *m, int) {
     gpt2__cuda_state *S = (gpt2__cuda_state *)m->cuda;
-    CHECK(gpt2__linear<__half>(m, S, S->logits, S->wte, S->ln, NULL, S->ldv, g_n, 0, m->cfg.n_embd, GPT2__EPI_NONE, 1, S->ldv) == GPT2_OK);
+    CHECK(gpt2__linear<__half>(m, S, S->logits, S->wte, S->ln, NULL, S->ldv, g_n, 0, m->cfg.n_embd, GPT2__EPI_NONE, 1, S->ldv, NULL) ==
+          GPT2_OK);
 }
 static void ph_norms(gpt2_model *m, int) {
     gpt2__cuda_state *S = (gpt2__cuda_state *)m->cuda;
-    for (int l = 0; l < 2 * m->cfg.n_layer; l++)
-        gpt2__residual_ln_kernel<__half><<<g_N, 256, 0, S->stream>>>(S->x, (const __half *)S->proj, NULL, NULL, NULL, NULL, NULL,
-                                                                    S->lnf_w, S->lnf_b, (__half *)S->ln, m->cfg.n_embd, 1e-5f);
+    const int C = m->cfg.n_embd;
+    for (int l = 0; l < 2 * m->cfg.n_layer; l++) {
+        const int K = l & 1 ? m->n_inner : C;
+        const gpt2__resid<__half> ad = {(const __half *)S->proj, S->part, (const __half *)S->layers[l / 2].proj_b,
+                                        (size_t)(g_N - g_P) * C, gpt2__decode_splits(K), g_P};
+        CHECK(gpt2__residual_ln<__half>(S->stream, g_N, S->x, ad, NULL, NULL, NULL, NULL, NULL, S->lnf_w, S->lnf_b, (__half *)S->ln, C, 1e-5f) ==
+              GPT2_OK);
+    }
 }
 /* the separate K/V store: prompt rows only when decode rows store their own (gpt2__attention) */
 static void ph_kv_store(gpt2_model *m, int) {
@@ -288,7 +294,7 @@ static double time_us(gpt2__cuda_state *S, int which, void *D, const void *W, co
     for (int r = 0; r < 8; r++) {
         cudaEventRecord(e0, S->stream);
         for (int k = 0; k < 10; k++) {
-            CHECK(gpt2__gemm_run(S, CUDA_R_16F, D, W, X, b, O, N, I, GPT2__EPI_BIAS, 0, 0, which == 1 ? 4096 : GPT2_GEMM_REF_ROWS) == GPT2_OK);
+            CHECK(gpt2__gemm_run(S, CUDA_R_16F, D, W, X, b, O, N, I, GPT2__EPI_BIAS, 0, 0, which == 1 ? 4096 : GPT2_GEMM_REF_ROWS, 1) == GPT2_OK);
         }
         cudaEventRecord(e1, S->stream);
         CU(cudaEventSynchronize(e1));
