@@ -1890,7 +1890,7 @@ static constexpr int gpt2__min_arch_of(int i, int n) {
 #define GPT2__SAMPLE_THREADS 1024
 #define GPT2__PAGE 4096            /* candidates the sampler sorts at once in shared memory */
 #define GPT2__MAX_GRAPHS 16
-#define GPT2__MAX_GEMMS 64
+#define GPT2__MAX_GEMMS 256
 #define GPT2__SPLIT_LEN 256        /* keys per block of decode attention */
 
 /* ---------------------------------------------------------------- CUDA backend: element types */
