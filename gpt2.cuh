@@ -2252,14 +2252,22 @@ __global__ void __launch_bounds__(128) gpt2__attn_kernel(const T *__restrict__ q
 /* A tile of up to 64 consecutive fed rows of one sequence (positions pos0..pos0+n-1 of slot `slot`). */
 typedef struct gpt2__tile { int row0, n, slot, pos0; } gpt2__tile;
 
-#define GPT2__FQ 64 /* query rows per prefill tile */
+#ifndef GPT2__FQ
+#define GPT2__FQ 64 /* query rows per prefill tile: a warp per 16 */
+#endif
 #define GPT2__FK 64 /* keys per step */
 
 /* Shared memory of gpt2__attn_prefill_kernel (bytes): the Q tile, and K and V tiles twice (double buffered) */
 template <typename T, int HD>
-static constexpr size_t gpt2__prefill_smem() { return (size_t)5 * GPT2__FQ * (HD + 8) * sizeof(T); }
+static constexpr size_t gpt2__prefill_smem() { return (size_t)(GPT2__FQ + 4 * GPT2__FK) * (HD + 8) * sizeof(T); }
 
-/* Tensor-core building blocks (sm_80+): the m16n8k16 MMA with fp32 accumulators, ldmatrix, cp.async. */
+/* Tensor-core building blocks (sm_80+): the m16n8k16 MMA with fp32 accumulators, ldmatrix, cp.async; and 2^x in one
+   MUFU instruction (denormal results flush to zero: far below what a probability rounded to T keeps). */
+static __device__ __forceinline__ float gpt2__ex2(float x) {
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+    return y;
+}
 static __device__ __forceinline__ void gpt2__mma(float *d, const uint32_t *a, uint32_t b0, uint32_t b1, __half) {
     asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
                  : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
@@ -2307,7 +2315,7 @@ static __device__ __forceinline__ uint32_t gpt2__pack2(float a, float b, float *
    -> P rounded to T, reused in registers as the A operand -> O = O * correction + P V (fp32 registers).
    out[row][h*HD..] = O / l, l the sum of the rounded P. Matches the attention loop of gpt2__cpu_run. */
 template <typename T, int HD>
-__global__ void __launch_bounds__(128) gpt2__attn_prefill_kernel(const T *__restrict__ qkv, const T *__restrict__ kc,
+__global__ void __launch_bounds__(2 * GPT2__FQ) gpt2__attn_prefill_kernel(const T *__restrict__ qkv, const T *__restrict__ kc,
                                                                    const T *__restrict__ vc, T *__restrict__ out,
                                                                    const gpt2__tile *__restrict__ tiles, int C, int H,
                                                                    int max_seq, float scale_log2) {
@@ -2370,6 +2378,7 @@ __global__ void __launch_bounds__(128) gpt2__attn_prefill_kernel(const T *__rest
                     gpt2__mma(s[2 * jp], qf[kk], b[0], b[1], T());
                     gpt2__mma(s[2 * jp + 1], qf[kk], b[2], b[3], T());
                 }
+            /* raw scores: the scale goes into the exponent (one FFMA per score), the max commutes with it */
             float mx0 = -INFINITY, mx1 = -INFINITY;
             if (k0 + GPT2__FK - 1 > tl.pos0 + w * 16) { /* a step on the diagonal (or past the tile): mask */
 #pragma unroll
@@ -2377,35 +2386,32 @@ __global__ void __launch_bounds__(128) gpt2__attn_prefill_kernel(const T *__rest
 #pragma unroll
                     for (int e = 0; e < 2; e++) {
                         const int key = k0 + j * 8 + t * 2 + e;
-                        s[j][e] = live0 && key <= qpos0 ? s[j][e] * scale_log2 : -INFINITY;
-                        s[j][2 + e] = live1 && key <= qpos1 ? s[j][2 + e] * scale_log2 : -INFINITY;
+                        s[j][e] = live0 && key <= qpos0 ? s[j][e] : -INFINITY;
+                        s[j][2 + e] = live1 && key <= qpos1 ? s[j][2 + e] : -INFINITY;
                         mx0 = fmaxf(mx0, s[j][e]);
                         mx1 = fmaxf(mx1, s[j][2 + e]);
                     }
             } else { /* every key precedes every query of this warp (rows past the tile are never written) */
 #pragma unroll
-                for (int j = 0; j < 8; j++)
-#pragma unroll
-                    for (int e = 0; e < 2; e++) {
-                        s[j][e] *= scale_log2;
-                        s[j][2 + e] *= scale_log2;
-                        mx0 = fmaxf(mx0, s[j][e]);
-                        mx1 = fmaxf(mx1, s[j][2 + e]);
-                    }
+                for (int j = 0; j < 8; j++) {
+                    mx0 = fmaxf(mx0, fmaxf(s[j][0], s[j][1]));
+                    mx1 = fmaxf(mx1, fmaxf(s[j][2], s[j][3]));
+                }
             }
             mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 1));
             mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 2));
             mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 1));
             mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 2));
-            const float mn0 = fmaxf(m0, mx0), mn1 = fmaxf(m1, mx1);
-            const bool any0 = mn0 != -INFINITY, any1 = mn1 != -INFINITY;
-            const float c0 = any0 ? exp2f(m0 - mn0) : 1.0f, c1 = any1 ? exp2f(m1 - mn1) : 1.0f;
+            const float mn0 = fmaxf(m0, mx0 * scale_log2), mn1 = fmaxf(m1, mx1 * scale_log2);
+            /* a row with no live key yet keeps o = l = 0: any finite base gives exp2(-inf) = 0 */
+            const float b0 = mn0 != -INFINITY ? mn0 : 0.0f, b1 = mn1 != -INFINITY ? mn1 : 0.0f;
+            const float c0 = gpt2__ex2(m0 - b0), c1 = gpt2__ex2(m1 - b1);
             uint32_t pa[4][4];
             float rs0 = 0.0f, rs1 = 0.0f;
 #pragma unroll
             for (int j = 0; j < 8; j++) {
-                const uint32_t lo = gpt2__pack2(any0 ? exp2f(s[j][0] - mn0) : 0.0f, any0 ? exp2f(s[j][1] - mn0) : 0.0f, &rs0, T());
-                const uint32_t hi = gpt2__pack2(any1 ? exp2f(s[j][2] - mn1) : 0.0f, any1 ? exp2f(s[j][3] - mn1) : 0.0f, &rs1, T());
+                const uint32_t lo = gpt2__pack2(gpt2__ex2(fmaf(s[j][0], scale_log2, -b0)), gpt2__ex2(fmaf(s[j][1], scale_log2, -b0)), &rs0, T());
+                const uint32_t hi = gpt2__pack2(gpt2__ex2(fmaf(s[j][2], scale_log2, -b1)), gpt2__ex2(fmaf(s[j][3], scale_log2, -b1)), &rs1, T());
                 pa[j >> 1][(j & 1) * 2] = lo;
                 pa[j >> 1][(j & 1) * 2 + 1] = hi;
             }
@@ -2951,7 +2957,7 @@ static gpt2_status gpt2__attn_launch(gpt2__cuda_state *S, const gpt2_model *m, T
 template <typename T, int HD>
 static gpt2_status gpt2__prefill_launch(gpt2__cuda_state *S, const gpt2_model *m, const T *kc, const T *vc, const gpt2__cuda_meta *d) {
     const int C = m->cfg.n_embd, H = m->cfg.n_head;
-    gpt2__attn_prefill_kernel<T, HD><<<dim3((unsigned)d->n_tiles, (unsigned)H), 128, gpt2__prefill_smem<T, HD>(), S->stream>>>(
+    gpt2__attn_prefill_kernel<T, HD><<<dim3((unsigned)d->n_tiles, (unsigned)H), 2 * GPT2__FQ, gpt2__prefill_smem<T, HD>(), S->stream>>>(
         (const T *)S->qkv, kc, vc, (T *)S->att, d->tiles, C, H, m->max_seq, 1.4426950408889634f / sqrtf((float)HD));
     GPT2__LAUNCHED();
     return GPT2_OK;
