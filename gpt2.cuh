@@ -1851,7 +1851,9 @@ static gpt2_status gpt2__cpu_step(gpt2_model *m, const gpt2__seq *seqs, int n, i
      sequence is a contiguous [pos][head_dim] block, so decode attention reads it with 16-byte loads
      that are coalesced across lanes
    - a step's rows: prompt rows first, then decode rows; each kind runs its linear layers with one class of
-     cuBLASLt algorithm (gpt2__linear, gpt2__gemm_run), so a row's result never depends on the batch it shares
+     cuBLASLt algorithm (gpt2__linear, gpt2__gemm_run), so a row's result never depends on the batch it shares;
+     decode rows of the two projections into the residual split K into a fixed number of fp32 pieces per shape
+     (gpt2__decode_splits), which the residual + layer-norm kernel adds in order
    - attention: prompt chunks go to a flash-style tensor-core kernel in 64-row tiles (F16/BF16, head size
      32/64/128), every other row to a row kernel split along the sequence in fixed 256-key pieces (which also
      stores a decode row's own K and V), again whatever the batch
