@@ -2764,10 +2764,6 @@ static void gpt2__plan_attention(gpt2__cuda_meta *h, int N, int flash) {
 
 /* ---------------------------------------------------------------- CUDA backend: launchers */
 
-/* What an algorithm computes per output element, as far as it shows: cuBLASLt kernels of one algorithm id with the same
-   split of K (none, or the same count and reduction) add the products in the same order whatever their tile, and give
-   bit-identical results (on the H100 all 302 such pairs of bench_gpt2 --algo-classes were identical, every pair with
-   a different split differed; test cuda_gemm_rows_are_batch_invariant checks it on the device it runs on). */
 /* A layout as `count` matrices `stride` elements apart (count 1: left as is). */
 static cublasStatus_t gpt2__lt_batch(cublasLtMatrixLayout_t l, int count, int64_t stride) {
     if (count <= 1) return CUBLAS_STATUS_SUCCESS;
@@ -2775,6 +2771,10 @@ static cublasStatus_t gpt2__lt_batch(cublasLtMatrixLayout_t l, int count, int64_
     return s != CUBLAS_STATUS_SUCCESS ? s : cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride, sizeof stride);
 }
 
+/* What an algorithm computes per output element, as far as it shows: cuBLASLt kernels of one algorithm id with the same
+   split of K (none, or the same count and reduction) add the products in the same order whatever their tile, and give
+   bit-identical results (on the H100 all 302 such pairs of bench_gpt2 --algo-classes were identical, every pair with
+   a different split differed; test cuda_gemm_rows_are_batch_invariant checks it on the device it runs on). */
 static void gpt2__algo_class(const cublasLtMatmulAlgo_t *a, int cls[4]) {
     const cublasLtMatmulAlgoConfigAttributes_t at[4] = {CUBLASLT_ALGO_CONFIG_ID, CUBLASLT_ALGO_CONFIG_SPLITK_NUM,
                                                         CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME, CUBLASLT_ALGO_CONFIG_CUSTOM_OPTION};
