@@ -1950,13 +1950,15 @@ __global__ void gpt2__convert_kernel(T *dst, const float *src, size_t rows, size
 
 /* What joins row r of the residual stream: rows r < P take add[r] (T, the layer's bias included); with part set,
    rows r >= P take the fp32 pieces of a K-split product, ((part[0][r-P] + part[1][r-P]) + ...) + bias, piece k at
-   part + k*stride (gpt2__linear with part). */
+   part + k*stride (gpt2__linear with part). For the embedding (tok set), feed names where a negative token id
+   comes from: tok[r] = -1 - j is feed[j], the token the previous step sampled for its sequence j, still on the GPU. */
 template <typename T> struct gpt2__resid {
     const T *add;
     const float *part;
     const T *bias;
     size_t stride;
     int splits, P;
+    const int *feed;
 };
 
 /* 4 elements at p (8- or 16-byte aligned) as fp32; and back, rounded to T */
@@ -1984,7 +1986,8 @@ static __device__ __forceinline__ float4 gpt2__add4(float4 a, float4 b) { return
 
 /* Residual add (or embedding) fused with layer norm. x: fp32 residual stream [N][C]; out: T [n_out][C].
    Output row o normalises row r = rows ? rows[o] : o of x after updating it:
-     tok != NULL:            x[r] = wte[tok[r]] + wpe[pos[r]]      (token + position embedding)
+     tok != NULL:            x[r] = wte[t] + wpe[pos[r]]           (token + position embedding; t = tok[r], or
+                                                                    ad.feed[-1 - tok[r]] when negative)
      ad.add or ad.part set:  x[r] += what gpt2__resid names          (residual)
    then out[o] = (x[r] - mean) / sqrt(var + eps) * g + b, mean and biased variance in fp32 (two passes).
    Grid: n_out blocks of 256 threads. E > 0 (C a multiple of 4, at most 1024 E): thread t holds the 4-element chunks
@@ -2000,11 +2003,12 @@ __global__ void __launch_bounds__(256) gpt2__residual_ln_kernel(float *__restric
     const int o = blockIdx.x, r = rows ? rows[o] : o;
     float *xr = x + (size_t)r * C;
     const int mode = tok ? 0 : ad.part && r >= ad.P ? 1 : ad.add ? 2 : 3; /* embedding, pieces, add, none */
+    const int t = mode == 0 ? (tok[r] < 0 ? ad.feed[-1 - tok[r]] : tok[r]) : 0;
     float sum = 0.0f;
     if (E == 0) {
         for (int i = threadIdx.x; i < C; i += blockDim.x) {
             float v = xr[i];
-            if (mode == 0) v = gpt2__f(wte[(size_t)tok[r] * C + i]) + gpt2__f(wpe[(size_t)pos[r] * C + i]);
+            if (mode == 0) v = gpt2__f(wte[(size_t)t * C + i]) + gpt2__f(wpe[(size_t)pos[r] * C + i]);
             else if (mode == 1) {
                 const float *pr = ad.part + (size_t)(r - ad.P) * C + i;
                 float a = pr[0];
@@ -2029,7 +2033,7 @@ __global__ void __launch_bounds__(256) gpt2__residual_ln_kernel(float *__restric
         const int c = 4 * (threadIdx.x + 256 * j);
         v[j] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
         if (c >= 4 * nc) continue;
-        if (mode == 0) { v[j] = gpt2__add4(gpt2__ld4(wte + (size_t)tok[r] * C + c), gpt2__ld4(wpe + (size_t)pos[r] * C + c)); continue; }
+        if (mode == 0) { v[j] = gpt2__add4(gpt2__ld4(wte + (size_t)t * C + c), gpt2__ld4(wpe + (size_t)pos[r] * C + c)); continue; }
         const float4 xv = gpt2__ld4(xr + c);
         if (mode == 1) {
             const float *pr = ad.part + (size_t)(r - ad.P) * C + c;
@@ -2097,8 +2101,8 @@ __global__ void gpt2__kv_store_kernel(const T *qkv, T *kc, T *vc, const int *row
    Lanes work in groups of lpk (a power of two <= 32): a group takes U keys at a time, each lane holding up to MAXC
    chunks of VE elements of q, k, v (16-byte loads when VE*sizeof(T) == 16; a warp then reads 32/lpk consecutive
    keys, contiguous in memory), and keeps its own online-softmax state (max m, sum l, output acc) in fp32.
-   The groups are merged through shared memory ((128/lpk)*(hd+2) floats). With n_split == 1 the block writes
-   out[r][h*hd..] = softmax(q k^T / sqrt(hd)) v; otherwise it writes its unnormalised (acc[hd], m, l) to
+   The groups are merged through shared memory ((128/lpk)*(hd+2) floats). With one live split (n_split == 1, or
+   p < split_len) the block writes out[r][h*hd..] = softmax(q k^T / sqrt(hd)) v; otherwise it writes its unnormalised (acc[hd], m, l) to
    part[z][h][s][hd+2], and the last live split of (z, h) to finish (counter count[z*H+h], zero between launches)
    merges the live splits s <= p/split_len in order: out = sum_s acc_s 2^(m_s-M) / sum_s l_s 2^(m_s-M), M = max m_s.
    With store set, row r's own key and value (position p) are read from qkv and written to the cache here (the
@@ -2216,13 +2220,15 @@ __global__ void __launch_bounds__(128) gpt2__attn_kernel(const T *__restrict__ q
     for (int i = 0; i < G; i++) M = fmaxf(M, sh_m[i]);
     float L = 0.0f;
     for (int i = 0; i < G; i++) L += sh_l[i] * exp2f(sh_m[i] - M);
+    /* one live split (n_split == 1, or p < split_len): the merge below would give o / L bit for bit, so write it */
+    const bool alone = n_split == 1 || p < split_len;
     for (int dd = threadIdx.x; dd < hd; dd += blockDim.x) {
         float o = 0.0f;
         for (int i = 0; i < G; i++) o += sh_o[i * hd + dd] * exp2f(sh_m[i] - M);
-        if (n_split == 1) gpt2__put(out + (size_t)r * C + (size_t)h * hd + dd, o / L);
+        if (alone) gpt2__put(out + (size_t)r * C + (size_t)h * hd + dd, o / L);
         else part[(((size_t)z * H + h) * n_split + sp) * (hd + 2) + dd] = o;
     }
-    if (n_split == 1) return;
+    if (alone) return;
     if (threadIdx.x == 0) {
         float *pm = part + (((size_t)z * H + h) * n_split + sp) * (hd + 2) + hd;
         pm[0] = M; pm[1] = L;
@@ -2704,8 +2710,15 @@ typedef struct gpt2__cuda_state {
     void *ln, *qkv, *att, *proj, *fc;
     size_t part_floats;
     unsigned *att_count;                /* [max_rows][H] split counters of gpt2__attn_kernel, zero between launches */
-    void *d_meta, *h_meta;              /* device blob, pinned host staging */
+    void *d_meta, *h_meta[2];           /* device blob; two pinned host staging blobs, used in turn (gpt2__cuda_launch) */
     size_t meta_bytes;
+    int stage;                          /* the staging blob of the step launched last */
+    int flying;                         /* steps launched and not yet collected: 0, 1 or 2 */
+    int fly_n[2];                       /* per staging blob: its step's sequences */
+    int *fly_next[2];                   /* per blob: where its step's sampled ids land (pinned) */
+    cudaEvent_t fly_done[2];            /* per blob: recorded once its step's ids are back */
+    int feed_n;                         /* the last launched step's sequences when it was pure decode, else -1 */
+    int lookahead;                      /* gpt2_generate may launch a step before reading the one before (tests: off) */
     gpt2__cuda_graph graphs[GPT2__MAX_GRAPHS];
     unsigned long long tick;
     int use_graphs;                     /* tests turn it off to compare replay with eager */
@@ -3052,12 +3065,12 @@ static gpt2_status gpt2__cuda_run_t(gpt2_model *m, gpt2__cuda_state *S, const gp
     const int C = cf->n_embd, F = m->n_inner, L = cf->n_layer;
     T *ln = (T *)S->ln, *qkv = (T *)S->qkv, *att = (T *)S->att, *proj = (T *)S->proj, *fc = (T *)S->fc;
     gpt2_status st;
-    const gpt2__resid<T> none = {NULL, NULL, NULL, 0, 1, 0};
-    if ((st = gpt2__residual_ln<T>(S->stream, N, S->x, none, NULL, d->tok, d->pos, (const T *)S->wte, (const T *)S->wpe,
+    const gpt2__resid<T> emb = {NULL, NULL, NULL, 0, 1, 0, d->next};
+    if ((st = gpt2__residual_ln<T>(S->stream, N, S->x, emb, NULL, d->tok, d->pos, (const T *)S->wte, (const T *)S->wpe,
                                    S->layers[0].ln1_w, S->layers[0].ln1_b, ln, C, cf->ln_eps)))
         return st;
     /* decode rows of the two projections into the residual come as K pieces (gpt2__linear with part) */
-    gpt2__resid<T> ad = {proj, S->part, NULL, (size_t)(N - P) * C, 1, P};
+    gpt2__resid<T> ad = {proj, S->part, NULL, (size_t)(N - P) * C, 1, P, NULL};
     for (int l = 0; l < L; l++) {
         const gpt2__cuda_layer *y = &S->layers[l];
         if ((st = gpt2__linear<T>(m, S, qkv, y->qkv_w, ln, y->qkv_b, 3 * C, N, P, C, GPT2__EPI_BIAS, 0, 0, NULL))) return st;
@@ -3086,25 +3099,20 @@ static gpt2_status gpt2__cuda_run(gpt2_model *m, const gpt2__cuda_meta *d, int N
     return gpt2__cuda_run_t<float>(m, S, d, N, P, n_out, all_rows);
 }
 
-/* One step's device work, in stream order: inputs over, forward, sampling, sampled ids back (pinned).
-   h: the step's inputs as staged (and planned) on the host. */
-static gpt2_status gpt2__cuda_step_body(gpt2_model *m, const gpt2__cuda_meta *h, int N, int P, int n) {
+/* One step's device work, in stream order: forward, then sampling into d->next. d: the step's inputs on the device
+   (d_meta, already copied over; n_att and n_tiles as planned on the host). */
+static gpt2_status gpt2__cuda_step_body(gpt2_model *m, const gpt2__cuda_meta *d, int N, int P, int n) {
     gpt2__cuda_state *S = (gpt2__cuda_state *)m->cuda;
-    gpt2__cuda_meta d = gpt2__meta_at(S->d_meta, N, n, n);
     gpt2_status st;
-    d.n_att = h->n_att;
-    d.n_tiles = h->n_tiles;
-    GPT2__CU(cudaMemcpyAsync(S->d_meta, S->h_meta, d.bytes, cudaMemcpyHostToDevice, S->stream));
-    if ((st = gpt2__cuda_run(m, &d, N, P, n, 0))) return st;
-    gpt2__sample_kernel<<<n, GPT2__SAMPLE_THREADS, 0, S->stream>>>(S->logits, m->cfg.n_vocab, S->ldv, d.picks, d.next);
+    if ((st = gpt2__cuda_run(m, d, N, P, n, 0))) return st;
+    gpt2__sample_kernel<<<n, GPT2__SAMPLE_THREADS, 0, S->stream>>>(S->logits, m->cfg.n_vocab, S->ldv, d->picks, d->next);
     GPT2__LAUNCHED();
-    GPT2__CU(cudaMemcpyAsync(h->next, d.next, (size_t)n * sizeof(int), cudaMemcpyDeviceToHost, S->stream));
     return GPT2_OK;
 }
 
 /* The pure-decode step of n sequences as a CUDA graph, captured on first use and kept (least recently used
    goes when GPT2__MAX_GRAPHS are held). */
-static gpt2_status gpt2__cuda_decode_graph(gpt2_model *m, const gpt2__cuda_meta *h, int n) {
+static gpt2_status gpt2__cuda_decode_graph(gpt2_model *m, const gpt2__cuda_meta *d, int n) {
     gpt2__cuda_state *S = (gpt2__cuda_state *)m->cuda;
     gpt2__cuda_graph *hit = NULL, *victim = &S->graphs[0];
     for (int i = 0; i < GPT2__MAX_GRAPHS && !hit; i++) {
@@ -3115,7 +3123,7 @@ static gpt2_status gpt2__cuda_decode_graph(gpt2_model *m, const gpt2__cuda_meta 
     if (!hit) {
         if (victim->exec) { cudaGraphExecDestroy(victim->exec); victim->exec = NULL; }
         GPT2__CU(cudaStreamBeginCapture(S->stream, cudaStreamCaptureModeThreadLocal));
-        gpt2_status st = gpt2__cuda_step_body(m, h, n, 0, n);
+        gpt2_status st = gpt2__cuda_step_body(m, d, n, 0, n);
         cudaGraph_t graph = NULL;
         cudaError_t e = cudaStreamEndCapture(S->stream, &graph);
         if (st) { if (graph) cudaGraphDestroy(graph); return st; }
@@ -3189,7 +3197,8 @@ static void gpt2__cuda_free(gpt2_model *m) {
     cudaFree(S->v_cache);
     cudaFree(S->act);
     cudaFree(S->d_meta);
-    if (S->h_meta) cudaFreeHost(S->h_meta);
+    if (S->h_meta[0]) cudaFreeHost(S->h_meta[0]);
+    for (int i = 0; i < 2; i++) if (S->fly_done[i]) cudaEventDestroy(S->fly_done[i]);
     if (S->stream) cudaStreamDestroy(S->stream);
     cudaGetLastError();
     GPT2_FREE(S->layers);
@@ -3227,6 +3236,7 @@ static gpt2_status gpt2__cuda_init_state(gpt2_model *m, gpt2__cuda_state *S) {
     S->sms = pr.multiProcessorCount;
     S->esize = m->dtype == GPT2_DTYPE_F32 ? 4 : 2;
     S->use_graphs = 1;
+    S->lookahead = 1;
     S->ldv = (int)((V + 7) & ~(size_t)7);
     S->flash = gpt2__prefill_usable(m->dtype, (int)(C / H), dev);
     const size_t es = S->esize;
@@ -3290,9 +3300,12 @@ static gpt2_status gpt2__cuda_init_state(gpt2_model *m, gpt2__cuda_state *S) {
     S->proj = a; a += gpt2__align256(R * C * es);
     S->qkv = a; a += gpt2__align256(R * 3 * C * es);
     S->fc = a;
-    S->meta_bytes = gpt2__meta_size(S->max_rows, S->max_rows, S->max_rows);
+    S->meta_bytes = gpt2__align256(gpt2__meta_size(S->max_rows, S->max_rows, S->max_rows));
     GPT2__CU(cudaMalloc(&S->d_meta, S->meta_bytes));
-    GPT2__CU(cudaMallocHost(&S->h_meta, S->meta_bytes));
+    GPT2__CU(cudaMallocHost(&S->h_meta[0], 2 * S->meta_bytes));
+    S->h_meta[1] = (char *)S->h_meta[0] + S->meta_bytes;
+    for (int i = 0; i < 2; i++) GPT2__CU(cudaEventCreateWithFlags(&S->fly_done[i], cudaEventDisableTiming));
+    S->feed_n = -1;
     /* weights: lay out, then upload through one fp32 staging buffer as large as the largest tensor */
     S->layers = (gpt2__cuda_layer *)gpt2__zalloc(L * sizeof(gpt2__cuda_layer));
     if (!S->layers) return gpt2__fail(GPT2_ERR_OOM, "cannot allocate the CUDA layer table");
@@ -3360,7 +3373,7 @@ static gpt2_status gpt2__cuda_forward(gpt2_model *m, const int *tokens, int B, i
     if (per < 1) per = 1;
     for (int b0 = 0; b0 < B; b0 += per) {
         const int nb = B - b0 < per ? B - b0 : per, N = nb * T;
-        gpt2__cuda_meta h = gpt2__meta_at(S->h_meta, N, N, 0), d = gpt2__meta_at(S->d_meta, N, N, 0);
+        gpt2__cuda_meta h = gpt2__meta_at(S->h_meta[0], N, N, 0), d = gpt2__meta_at(S->d_meta, N, N, 0);
         for (int r = 0; r < N; r++) {
             h.tok[r] = tokens[(size_t)b0 * T + r];
             h.pos[r] = r % T;
@@ -3370,7 +3383,7 @@ static gpt2_status gpt2__cuda_forward(gpt2_model *m, const int *tokens, int B, i
         gpt2__plan_attention(&h, N, S->flash);
         d.n_att = h.n_att;
         d.n_tiles = h.n_tiles;
-        GPT2__CU(cudaMemcpyAsync(S->d_meta, S->h_meta, h.bytes, cudaMemcpyHostToDevice, S->stream));
+        GPT2__CU(cudaMemcpyAsync(S->d_meta, S->h_meta[0], h.bytes, cudaMemcpyHostToDevice, S->stream));
         gpt2_status st = gpt2__cuda_run(m, &d, N, N, N, 1);
         if (st) { cudaStreamSynchronize(S->stream); return st; }
         GPT2__CU(cudaMemcpy2DAsync(logits + (size_t)b0 * T * V, V * sizeof(float), S->logits, (size_t)S->ldv * sizeof(float),
@@ -3380,9 +3393,21 @@ static gpt2_status gpt2__cuda_forward(gpt2_model *m, const int *tokens, int B, i
     return GPT2_OK;
 }
 
-static gpt2_status gpt2__cuda_step(gpt2_model *m, const gpt2__seq *seqs, int n, int *next) {
+/* Ends whatever is in flight (after an error, or when gpt2_generate returns). */
+static void gpt2__cuda_drain(gpt2_model *m) {
     gpt2__cuda_state *S = (gpt2__cuda_state *)m->cuda;
-    if (n < 1) return GPT2_OK;
+    if (!S || !S->flying) return;
+    cudaStreamSynchronize(S->stream);
+    S->flying = 0;
+}
+
+/* Stages and launches one step of n sequences without waiting for it: its inputs into the next staging blob and
+   over, the forward (a replayed graph when every row is a decode row), sampling, the sampled ids back into the blob,
+   then an event. At most two steps are in flight; gpt2__cuda_collect reads the oldest. With feed, the step is the
+   pure-decode successor of the step launched last (the same sequences in the same order, each one position on): its
+   tokens are the ones that step samples, read on the GPU (tok[r] = -1 - r), so the host need not wait for them. */
+static gpt2_status gpt2__cuda_launch(gpt2_model *m, const gpt2__seq *seqs, int n, int feed) {
+    gpt2__cuda_state *S = (gpt2__cuda_state *)m->cuda;
     int N = 0, P = 0, decode = 1;
     for (int i = 0; i < n; i++) {
         const gpt2__seq *q = &seqs[i];
@@ -3393,17 +3418,21 @@ static gpt2_status gpt2__cuda_step(gpt2_model *m, const gpt2__seq *seqs, int n, 
         N += q->n_tok;
         if (q->n_tok != 1) decode = 0;
     }
-    if (N > S->max_rows || n > m->max_batch)
-        return gpt2__fail(GPT2_ERR_ARG, "CUDA step: %d rows of %d sequences exceed the workspace (%d rows, %d sequences)",
+    if (n < 1 || N > S->max_rows || n > m->max_batch)
+        return gpt2__fail(GPT2_ERR_ARG, "CUDA step: %d rows of %d sequences (workspace: %d rows, %d sequences)",
                           N, n, S->max_rows, m->max_batch);
+    if (S->flying == 2 || (feed && (S->feed_n != n || !decode || P)))
+        return gpt2__fail(GPT2_ERR_ARG, "CUDA step: %d steps in flight, feed %d after a step of %d decode rows (now %d rows, "
+                                        "%d of them prompt)", S->flying, feed, S->feed_n, N, P);
     GPT2__CU(cudaSetDevice(S->device));
-    gpt2__cuda_meta h = gpt2__meta_at(S->h_meta, N, n, n);
+    const int b = S->stage ^ 1;
+    gpt2__cuda_meta h = gpt2__meta_at(S->h_meta[b], N, n, n), d = gpt2__meta_at(S->d_meta, N, n, n);
     /* prompt rows first (rows [0, P)), then the decode rows: each kind has its own GEMM kernel (gpt2__linear) */
     for (int i = 0, rp = 0, rd = P; i < n; i++) {
         const gpt2__seq *q = &seqs[i];
         int *r = q->prompt || q->n_tok > 1 ? &rp : &rd;
         for (int t = 0; t < q->n_tok; t++, (*r)++) {
-            h.tok[*r] = q->tok[t];
+            h.tok[*r] = feed ? -1 - *r : q->tok[t];
             h.pos[*r] = q->pos + t;
             h.slot[*r] = q->slot;
         }
@@ -3417,12 +3446,47 @@ static gpt2_status gpt2__cuda_step(gpt2_model *m, const gpt2__seq *seqs, int n, 
         pk->draw = q->draw;
     }
     gpt2__plan_attention(&h, N, S->flash);
-    gpt2_status st = decode && !P && S->use_graphs ? gpt2__cuda_decode_graph(m, &h, n) : gpt2__cuda_step_body(m, &h, N, P, n);
-    cudaError_t e = cudaStreamSynchronize(S->stream);
-    if (st) return st;
-    if (e != cudaSuccess) return gpt2__fail(GPT2_ERR_DEVICE, "%s:%d: CUDA step: %s", __FILE__, __LINE__, cudaGetErrorString(e));
-    memcpy(next, h.next, (size_t)n * sizeof(int));
+    d.n_att = h.n_att;
+    d.n_tiles = h.n_tiles;
+    gpt2_status st = GPT2_OK;
+    cudaError_t e = cudaMemcpyAsync(S->d_meta, S->h_meta[b], h.bytes, cudaMemcpyHostToDevice, S->stream);
+    if (e == cudaSuccess)
+        st = decode && !P && S->use_graphs ? gpt2__cuda_decode_graph(m, &d, n) : gpt2__cuda_step_body(m, &d, N, P, n);
+    if (e == cudaSuccess && !st) e = cudaMemcpyAsync(h.next, d.next, (size_t)n * sizeof(int), cudaMemcpyDeviceToHost, S->stream);
+    if (e == cudaSuccess && !st) e = cudaEventRecord(S->fly_done[b], S->stream);
+    if (st || e != cudaSuccess) {
+        gpt2__cuda_drain(m);
+        S->feed_n = -1;
+        return st ? st : gpt2__fail(GPT2_ERR_DEVICE, "%s:%d: CUDA step: %s", __FILE__, __LINE__, cudaGetErrorString(e));
+    }
+    S->stage = b;
+    S->fly_n[b] = n;
+    S->fly_next[b] = h.next;
+    S->flying++;
+    S->feed_n = decode && !P ? n : -1;
     return GPT2_OK;
+}
+
+/* Waits for the oldest step in flight and copies its sampled ids (one per sequence, in its order) to next. */
+static gpt2_status gpt2__cuda_collect(gpt2_model *m, int *next) {
+    gpt2__cuda_state *S = (gpt2__cuda_state *)m->cuda;
+    if (!S->flying) return gpt2__fail(GPT2_ERR_ARG, "CUDA step: no step in flight to collect");
+    const int b = S->flying == 2 ? S->stage ^ 1 : S->stage;
+    cudaError_t e = cudaEventSynchronize(S->fly_done[b]);
+    S->flying--;
+    if (e != cudaSuccess) {
+        gpt2__cuda_drain(m);
+        return gpt2__fail(GPT2_ERR_DEVICE, "%s:%d: CUDA step: %s", __FILE__, __LINE__, cudaGetErrorString(e));
+    }
+    memcpy(next, S->fly_next[b], (size_t)S->fly_n[b] * sizeof(int));
+    return GPT2_OK;
+}
+
+/* One step, start to end: its sampled ids in next. */
+static gpt2_status gpt2__cuda_step(gpt2_model *m, const gpt2__seq *seqs, int n, int *next) {
+    if (n < 1) return GPT2_OK;
+    gpt2_status st = gpt2__cuda_launch(m, seqs, n, 0);
+    return st ? st : gpt2__cuda_collect(m, next);
 }
 
 #endif /* GPT2__CUDA */
@@ -3666,11 +3730,15 @@ GPT2_API gpt2_status gpt2_generate(gpt2_model *m, gpt2_request *reqs, int n, gpt
     }
     const int S = m->max_batch, budget = m->prefill_tokens > 0 ? m->prefill_tokens : 2048;
     gpt2__active *slot = (gpt2__active *)gpt2__alloc((size_t)S * sizeof *slot);
-    gpt2__seq *seqs = (gpt2__seq *)gpt2__zalloc((size_t)S * sizeof *seqs);
+    gpt2__seq *seqs = (gpt2__seq *)gpt2__zalloc((size_t)S * sizeof *seqs), *ahead = (gpt2__seq *)gpt2__zalloc((size_t)S * sizeof *ahead);
     int *next = (int *)gpt2__alloc((size_t)S * sizeof(int)), *last = (int *)gpt2__alloc((size_t)S * sizeof(int));
     gpt2_status st = GPT2_OK;
-    if (!slot || !seqs || !next || !last) st = gpt2__fail(GPT2_ERR_OOM, "gpt2_generate: out of memory");
-    int waiting = 0, active = 0;
+    if (!slot || !seqs || !ahead || !next || !last) st = gpt2__fail(GPT2_ERR_OOM, "gpt2_generate: out of memory");
+    int waiting = 0, active = 0, ns = 0, flying = 0;
+    int lookahead = 0;
+#if GPT2__CUDA
+    lookahead = m->backend == GPT2_BACKEND_CUDA && ((gpt2__cuda_state *)m->cuda)->lookahead;
+#endif
     for (int s = 0; s < S && slot; s++) slot[s].req = -1;
     while (!st) {
         /* admit waiting requests into free slots (requests with nothing to generate finish at once).
@@ -3678,46 +3746,77 @@ GPT2_API gpt2_status gpt2_generate(gpt2_model *m, gpt2_request *reqs, int n, gpt
            prompts cannot replay the decode graph, so refilling one slot per step would make most steps
            slow ones, while a few idle slots for a few steps cost little. */
         while (waiting < n && reqs[waiting].max_new_tokens == 0) waiting++;
-        int free_slots = S - active, group = S / 16 > 1 ? S / 16 : 1;
+        int group = S / 16 > 1 ? S / 16 : 1;
         if (n - waiting < group) group = n - waiting;
-        if (free_slots < group && active > 0) group = -1; /* not yet */
-        for (int s = 0; s < S && waiting < n && group >= 0; s++) {
-            if (slot[s].req >= 0) continue;
-            while (waiting < n && reqs[waiting].max_new_tokens == 0) waiting++;
-            if (waiting == n) break;
-            slot[s].req = waiting++; slot[s].fed = 0;
-            active++;
-        }
-        if (!active) break;
-        int ns = 0, prompt_tokens = 0;
-        for (int s = 0; s < S; s++) {
-            if (slot[s].req < 0) continue;
-            gpt2_request *r = &reqs[slot[s].req];
-            gpt2__seq *q = &seqs[ns];
-            q->slot = s;
-            q->sampling = r->sampling;
-            q->draw = (uint64_t)r->n_out;
-            if (slot[s].fed < r->prompt_len) {
-                int chunk = r->prompt_len - slot[s].fed;
-                if (prompt_tokens > 0 && prompt_tokens + chunk > budget) continue; /* next step */
-                if (chunk > budget) chunk = budget;
-                q->pos = slot[s].fed; q->n_tok = chunk; q->tok = r->prompt + slot[s].fed;
-                q->sample = slot[s].fed + chunk == r->prompt_len;
-                q->prompt = 1;
-                prompt_tokens += chunk;
-            } else {
-                q->pos = slot[s].fed; q->n_tok = 1; q->tok = &last[s]; q->sample = 1; q->prompt = 0;
+        const int admit = waiting < n && (S - active >= group || !active);
+        if (!flying) {
+            for (int s = 0; s < S && admit; s++) {
+                if (slot[s].req >= 0) continue;
+                while (waiting < n && reqs[waiting].max_new_tokens == 0) waiting++;
+                if (waiting == n) break;
+                slot[s].req = waiting++; slot[s].fed = 0;
+                active++;
             }
-            ns++;
+            if (!active) break;
+            ns = 0;
+            int prompt_tokens = 0;
+            for (int s = 0; s < S; s++) {
+                if (slot[s].req < 0) continue;
+                gpt2_request *r = &reqs[slot[s].req];
+                gpt2__seq *q = &seqs[ns];
+                q->slot = s;
+                q->sampling = r->sampling;
+                q->draw = (uint64_t)r->n_out;
+                if (slot[s].fed < r->prompt_len) {
+                    int chunk = r->prompt_len - slot[s].fed;
+                    if (prompt_tokens > 0 && prompt_tokens + chunk > budget) continue; /* next step */
+                    if (chunk > budget) chunk = budget;
+                    q->pos = slot[s].fed; q->n_tok = chunk; q->tok = r->prompt + slot[s].fed;
+                    q->sample = slot[s].fed + chunk == r->prompt_len;
+                    q->prompt = 1;
+                    prompt_tokens += chunk;
+                } else {
+                    q->pos = slot[s].fed; q->n_tok = 1; q->tok = &last[s]; q->sample = 1; q->prompt = 0;
+                }
+                ns++;
+            }
+#if GPT2__CUDA
+            if (m->backend == GPT2_BACKEND_CUDA) st = gpt2__cuda_launch(m, seqs, ns, 0);
+            else
+#endif
+            st = gpt2__cpu_step(m, seqs, ns, next);
+            if (st) break;
+            flying = 1;
+        }
+        /* Lookahead (CUDA): while the device runs a decode step after which no request is due to end and no waiting
+           request would be admitted, the next decode step goes out at once, its tokens read on the device from this
+           step's picks; the host takes in this step's tokens meanwhile. A request that this step ends anyway (its
+           stop token, or the callback) leaves a dead row in the next: that row's token is dropped, and its slot's
+           cache past the request's end is never read. Each row computes what it would in a step of its own. */
+        int na = 0;
+        if (lookahead && !admit) {
+            na = ns;
+            for (int i = 0; i < ns && na; i++) {
+                const gpt2__seq *q = &seqs[i];
+                const gpt2_request *r = slot[q->slot].req >= 0 ? &reqs[slot[q->slot].req] : NULL;
+                if (!r || q->prompt || q->n_tok != 1 || !q->sample || r->n_out + 2 > r->max_new_tokens) na = 0;
+            }
+            for (int i = 0; i < na; i++) {
+                ahead[i] = seqs[i];
+                ahead[i].pos++;
+                ahead[i].draw++;
+                ahead[i].tok = NULL;
+            }
+#if GPT2__CUDA
+            if (na && (st = gpt2__cuda_launch(m, ahead, na, 1))) break;
+#endif
         }
 #if GPT2__CUDA
-        if (m->backend == GPT2_BACKEND_CUDA) st = gpt2__cuda_step(m, seqs, ns, next);
-        else
+        if (m->backend == GPT2_BACKEND_CUDA && (st = gpt2__cuda_collect(m, next))) break;
 #endif
-        st = gpt2__cpu_step(m, seqs, ns, next);
-        if (st) break;
         for (int i = 0; i < ns; i++) {
             int s = seqs[i].slot;
+            if (slot[s].req < 0) continue; /* a dead row of a lookahead step */
             slot[s].fed += seqs[i].n_tok;
             if (!seqs[i].sample) continue;
             int ri = slot[s].req;
@@ -3728,8 +3827,13 @@ GPT2_API gpt2_status gpt2_generate(gpt2_model *m, gpt2_request *reqs, int n, gpt
             int stop = on_token && on_token(user, ri, tok);
             if (stop || tok == r->stop_token || r->n_out >= r->max_new_tokens) { slot[s].req = -1; active--; }
         }
+        if (na) { gpt2__seq *t = seqs; seqs = ahead; ahead = t; ns = na; }
+        else flying = 0;
     }
-    GPT2_FREE(slot); GPT2_FREE(seqs); GPT2_FREE(next); GPT2_FREE(last);
+#if GPT2__CUDA
+    if (m->backend == GPT2_BACKEND_CUDA) gpt2__cuda_drain(m);
+#endif
+    GPT2_FREE(slot); GPT2_FREE(seqs); GPT2_FREE(ahead); GPT2_FREE(next); GPT2_FREE(last);
     return st;
 }
 

@@ -1,8 +1,10 @@
 /* bench_gpt2 — DESIGN.md's standard workloads on the CUDA backend, random weights made in process.
 
    Usage: bench/bench_gpt2 [124M|355M|774M|1558M ...] [--dtype f16|bf16|f32] [--only latency|throughput|prefill] [--reps N]
+                         [--no-lookahead]
    bench/bench_gpt2 --gemm: the linear layers alone, cuBLASLt pinned for prompt rows and for decode rows
    bench/bench_gpt2 --breakdown: where one step's time goes, per phase
+   bench/bench_gpt2 --steps SIZE...: a batch-1 decode step's wall time, graph alone against staged, pipelined, generate
    (default: 124M, f16, every workload, 3 repeats). Each line: the figure (median of the repeats, after a warm-up),
    the bytes and FLOPs it had to move/do, and the fraction of the roofline from the copy bandwidth and the fp16 GEMM
    rate measured at the start of the same run. Also peak device memory per workload. */
@@ -110,6 +112,8 @@ static double measure_gemm_rate(void) {
 
 /* ---- a model with random weights, built without files */
 
+static int g_lookahead = 1; /* --no-lookahead: gpt2_generate waits for each step before launching the next */
+
 static gpt2_model *random_model(const char *size, gpt2_dtype dt, int max_batch, int max_seq, int prefill_tokens) {
     int L = 12, C = 768, H = 12;
     if (!strcmp(size, "355M")) { L = 24; C = 1024; H = 16; }
@@ -137,6 +141,7 @@ static gpt2_model *random_model(const char *size, gpt2_dtype dt, int max_batch, 
         gpt2_free(m);
         return NULL;
     }
+    ((gpt2__cuda_state *)m->cuda)->lookahead = g_lookahead;
     return m;
 }
 
@@ -237,7 +242,7 @@ static void ph_norms(gpt2_model *m, int) {
     for (int l = 0; l < 2 * m->cfg.n_layer; l++) {
         const int K = l & 1 ? m->n_inner : C;
         const gpt2__resid<__half> ad = {(const __half *)S->proj, S->part, (const __half *)S->layers[l / 2].proj_b,
-                                        (size_t)(g_N - g_P) * C, gpt2__decode_splits(K), g_P};
+                                        (size_t)(g_N - g_P) * C, gpt2__decode_splits(K), g_P, NULL};
         CHECK(gpt2__residual_ln<__half>(S->stream, g_N, S->x, ad, NULL, NULL, NULL, NULL, NULL, S->lnf_w, S->lnf_b, (__half *)S->ln, C, 1e-5f) ==
               GPT2_OK);
     }
@@ -256,10 +261,8 @@ static void ph_sampler(gpt2_model *m, int) {
 }
 static void ph_step(gpt2_model *m, int) {
     gpt2__cuda_state *S = (gpt2__cuda_state *)m->cuda;
-    gpt2__cuda_meta h = gpt2__meta_at(S->h_meta, g_N, g_n, g_n);
-    h.n_att = g_d.n_att; h.n_tiles = g_d.n_tiles;
-    if (g_P == 0 && S->use_graphs) CHECK(gpt2__cuda_decode_graph(m, &h, g_n) == GPT2_OK);
-    else CHECK(gpt2__cuda_step_body(m, &h, g_N, g_P, g_n) == GPT2_OK);
+    if (g_P == 0 && S->use_graphs) CHECK(gpt2__cuda_decode_graph(m, &g_d, g_n) == GPT2_OK);
+    else CHECK(gpt2__cuda_step_body(m, &g_d, g_N, g_P, g_n) == GPT2_OK);
 }
 
 /* one step of n sequences: prompt chunks of T tokens (T > 1) or decode rows at position T (T < 0: -T) */
@@ -274,7 +277,7 @@ static void breakdown(const char *label, gpt2_model *m, int n, int T) {
     }
     CHECK(gpt2__cuda_step(m, seqs, n, next) == GPT2_OK);
     g_N = T > 0 ? n * T : n; g_P = T > 0 ? g_N : 0; g_n = n;
-    gpt2__cuda_meta h = gpt2__meta_at(S->h_meta, g_N, n, n);
+    gpt2__cuda_meta h = gpt2__meta_at(S->h_meta[S->stage], g_N, n, n);
     gpt2__plan_attention(&h, g_N, S->flash);
     g_d = gpt2__meta_at(S->d_meta, g_N, n, n);
     g_d.n_att = h.n_att; g_d.n_tiles = h.n_tiles;
@@ -447,6 +450,53 @@ static void algo_classes(void) {
     free(h0); free(h1);
 }
 
+/* --steps SIZE: where a batch-1 decode step's wall time goes (F16, max_seq 1024, after a 128-token prompt), per step
+   over 128 steps: the graph replayed back to back (events), each step staged and waited for (gpt2__cuda_step), the
+   steps pipelined two deep (gpt2__cuda_launch with feed, then gpt2__cuda_collect), and gpt2_generate itself. */
+static void step_timing(const char *size) {
+    gpt2_model *m = random_model(size, GPT2_DTYPE_F16, 1, 1024, 0);
+    CHECK(m);
+    gpt2__cuda_state *S = (gpt2__cuda_state *)m->cuda;
+    int tok[128], next[1];
+    for (int i = 0; i < 128; i++) tok[i] = (i * 7919 + 13) % 50257;
+    gpt2__seq q;
+    memset(&q, 0, sizeof q);
+    q.n_tok = 128; q.tok = tok; q.prompt = 1; q.sample = 1;
+    const int K = 128;
+    for (int rep = 0; rep < 2; rep++) {
+        q.pos = 0; q.n_tok = 128; q.tok = tok; q.prompt = 1;
+        CHECK(gpt2__cuda_step(m, &q, 1, next) == GPT2_OK);
+        q.pos = 128; q.n_tok = 1; q.prompt = 0; q.tok = next;
+        double t0 = now_s();
+        for (int k = 0; k < K; k++, q.pos++) CHECK(gpt2__cuda_step(m, &q, 1, next) == GPT2_OK);
+        const double sync_ms = (now_s() - t0) * 1e3 / K;
+        q.pos = 128;
+        t0 = now_s();
+        CHECK(gpt2__cuda_launch(m, &q, 1, 0) == GPT2_OK);
+        for (int k = 1; k < K; k++) {
+            q.pos++;
+            CHECK(gpt2__cuda_launch(m, &q, 1, 1) == GPT2_OK);
+            CHECK(gpt2__cuda_collect(m, next) == GPT2_OK);
+        }
+        CHECK(gpt2__cuda_collect(m, next) == GPT2_OK);
+        const double pipe_ms = (now_s() - t0) * 1e3 / K;
+        gpt2__cuda_meta d = gpt2__meta_at(S->d_meta, 1, 1, 1);
+        cudaEvent_t e0, e1;
+        cudaEventCreate(&e0); cudaEventCreate(&e1);
+        cudaEventRecord(e0, S->stream);
+        for (int k = 0; k < K; k++) CHECK(gpt2__cuda_decode_graph(m, &d, 1) == GPT2_OK);
+        cudaEventRecord(e1, S->stream);
+        CU(cudaEventSynchronize(e1));
+        float graph_ms;
+        cudaEventElapsedTime(&graph_ms, e0, e1);
+        cudaEventDestroy(e0); cudaEventDestroy(e1);
+        const double gen_ms = (run_generate(m, 1, 128, 129) - run_generate(m, 1, 128, 1)) * 1e3 / K;
+        if (rep) printf("steps %-6s batch 1 (ms per step): graph back to back %.3f, staged + waited %.3f, pipelined %.3f, "
+                        "gpt2_generate %.3f\n", size, graph_ms / K, sync_ms, pipe_ms, gen_ms);
+    }
+    gpt2_free(m);
+}
+
 int main(int argc, char **argv) {
     const char *sizes[8];
     int ns = 0, reps = 3;
@@ -458,6 +508,8 @@ int main(int argc, char **argv) {
             dt = !strcmp(argv[i], "bf16") ? GPT2_DTYPE_BF16 : !strcmp(argv[i], "f32") ? GPT2_DTYPE_F32 : GPT2_DTYPE_F16;
         } else if (!strcmp(argv[i], "--only") && i + 1 < argc) only = argv[++i];
         else if (!strcmp(argv[i], "--reps") && i + 1 < argc) reps = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--no-lookahead")) g_lookahead = 0;
+        else if (!strcmp(argv[i], "--steps")) { for (int j = i + 1; j < argc; j++) step_timing(argv[j]); return 0; }
         else if (!strcmp(argv[i], "--gemm")) { gemm_table(); return 0; }
         else if (!strcmp(argv[i], "--algo-classes")) { algo_classes(); return 0; }
         else if (!strcmp(argv[i], "--breakdown")) {
