@@ -294,24 +294,45 @@ static void breakdown(const char *label, gpt2_model *m, int n, int T) {
 /* ---- the linear layers alone: cuBLASLt pinned as for prompt rows (algorithm picked for 4096 rows) and as for decode
    rows (GPT2_GEMM_REF_ROWS), per weight shape and row count; microseconds per call (10 back to back, median of 7),
    weight GB/s and TFLOP/s */
-static double time_us(gpt2__cuda_state *S, int which, void *D, const void *W, const void *X, const void *b, int O, int N, int I) {
+/* Per call of fn, in microseconds: 10 calls captured in one CUDA graph (the engine replays its decode steps from
+   graphs, so host launch cost does not count), the replay timed with events, median of 7 after a warm-up. fn is run
+   once eagerly first (plans are made outside capture). 1e30 if a call fails. */
+template <typename F> static double graph_us(cudaStream_t st, F fn) {
+    if (!fn()) return 1e30;
+    CU(cudaStreamSynchronize(st));
+    cudaGraph_t g = NULL;
+    cudaGraphExec_t ge = NULL;
+    CU(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
+    int ok = 1;
+    for (int k = 0; k < 10; k++) ok = ok && fn();
+    CU(cudaStreamEndCapture(st, &g));
+    if (!ok || cudaGraphInstantiate(&ge, g, 0) != cudaSuccess) {
+        if (g) cudaGraphDestroy(g);
+        cudaGetLastError();
+        return 1e30;
+    }
     cudaEvent_t e0, e1;
     cudaEventCreate(&e0); cudaEventCreate(&e1);
     double t[7];
     for (int r = 0; r < 8; r++) {
-        cudaEventRecord(e0, S->stream);
-        for (int k = 0; k < 10; k++) {
-            CHECK(gpt2__gemm_run(S, CUDA_R_16F, D, W, X, b, O, N, I, GPT2__EPI_BIAS, 0, 0,
-                                 which == 1 ? 4096 : which == 2 ? GPT2_GEMM_REF_ROWS : N, 1) == GPT2_OK);
-        }
-        cudaEventRecord(e1, S->stream);
+        cudaEventRecord(e0, st);
+        CU(cudaGraphLaunch(ge, st));
+        cudaEventRecord(e1, st);
         CU(cudaEventSynchronize(e1));
         float ms;
         cudaEventElapsedTime(&ms, e0, e1);
         if (r) t[r - 1] = ms * 100.0;
     }
     cudaEventDestroy(e0); cudaEventDestroy(e1);
+    cudaGraphExecDestroy(ge); cudaGraphDestroy(g);
     return median(t, 7);
+}
+
+static double time_us(gpt2__cuda_state *S, int which, void *D, const void *W, const void *X, const void *b, int O, int N, int I) {
+    return graph_us(S->stream, [&]() {
+        return gpt2__gemm_run(S, CUDA_R_16F, D, W, X, b, O, N, I, GPT2__EPI_BIAS, 0, 0,
+                              which == 1 ? 4096 : which == 2 ? GPT2_GEMM_REF_ROWS : N, 1) == GPT2_OK;
+    });
 }
 static void gemm_table(void) {
     gpt2__cuda_state S0, *S = &S0;
@@ -450,6 +471,201 @@ static void algo_classes(void) {
     free(h0); free(h1);
 }
 
+/* --algo-search: for the decode GEMMs that are not split into pieces (124M and 1558M qkv and fc), every cuBLASLt
+   algorithm id with every tile and stage count it offers, K unsplit, timed at 1, 128 and 1024 rows (graph_us, F16,
+   bias epilogue): per id its best time per row count, to see whether one id (one arithmetic class) is
+   fast at one row and at many. */
+static void algo_search(void) {
+    cudaStream_t st;
+    CU(cudaStreamCreate(&st));
+    cublasLtHandle_t lt;
+    CHECK(cublasLtCreate(&lt) == CUBLAS_STATUS_SUCCESS);
+    size_t ws_size = (size_t)32 << 20;
+    void *ws;
+    CU(cudaMalloc(&ws, ws_size));
+    const int shapes[][2] = {{2304, 768}, {3072, 768}, {4800, 1600}, {6400, 1600}};
+    const int rows[] = {1, 128, 1024};
+    __half *W, *X, *D, *b;
+    CU(cudaMalloc(&W, (size_t)6400 * 1600 * 2)); CU(cudaMalloc(&X, (size_t)1024 * 6400 * 2));
+    CU(cudaMalloc(&D, (size_t)1024 * 6400 * 2)); CU(cudaMalloc(&b, 6400 * 2));
+    fill_random_half<<<1024, 256>>>(W, (size_t)6400 * 1600, 3); fill_random_half<<<1024, 256>>>(X, (size_t)1024 * 6400, 4);
+    fill_random_half<<<64, 256>>>(b, 6400, 5);
+    int ids[256], nid = 0;
+    CHECK(cublasLtMatmulAlgoGetIds(lt, CUBLAS_COMPUTE_32F, CUDA_R_32F, CUDA_R_16F, CUDA_R_16F, CUDA_R_16F, CUDA_R_16F, 256, ids,
+                                   &nid) == CUBLAS_STATUS_SUCCESS);
+    for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
+        const int O = shapes[si][0], I = shapes[si][1];
+        cublasLtMatmulDesc_t desc;
+        cublasOperation_t opT = CUBLAS_OP_T;
+        cublasLtEpilogue_t ep = CUBLASLT_EPILOGUE_BIAS;
+        CHECK(cublasLtMatmulDescCreate(&desc, CUBLAS_COMPUTE_32F, CUDA_R_32F) == CUBLAS_STATUS_SUCCESS);
+        cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSA, &opT, sizeof opT);
+        cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &ep, sizeof ep);
+        cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &b, sizeof b);
+        cublasLtMatrixLayout_t la;
+        cublasLtMatrixLayoutCreate(&la, CUDA_R_16F, I, O, I);
+        double best[256][3];
+        int cfg[256][3][2], heur_id[3];
+        double heur[3];
+        for (int ri = 0; ri < 3; ri++) {
+            const int N = rows[ri];
+            cublasLtMatrixLayout_t lb, ld;
+            cublasLtMatrixLayoutCreate(&lb, CUDA_R_16F, I, N, I);
+            cublasLtMatrixLayoutCreate(&ld, CUDA_R_16F, O, N, O);
+            const float one = 1.0f, zero = 0.0f;
+            auto timeit = [&](const cublasLtMatmulAlgo_t *al) {
+                return graph_us(st, [&]() {
+                    return cublasLtMatmul(lt, desc, &one, W, la, X, lb, &zero, D, ld, D, ld, al, ws, ws_size, st) == CUBLAS_STATUS_SUCCESS;
+                });
+            };
+            cublasLtMatmulPreference_t pref;
+            cublasLtMatmulPreferenceCreate(&pref);
+            cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws_size, sizeof ws_size);
+            cublasLtMatmulHeuristicResult_t hr;
+            int found = 0;
+            cublasLtMatmulAlgoGetHeuristic(lt, desc, la, lb, ld, ld, pref, 1, &hr, &found);
+            heur[ri] = found ? timeit(&hr.algo) : 0;
+            size_t sz;
+            heur_id[ri] = -1;
+            if (found) cublasLtMatmulAlgoConfigGetAttribute(&hr.algo, CUBLASLT_ALGO_CONFIG_ID, &heur_id[ri], sizeof(int), &sz);
+            cublasLtMatmulPreferenceDestroy(pref);
+            for (int a = 0; a < nid; a++) {
+                best[a][ri] = 1e30; cfg[a][ri][0] = cfg[a][ri][1] = -1;
+                cublasLtMatmulAlgo_t al;
+                if (cublasLtMatmulAlgoInit(lt, CUBLAS_COMPUTE_32F, CUDA_R_32F, CUDA_R_16F, CUDA_R_16F, CUDA_R_16F, CUDA_R_16F, ids[a], &al) !=
+                    CUBLAS_STATUS_SUCCESS)
+                    continue;
+                uint32_t tiles[128], stages[128];
+                size_t nt = 0, ns = 0;
+                cublasLtMatmulAlgoCapGetAttribute(&al, CUBLASLT_ALGO_CAP_TILE_IDS, tiles, sizeof tiles, &nt);
+                cublasLtMatmulAlgoCapGetAttribute(&al, CUBLASLT_ALGO_CAP_STAGES_IDS, stages, sizeof stages, &ns);
+                nt /= 4; ns /= 4;
+                if (!nt) { tiles[0] = 0; nt = 1; }
+                if (!ns) { stages[0] = 0; ns = 1; }
+                int valid = 0;
+                for (size_t t = 0; t < nt; t++)
+                    for (size_t g = 0; g < ns; g++) {
+                        int one_split = 1, tile = (int)tiles[t], stage = (int)stages[g];
+                        cublasLtMatmulAlgoConfigSetAttribute(&al, CUBLASLT_ALGO_CONFIG_TILE_ID, &tile, sizeof tile);
+                        cublasLtMatmulAlgoConfigSetAttribute(&al, CUBLASLT_ALGO_CONFIG_STAGES_ID, &stage, sizeof stage);
+                        cublasLtMatmulAlgoConfigSetAttribute(&al, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &one_split, sizeof one_split);
+                        cublasLtMatmulHeuristicResult_t chk;
+                        if (cublasLtMatmulAlgoCheck(lt, desc, la, lb, ld, ld, &al, &chk) != CUBLAS_STATUS_SUCCESS || chk.workspaceSize > ws_size)
+                            continue;
+                        valid++;
+                        double us = timeit(&al);
+                        if (us < best[a][ri]) { best[a][ri] = us; cfg[a][ri][0] = tile; cfg[a][ri][1] = stage; }
+                    }
+                if (si == 0 && ri == 0) printf("search id %d: %zu tiles x %zu stages, %d pass the check\n", ids[a], nt, ns, valid);
+            }
+            cudaGetLastError();
+            cublasLtMatrixLayoutDestroy(lb); cublasLtMatrixLayoutDestroy(ld);
+        }
+        printf("search %dx%d: heuristic's pick %.1f us (id %d) at 1 row, %.1f (id %d) at 128, %.1f (id %d) at 1024\n", O, I, heur[0],
+               heur_id[0], heur[1], heur_id[1], heur[2], heur_id[2]);
+        for (int a = 0; a < nid; a++) {
+            if (best[a][0] > 1e29 && best[a][1] > 1e29 && best[a][2] > 1e29) continue;
+            printf("search %dx%d id %3d:", O, I, ids[a]);
+            for (int ri = 0; ri < 3; ri++)
+                printf("  %4d rows %8.1f us (tile %3d stages %3d)", rows[ri], best[a][ri] > 1e29 ? -1.0 : best[a][ri], cfg[a][ri][0], cfg[a][ri][1]);
+            printf("\n");
+        }
+        cublasLtMatrixLayoutDestroy(la);
+        cublasLtMatmulDescDestroy(desc);
+    }
+}
+
+/* --class-pool: per decode shape (F16, bias epilogue, K unsplit), the class of the reference (the heuristic's first
+   unsplit pick for GPT2_GEMM_REF_ROWS rows), and every candidate of that class the heuristic offers for any row count
+   1..4096 (32 each); each member timed (graph_us) at 1, 8, 128, 256 and 1024 rows, and the best member against the
+   engine's plan and the row count's own pick. Shows what choosing the class member by timing would give. */
+static void class_pool(void) {
+    gpt2__cuda_state S0, *S = &S0;
+    memset(S, 0, sizeof *S);
+    CU(cudaStreamCreate(&S->stream));
+    CHECK(cublasLtCreate(&S->lt) == CUBLAS_STATUS_SUCCESS);
+    S->lt_ws_size = (size_t)32 << 20;
+    CU(cudaMalloc(&S->lt_ws, S->lt_ws_size));
+    const int shapes[][2] = {{2304, 768}, {3072, 768}, {4800, 1600}, {6400, 1600}, {1600, 1600}, {50264, 768}};
+    const int rows[] = {1, 8, 128, 256, 1024};
+    __half *W, *X, *D, *b;
+    CU(cudaMalloc(&W, (size_t)50264 * 1600 * 2)); CU(cudaMalloc(&X, (size_t)4096 * 6400 * 2));
+    CU(cudaMalloc(&D, (size_t)1024 * 50264 * 4)); CU(cudaMalloc(&b, (size_t)50264 * 2));
+    fill_random_half<<<1024, 256>>>(W, (size_t)50264 * 1600, 3); fill_random_half<<<1024, 256>>>(X, (size_t)1024 * 6400, 4);
+    fill_random_half<<<256, 256>>>(b, 50264, 5);
+    for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
+        const int O = shapes[si][0], I = shapes[si][1], logits = O > 10000;
+        cublasLtMatmulDesc_t desc;
+        cublasOperation_t opT = CUBLAS_OP_T;
+        cublasLtEpilogue_t ep = logits ? CUBLASLT_EPILOGUE_DEFAULT : CUBLASLT_EPILOGUE_BIAS;
+        CHECK(cublasLtMatmulDescCreate(&desc, CUBLAS_COMPUTE_32F, CUDA_R_32F) == CUBLAS_STATUS_SUCCESS);
+        cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSA, &opT, sizeof opT);
+        cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &ep, sizeof ep);
+        if (!logits) cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &b, sizeof b);
+        const cudaDataType_t dty = logits ? CUDA_R_32F : CUDA_R_16F;
+        cublasLtMatrixLayout_t la;
+        cublasLtMatrixLayoutCreate(&la, CUDA_R_16F, I, O, I);
+        cublasLtMatmulPreference_t pref;
+        cublasLtMatmulPreferenceCreate(&pref);
+        cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &S->lt_ws_size, sizeof S->lt_ws_size);
+        cublasLtMatmulAlgo_t pool[512];
+        int np = 0, rc[4] = {0, 0, 0, 0};
+        for (int N = GPT2_GEMM_REF_ROWS, pass = 0; pass < 14; pass++, N = 1 << (pass - 1)) {
+            cublasLtMatrixLayout_t lb, ld;
+            cublasLtMatrixLayoutCreate(&lb, CUDA_R_16F, I, N, I);
+            cublasLtMatrixLayoutCreate(&ld, dty, O, N, O);
+            cublasLtMatmulHeuristicResult_t cand[32];
+            int nc = 0;
+            cublasLtMatmulAlgoGetHeuristic(S->lt, desc, la, lb, ld, ld, pref, 32, cand, &nc);
+            for (int i = 0; i < nc; i++) {
+                int cc[4];
+                gpt2__algo_class(&cand[i].algo, cc);
+                if (pass == 0 && !np) { if (cc[1] > 1) continue; memcpy(rc, cc, sizeof rc); }
+                if (memcmp(rc, cc, sizeof rc)) continue;
+                int dup = 0;
+                for (int k = 0; k < np && !dup; k++) dup = !memcmp(&pool[k], &cand[i].algo, sizeof pool[k]);
+                if (!dup && np < 512) pool[np++] = cand[i].algo;
+            }
+            cublasLtMatrixLayoutDestroy(lb); cublasLtMatrixLayoutDestroy(ld);
+        }
+        printf("pool %dx%d: class id %d split %d red %d custom %d, %d members\n", O, I, rc[0], rc[1], rc[2], rc[3], np);
+        for (size_t ri = 0; ri < sizeof rows / sizeof rows[0]; ri++) {
+            const int N = rows[ri];
+            if (logits && N > 256) continue;
+            cublasLtMatrixLayout_t lb, ld;
+            cublasLtMatrixLayoutCreate(&lb, CUDA_R_16F, I, N, I);
+            cublasLtMatrixLayoutCreate(&ld, dty, O, N, O);
+            const float one = 1.0f, zero = 0.0f;
+            double bt = 1e30;
+            int bk = -1;
+            for (int k = 0; k < np; k++) {
+                cublasLtMatmulHeuristicResult_t chk;
+                if (cublasLtMatmulAlgoCheck(S->lt, desc, la, lb, ld, ld, &pool[k], &chk) != CUBLAS_STATUS_SUCCESS ||
+                    chk.workspaceSize > S->lt_ws_size)
+                    continue;
+                double us = graph_us(S->stream, [&]() {
+                    return cublasLtMatmul(S->lt, desc, &one, W, la, X, lb, &zero, D, ld, D, ld, &pool[k], S->lt_ws, S->lt_ws_size,
+                                          S->stream) == CUBLAS_STATUS_SUCCESS;
+                });
+                if (us < bt) { bt = us; bk = k; }
+            }
+            int tile = -1, stages = -1;
+            size_t sz;
+            if (bk >= 0) {
+                cublasLtMatmulAlgoConfigGetAttribute(&pool[bk], CUBLASLT_ALGO_CONFIG_TILE_ID, &tile, sizeof tile, &sz);
+                cublasLtMatmulAlgoConfigGetAttribute(&pool[bk], CUBLASLT_ALGO_CONFIG_STAGES_ID, &stages, sizeof stages, &sz);
+            }
+            double plan = logits ? 0 : time_us(S, 2, D, W, X, b, O, N, I), own = logits ? 0 : time_us(S, 3, D, W, X, b, O, N, I);
+            printf("pool %dx%d %5d rows: best member %6.1f us (member %d, tile %d, stages %d); engine plan %6.1f, own pick %6.1f\n",
+                   O, I, N, bt, bk, tile, stages, plan, own);
+            cublasLtMatrixLayoutDestroy(lb); cublasLtMatrixLayoutDestroy(ld);
+        }
+        cublasLtMatmulPreferenceDestroy(pref);
+        cublasLtMatrixLayoutDestroy(la);
+        cublasLtMatmulDescDestroy(desc);
+    }
+}
+
 /* --steps SIZE: where a batch-1 decode step's wall time goes (F16, max_seq 1024, after a 128-token prompt), per step
    over 128 steps: the graph replayed back to back (events), each step staged and waited for (gpt2__cuda_step), the
    steps pipelined two deep (gpt2__cuda_launch with feed, then gpt2__cuda_collect), and gpt2_generate itself. */
@@ -512,6 +728,8 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--steps")) { for (int j = i + 1; j < argc; j++) step_timing(argv[j]); return 0; }
         else if (!strcmp(argv[i], "--gemm")) { gemm_table(); return 0; }
         else if (!strcmp(argv[i], "--algo-classes")) { algo_classes(); return 0; }
+        else if (!strcmp(argv[i], "--algo-search")) { algo_search(); return 0; }
+        else if (!strcmp(argv[i], "--class-pool")) { class_pool(); return 0; }
         else if (!strcmp(argv[i], "--breakdown")) {
             /* F16 (124M, or the size after it): a decode step of the throughput batch (1024; 256 for 1558M) at
                position 160, one of 1 at position 192, a prefill step of 4 x 1024 */
