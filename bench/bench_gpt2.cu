@@ -379,17 +379,35 @@ static void gemm_table(void) {
     cudaFree(W); cudaFree(X); cudaFree(D); cudaFree(b);
 }
 
+/* a stream, a cuBLASLt handle and a 32 MB workspace, as the engine has */
+static void lt_setup(cudaStream_t *st, cublasLtHandle_t *lt, void **ws, size_t *ws_size) {
+    CU(cudaStreamCreate(st));
+    CHECK(cublasLtCreate(lt) == CUBLAS_STATUS_SUCCESS);
+    *ws_size = (size_t)32 << 20;
+    CU(cudaMalloc(ws, *ws_size));
+}
+
+/* F16 operands, fp32 compute, W transposed (as gpt2__gemm_run): with a bias pointer, the bias epilogue */
+static cublasLtMatmulDesc_t lt_desc(const __half *b) {
+    cublasLtMatmulDesc_t desc;
+    cublasOperation_t opT = CUBLAS_OP_T;
+    cublasLtEpilogue_t ep = b ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT;
+    CHECK(cublasLtMatmulDescCreate(&desc, CUBLAS_COMPUTE_32F, CUDA_R_32F) == CUBLAS_STATUS_SUCCESS);
+    cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSA, &opT, sizeof opT);
+    cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &ep, sizeof ep);
+    if (b) cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &b, sizeof b);
+    return desc;
+}
+
 /* ---- which cuBLASLt algorithms compute bit-identical rows: for each weight shape and row count, cuBLASLt's top
    candidates run on the same X and W; each candidate's rows are compared bit for bit with the algorithm pinned for
    GPT2_GEMM_REF_ROWS rows (what decode rows use now). Prints id, tile, split-K, stages, time, equal or not. */
 static void algo_classes(void) {
     cudaStream_t st;
-    CU(cudaStreamCreate(&st));
     cublasLtHandle_t lt;
-    CHECK(cublasLtCreate(&lt) == CUBLAS_STATUS_SUCCESS);
-    size_t ws_size = (size_t)32 << 20;
     void *ws;
-    CU(cudaMalloc(&ws, ws_size));
+    size_t ws_size;
+    lt_setup(&st, &lt, &ws, &ws_size);
     const int shapes[][2] = {{2304, 768}, {768, 768}, {3072, 768}, {768, 3072}, {4800, 1600}, {1600, 1600}, {6400, 1600}, {1600, 6400}};
     const int rows[] = {1, 8, 64, 256, 1024};
     __half *W, *X, *D0, *D1, *b;
@@ -400,13 +418,7 @@ static void algo_classes(void) {
     unsigned short *h0 = (unsigned short *)malloc((size_t)1024 * 6400 * 2), *h1 = (unsigned short *)malloc((size_t)1024 * 6400 * 2);
     for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
         const int O = shapes[si][0], I = shapes[si][1];
-        cublasLtMatmulDesc_t desc;
-        cublasOperation_t opT = CUBLAS_OP_T;
-        cublasLtEpilogue_t ep = CUBLASLT_EPILOGUE_BIAS;
-        CHECK(cublasLtMatmulDescCreate(&desc, CUBLAS_COMPUTE_32F, CUDA_R_32F) == CUBLAS_STATUS_SUCCESS);
-        cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSA, &opT, sizeof opT);
-        cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &ep, sizeof ep);
-        cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &b, sizeof b);
+        cublasLtMatmulDesc_t desc = lt_desc(b);
         cublasLtMatrixLayout_t la;
         cublasLtMatrixLayoutCreate(&la, CUDA_R_16F, I, O, I);
         cublasLtMatmulPreference_t pref;
@@ -477,12 +489,10 @@ static void algo_classes(void) {
    fast at one row and at many. */
 static void algo_search(void) {
     cudaStream_t st;
-    CU(cudaStreamCreate(&st));
     cublasLtHandle_t lt;
-    CHECK(cublasLtCreate(&lt) == CUBLAS_STATUS_SUCCESS);
-    size_t ws_size = (size_t)32 << 20;
     void *ws;
-    CU(cudaMalloc(&ws, ws_size));
+    size_t ws_size;
+    lt_setup(&st, &lt, &ws, &ws_size);
     const int shapes[][2] = {{2304, 768}, {3072, 768}, {4800, 1600}, {6400, 1600}};
     const int rows[] = {1, 128, 1024};
     __half *W, *X, *D, *b;
@@ -495,13 +505,7 @@ static void algo_search(void) {
                                    &nid) == CUBLAS_STATUS_SUCCESS);
     for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
         const int O = shapes[si][0], I = shapes[si][1];
-        cublasLtMatmulDesc_t desc;
-        cublasOperation_t opT = CUBLAS_OP_T;
-        cublasLtEpilogue_t ep = CUBLASLT_EPILOGUE_BIAS;
-        CHECK(cublasLtMatmulDescCreate(&desc, CUBLAS_COMPUTE_32F, CUDA_R_32F) == CUBLAS_STATUS_SUCCESS);
-        cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSA, &opT, sizeof opT);
-        cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &ep, sizeof ep);
-        cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &b, sizeof b);
+        cublasLtMatmulDesc_t desc = lt_desc(b);
         cublasLtMatrixLayout_t la;
         cublasLtMatrixLayoutCreate(&la, CUDA_R_16F, I, O, I);
         double best[256][3];
@@ -595,13 +599,7 @@ static void class_pool(void) {
     fill_random_half<<<256, 256>>>(b, 50264, 5);
     for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
         const int O = shapes[si][0], I = shapes[si][1], logits = O > 10000;
-        cublasLtMatmulDesc_t desc;
-        cublasOperation_t opT = CUBLAS_OP_T;
-        cublasLtEpilogue_t ep = logits ? CUBLASLT_EPILOGUE_DEFAULT : CUBLASLT_EPILOGUE_BIAS;
-        CHECK(cublasLtMatmulDescCreate(&desc, CUBLAS_COMPUTE_32F, CUDA_R_32F) == CUBLAS_STATUS_SUCCESS);
-        cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSA, &opT, sizeof opT);
-        cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &ep, sizeof ep);
-        if (!logits) cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &b, sizeof b);
+        cublasLtMatmulDesc_t desc = lt_desc(logits ? NULL : b);
         const cudaDataType_t dty = logits ? CUDA_R_32F : CUDA_R_16F;
         cublasLtMatrixLayout_t la;
         cublasLtMatrixLayoutCreate(&la, CUDA_R_16F, I, O, I);
