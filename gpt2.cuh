@@ -1948,6 +1948,15 @@ __global__ void gpt2__convert_kernel(T *dst, const float *src, size_t rows, size
     }
 }
 
+/* Programmatic dependent launch (sm_90+): a kernel launched with gpt2__launch(pdl = 1) may start while the kernel
+   before it in the stream finishes; it waits here, before touching memory, until that kernel is done and its writes
+   are visible. Launched plainly, or below sm_90, this returns at once. */
+static __device__ __forceinline__ void gpt2__pdl_wait(void) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+
 /* What joins row r of the residual stream: rows r < P take add[r] (T, the layer's bias included); with part set,
    rows r >= P take the fp32 pieces of a K-split product, ((part[0][r-P] + part[1][r-P]) + ...) + bias, piece k at
    part + k*stride (gpt2__linear with part). For the embedding (tok set), feed names where a negative token id
@@ -2000,6 +2009,7 @@ __global__ void __launch_bounds__(256) gpt2__residual_ln_kernel(float *__restric
                                                                   const int *tok, const int *pos, const T *wte, const T *wpe,
                                                                   const float *g, const float *b, T *out, int C, float eps) {
     __shared__ float sh[32];
+    gpt2__pdl_wait();
     const int o = blockIdx.x, r = rows ? rows[o] : o;
     float *xr = x + (size_t)r * C;
     const int mode = tok ? 0 : ad.part && r >= ad.P ? 1 : ad.add ? 2 : 3; /* embedding, pieces, add, none */
@@ -2118,6 +2128,7 @@ __global__ void __launch_bounds__(128) gpt2__attn_kernel(const T *__restrict__ q
                                                            int max_seq, int split_len, int n_split, int lpk,
                                                            float scale_log2, unsigned *__restrict__ count, int store) {
     extern __shared__ float gpt2__attn_sh[];
+    gpt2__pdl_wait();
     const int sp = blockIdx.x, h = blockIdx.y, z = blockIdx.z, r = rows[z];
     const int p = row_pos[r], k0 = sp * split_len;
     if (k0 > p) return;
@@ -2547,6 +2558,7 @@ static __device__ void gpt2__page_extract(const float *p, int V, unsigned long l
    a cut of at most GPT2__PAGE candidates (top_k <= 4096) one page holds them all. */
 __global__ void __launch_bounds__(GPT2__SAMPLE_THREADS) gpt2__sample_kernel(float *logits, int V, int ld, const gpt2__pick *picks, int *next) {
     __shared__ gpt2__sample_sh sh;
+    gpt2__pdl_wait();
     const int row = blockIdx.x, tid = threadIdx.x, nt = blockDim.x, lane = tid & 31, w = tid >> 5, nw = nt >> 5;
     const gpt2__pick pk = picks[row];
     float *p = logits + (size_t)row * ld;
@@ -2723,6 +2735,7 @@ typedef struct gpt2__cuda_state {
     unsigned long long tick;
     int use_graphs;                     /* tests turn it off to compare replay with eager */
     int flash;                          /* gpt2__attn_prefill_kernel serves prompt chunks */
+    int pdl;                            /* sm_90+: kernels that follow a kernel use programmatic dependent launch */
 } gpt2__cuda_state;
 
 static size_t gpt2__align256(size_t n) { return (n + 255) & ~(size_t)255; }
@@ -2776,6 +2789,25 @@ static void gpt2__plan_attention(gpt2__cuda_meta *h, int N, int flash) {
 }
 
 /* ---------------------------------------------------------------- CUDA backend: launchers */
+
+/* kernel<<<grid, block, smem, st>>>(args); with pdl, as a programmatic dependent launch (the kernel starts with
+   gpt2__pdl_wait): it may be scheduled while the kernel before it drains, which hides a launch gap per kernel in a
+   replayed decode step. Only after another kernel in the stream (not after a copy). */
+template <typename... P, typename... A>
+static gpt2_status gpt2__launch(void (*kernel)(P...), dim3 grid, dim3 block, size_t smem, cudaStream_t st, int pdl, A... args) {
+    if (!pdl) {
+        kernel<<<grid, block, smem, st>>>(args...);
+        GPT2__LAUNCHED();
+        return GPT2_OK;
+    }
+    cudaLaunchAttribute at;
+    at.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    at.val.programmaticStreamSerializationAllowed = 1;
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = grid; cfg.blockDim = block; cfg.dynamicSmemBytes = smem; cfg.stream = st; cfg.attrs = &at; cfg.numAttrs = 1;
+    GPT2__CU(cudaLaunchKernelEx(&cfg, kernel, (P)args...));
+    return GPT2_OK;
+}
 
 /* A layout as `count` matrices `stride` elements apart (count 1: left as is). */
 static cublasStatus_t gpt2__lt_batch(cublasLtMatrixLayout_t l, int count, int64_t stride) {
@@ -2904,18 +2936,18 @@ static gpt2_status gpt2__gemm_run(gpt2__cuda_state *S, cudaDataType_t dt, void *
     return GPT2_OK;
 }
 
-/* gpt2__residual_ln_kernel over n output rows, its form chosen by C alone */
+/* gpt2__residual_ln_kernel over n output rows, its form chosen by C alone; pdl as gpt2__launch */
 template <typename T>
 static gpt2_status gpt2__residual_ln(cudaStream_t st, int n, float *x, gpt2__resid<T> ad, const int *rows, const int *tok,
                                      const int *pos, const T *wte, const T *wpe, const float *g, const float *b, T *out, int C,
-                                     float eps) {
+                                     float eps, int pdl) {
     if (n < 1) return GPT2_OK;
-    if (C % 4 == 0 && C <= 1024) gpt2__residual_ln_kernel<T, 1><<<n, 256, 0, st>>>(x, ad, rows, tok, pos, wte, wpe, g, b, out, C, eps);
-    else if (C % 4 == 0 && C <= 2048) gpt2__residual_ln_kernel<T, 2><<<n, 256, 0, st>>>(x, ad, rows, tok, pos, wte, wpe, g, b, out, C, eps);
-    else if (C % 4 == 0 && C <= 4096) gpt2__residual_ln_kernel<T, 4><<<n, 256, 0, st>>>(x, ad, rows, tok, pos, wte, wpe, g, b, out, C, eps);
-    else gpt2__residual_ln_kernel<T, 0><<<n, 256, 0, st>>>(x, ad, rows, tok, pos, wte, wpe, g, b, out, C, eps);
-    GPT2__LAUNCHED();
-    return GPT2_OK;
+    void (*k)(float *, gpt2__resid<T>, const int *, const int *, const int *, const T *, const T *, const float *, const float *,
+              T *, int, float) = C % 4 == 0 && C <= 1024   ? gpt2__residual_ln_kernel<T, 1>
+                                 : C % 4 == 0 && C <= 2048 ? gpt2__residual_ln_kernel<T, 2>
+                                 : C % 4 == 0 && C <= 4096 ? gpt2__residual_ln_kernel<T, 4>
+                                                           : gpt2__residual_ln_kernel<T, 0>;
+    return gpt2__launch(k, dim3((unsigned)n), dim3(256), 0, st, pdl, x, ad, rows, tok, pos, wte, wpe, g, b, out, C, eps);
 }
 
 /* How many pieces decode rows of a layer with this K split it into (gpt2__linear with part): a fixed count per
@@ -2962,11 +2994,9 @@ static gpt2_status gpt2__attn_launch(gpt2__cuda_state *S, const gpt2_model *m, T
     const size_t smem = ((size_t)G * hd + 2 * G) * sizeof(float);
     const float scale_log2 = 1.4426950408889634f / sqrtf((float)hd);
     dim3 grid((unsigned)n_split, (unsigned)H, (unsigned)d->n_att);
-    gpt2__attn_kernel<T, VE, MAXC><<<grid, 128, smem, S->stream>>>((const T *)S->qkv, kc, vc, (T *)S->att, S->part,
-                                                                    d->att_rows, d->slot, d->pos, C, H, hd, m->max_seq,
-                                                                    split_len, n_split, lpk, scale_log2, S->att_count, store);
-    GPT2__LAUNCHED();
-    return GPT2_OK;
+    return gpt2__launch(gpt2__attn_kernel<T, VE, MAXC>, grid, dim3(128), smem, S->stream, S->pdl, (const T *)S->qkv, kc, vc,
+                        (T *)S->att, S->part, (const int *)d->att_rows, (const int *)d->slot, (const int *)d->pos, C, H, hd,
+                        m->max_seq, split_len, n_split, lpk, scale_log2, S->att_count, store);
 }
 
 template <typename T, int HD>
@@ -3067,7 +3097,7 @@ static gpt2_status gpt2__cuda_run_t(gpt2_model *m, gpt2__cuda_state *S, const gp
     gpt2_status st;
     const gpt2__resid<T> emb = {NULL, NULL, NULL, 0, 1, 0, d->next};
     if ((st = gpt2__residual_ln<T>(S->stream, N, S->x, emb, NULL, d->tok, d->pos, (const T *)S->wte, (const T *)S->wpe,
-                                   S->layers[0].ln1_w, S->layers[0].ln1_b, ln, C, cf->ln_eps)))
+                                   S->layers[0].ln1_w, S->layers[0].ln1_b, ln, C, cf->ln_eps, 0)))
         return st;
     /* decode rows of the two projections into the residual come as K pieces (gpt2__linear with part) */
     gpt2__resid<T> ad = {proj, S->part, NULL, (size_t)(N - P) * C, 1, P, NULL};
@@ -3078,7 +3108,7 @@ static gpt2_status gpt2__cuda_run_t(gpt2_model *m, gpt2__cuda_state *S, const gp
         if ((st = gpt2__linear<T>(m, S, proj, y->proj_w, att, y->proj_b, C, N, P, C, GPT2__EPI_BIAS, 0, 0, S->part))) return st;
         ad.bias = (const T *)y->proj_b;
         ad.splits = gpt2__decode_splits(C);
-        if ((st = gpt2__residual_ln<T>(S->stream, N, S->x, ad, NULL, NULL, NULL, NULL, NULL, y->ln2_w, y->ln2_b, ln, C, cf->ln_eps)))
+        if ((st = gpt2__residual_ln<T>(S->stream, N, S->x, ad, NULL, NULL, NULL, NULL, NULL, y->ln2_w, y->ln2_b, ln, C, cf->ln_eps, S->pdl)))
             return st;
         if ((st = gpt2__linear<T>(m, S, fc, y->fc_w, ln, y->fc_b, F, N, P, C, GPT2__EPI_BIAS_GELU, 0, 0, NULL))) return st;
         if ((st = gpt2__linear<T>(m, S, proj, y->fcp_w, fc, y->fcp_b, C, N, P, F, GPT2__EPI_BIAS, 0, 0, S->part))) return st;
@@ -3086,7 +3116,8 @@ static gpt2_status gpt2__cuda_run_t(gpt2_model *m, gpt2__cuda_state *S, const gp
         ad.splits = gpt2__decode_splits(F);
         const int last = l + 1 == L;
         st = gpt2__residual_ln<T>(S->stream, last ? n_out : N, S->x, ad, last && !all_rows ? d->out_row : NULL, NULL, NULL, NULL, NULL,
-                                  last ? S->lnf_w : S->layers[l + 1].ln1_w, last ? S->lnf_b : S->layers[l + 1].ln1_b, ln, C, cf->ln_eps);
+                                  last ? S->lnf_w : S->layers[l + 1].ln1_w, last ? S->lnf_b : S->layers[l + 1].ln1_b, ln, C, cf->ln_eps,
+                                  S->pdl);
         if (st) return st;
     }
     return gpt2__linear<T>(m, S, S->logits, S->wte, ln, NULL, S->ldv, n_out, 0, C, GPT2__EPI_NONE, 1, S->ldv, NULL);
@@ -3105,9 +3136,8 @@ static gpt2_status gpt2__cuda_step_body(gpt2_model *m, const gpt2__cuda_meta *d,
     gpt2__cuda_state *S = (gpt2__cuda_state *)m->cuda;
     gpt2_status st;
     if ((st = gpt2__cuda_run(m, d, N, P, n, 0))) return st;
-    gpt2__sample_kernel<<<n, GPT2__SAMPLE_THREADS, 0, S->stream>>>(S->logits, m->cfg.n_vocab, S->ldv, d->picks, d->next);
-    GPT2__LAUNCHED();
-    return GPT2_OK;
+    return gpt2__launch(gpt2__sample_kernel, dim3((unsigned)n), dim3(GPT2__SAMPLE_THREADS), 0, S->stream, S->pdl, S->logits,
+                        m->cfg.n_vocab, S->ldv, (const gpt2__pick *)d->picks, d->next);
 }
 
 /* The pure-decode step of n sequences as a CUDA graph, captured on first use and kept (least recently used
@@ -3239,6 +3269,7 @@ static gpt2_status gpt2__cuda_init_state(gpt2_model *m, gpt2__cuda_state *S) {
     S->lookahead = 1;
     S->ldv = (int)((V + 7) & ~(size_t)7);
     S->flash = gpt2__prefill_usable(m->dtype, (int)(C / H), dev);
+    S->pdl = pr.major >= 9;
     const size_t es = S->esize;
     if (!gpt2__cuda_head_ok((int)(C / H), es))
         return gpt2__fail(GPT2_ERR_FORMAT, "head size %zu (n_embd %zu / n_head %zu) is too large for the CUDA backend",

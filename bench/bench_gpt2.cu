@@ -1,7 +1,7 @@
 /* bench_gpt2 — DESIGN.md's standard workloads on the CUDA backend, random weights made in process.
 
    Usage: bench/bench_gpt2 [124M|355M|774M|1558M ...] [--dtype f16|bf16|f32] [--only latency|throughput|prefill] [--reps N]
-                         [--no-lookahead]
+                         [--no-lookahead] [--no-pdl]
    bench/bench_gpt2 --gemm: the linear layers alone, cuBLASLt pinned for prompt rows and for decode rows
    bench/bench_gpt2 --breakdown: where one step's time goes, per phase
    bench/bench_gpt2 --steps SIZE...: a batch-1 decode step's wall time, graph alone against staged, pipelined, generate
@@ -113,6 +113,7 @@ static double measure_gemm_rate(void) {
 /* ---- a model with random weights, built without files */
 
 static int g_lookahead = 1; /* --no-lookahead: gpt2_generate waits for each step before launching the next */
+static int g_pdl = 1;       /* --no-pdl: no programmatic dependent launches */
 
 static gpt2_model *random_model(const char *size, gpt2_dtype dt, int max_batch, int max_seq, int prefill_tokens) {
     int L = 12, C = 768, H = 12;
@@ -142,6 +143,7 @@ static gpt2_model *random_model(const char *size, gpt2_dtype dt, int max_batch, 
         return NULL;
     }
     ((gpt2__cuda_state *)m->cuda)->lookahead = g_lookahead;
+    if (!g_pdl) ((gpt2__cuda_state *)m->cuda)->pdl = 0;
     return m;
 }
 
@@ -243,7 +245,7 @@ static void ph_norms(gpt2_model *m, int) {
         const int K = l & 1 ? m->n_inner : C;
         const gpt2__resid<__half> ad = {(const __half *)S->proj, S->part, (const __half *)S->layers[l / 2].proj_b,
                                         (size_t)(g_N - g_P) * C, gpt2__decode_splits(K), g_P, NULL};
-        CHECK(gpt2__residual_ln<__half>(S->stream, g_N, S->x, ad, NULL, NULL, NULL, NULL, NULL, S->lnf_w, S->lnf_b, (__half *)S->ln, C, 1e-5f) ==
+        CHECK(gpt2__residual_ln<__half>(S->stream, g_N, S->x, ad, NULL, NULL, NULL, NULL, NULL, S->lnf_w, S->lnf_b, (__half *)S->ln, C, 1e-5f, S->pdl) ==
               GPT2_OK);
     }
 }
@@ -723,6 +725,7 @@ int main(int argc, char **argv) {
         } else if (!strcmp(argv[i], "--only") && i + 1 < argc) only = argv[++i];
         else if (!strcmp(argv[i], "--reps") && i + 1 < argc) reps = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--no-lookahead")) g_lookahead = 0;
+        else if (!strcmp(argv[i], "--no-pdl")) g_pdl = 0;
         else if (!strcmp(argv[i], "--steps")) { for (int j = i + 1; j < argc; j++) step_timing(argv[j]); return 0; }
         else if (!strcmp(argv[i], "--gemm")) { gemm_table(); return 0; }
         else if (!strcmp(argv[i], "--algo-classes")) { algo_classes(); return 0; }
