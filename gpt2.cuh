@@ -1858,8 +1858,11 @@ static gpt2_status gpt2__cpu_step(gpt2_model *m, const gpt2__seq *seqs, int n, i
      32/64/128), every other row to a row kernel split along the sequence in fixed 256-key pieces (which also
      stores a decode row's own K and V), again whatever the batch
    - a step's per-row and per-sequence inputs (tokens, positions, slots, sampling parameters) live in one
-     device blob, copied from pinned memory; the pure-decode step is a CUDA graph replayed per batch size;
-     only the sampled ids come back to the host. */
+     device blob, copied from pinned memory (two staging blobs in turn); the pure-decode step is a CUDA graph
+     replayed per batch size; only the sampled ids come back to the host, and gpt2_generate launches the next
+     decode step before reading them (its tokens are read on the GPU: gpt2__cuda_launch with feed)
+   - on sm_90+ the kernels that follow a cuBLASLt product start as programmatic dependent launches
+     (gpt2__launch, gpt2__pdl_wait) */
 
 /* Every CUDA and cuBLASLt call is checked; a failure returns GPT2_ERR_DEVICE with the call, file and line. */
 #define GPT2__CU(call)                                                                                     \
