@@ -2,9 +2,12 @@
 
    Usage: bench/bench_gpt2 [124M|355M|774M|1558M ...] [--dtype f16|bf16|f32] [--only latency|throughput|prefill] [--reps N]
                          [--no-lookahead] [--no-pdl]
-   bench/bench_gpt2 --gemm: the linear layers alone, cuBLASLt pinned for prompt rows and for decode rows
-   bench/bench_gpt2 --breakdown: where one step's time goes, per phase
+   bench/bench_gpt2 --gemm: the linear layers alone (timed inside CUDA graphs), cuBLASLt pinned for prompt rows and
+                            for decode rows, against each row count's own pick
+   bench/bench_gpt2 --breakdown [SIZE]: where one step's time goes, per phase
    bench/bench_gpt2 --steps SIZE...: a batch-1 decode step's wall time, graph alone against staged, pipelined, generate
+   bench/bench_gpt2 --algo-classes | --algo-search | --class-pool: which cuBLASLt algorithms compute alike, every
+                            algorithm id's best configuration per row count, every member of the pinned class timed
    (default: 124M, f16, every workload, 3 repeats). Each line: the figure (median of the repeats, after a warm-up),
    the bytes and FLOPs it had to move/do, and the fraction of the roofline from the copy bandwidth and the fp16 GEMM
    rate measured at the start of the same run. Also peak device memory per workload. */
