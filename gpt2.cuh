@@ -1898,6 +1898,9 @@ static constexpr int gpt2__min_arch_of(int i, int n) {
 #define GPT2__MAX_GEMMS 256
 #define GPT2__SPLIT_LEN 256        /* keys per block of decode attention */
 
+/* a linear layer's epilogue: none, + bias, + bias then GELU */
+enum { GPT2__EPI_NONE = 0, GPT2__EPI_BIAS = 1, GPT2__EPI_BIAS_GELU = 2 };
+
 /* ---------------------------------------------------------------- CUDA backend: element types */
 
 static __device__ __forceinline__ float gpt2__f(float x) { return x; }
@@ -1959,6 +1962,14 @@ static __device__ __forceinline__ void gpt2__pdl_wait(void) {
     asm volatile("griddepcontrol.wait;" ::: "memory");
 #endif
 }
+/* Lets the kernel after this one (launched with PDL) start now: its blocks become resident as room frees up and do
+   what needs no input (gpt2__skinny_kernel: stream its weights) until their gpt2__pdl_wait, which still waits for
+   this whole kernel. Called once every thread of a block is past its own gpt2__pdl_wait. */
+static __device__ __forceinline__ void gpt2__pdl_trigger(void) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
 
 /* What joins row r of the residual stream: rows r < P take add[r] (T, the layer's bias included); with part set,
    rows r >= P take the fp32 pieces of a K-split product, ((part[0][r-P] + part[1][r-P]) + ...) + bias, piece k at
@@ -2013,6 +2024,7 @@ __global__ void __launch_bounds__(256) gpt2__residual_ln_kernel(float *__restric
                                                                   const float *g, const float *b, T *out, int C, float eps) {
     __shared__ float sh[32];
     gpt2__pdl_wait();
+    gpt2__pdl_trigger();
     const int o = blockIdx.x, r = rows ? rows[o] : o;
     float *xr = x + (size_t)r * C;
     const int mode = tok ? 0 : ad.part && r >= ad.P ? 1 : ad.add ? 2 : 3; /* embedding, pieces, add, none */
@@ -2132,6 +2144,7 @@ __global__ void __launch_bounds__(128) gpt2__attn_kernel(const T *__restrict__ q
                                                            float scale_log2, unsigned *__restrict__ count, int store) {
     extern __shared__ float gpt2__attn_sh[];
     gpt2__pdl_wait();
+    gpt2__pdl_trigger();
     const int sp = blockIdx.x, h = blockIdx.y, z = blockIdx.z, r = rows[z];
     const int p = row_pos[r], k0 = sp * split_len;
     if (k0 > p) return;
@@ -2476,6 +2489,88 @@ __global__ void __launch_bounds__(2 * GPT2__FQ) gpt2__attn_prefill_kernel(const 
 #endif
 }
 
+/* Decode rows of a linear layer, few of them (n <= GPT2__SK_ROWS), on the tensor cores, computing what cuBLASLt's
+   pinned algorithm computes for them, bit for bit where gpt2__skinny_check finds it so. On the H100 (bench_gpt2
+   --skinny) cuBLASLt's kernels add each 16-wide slice of K in one MMA, the slices in order, into an fp32 accumulator
+   that starts at 0; this kernel does the same, so a row's result does not depend on which of the two ran it.
+   D = X [n][ld I] @ W^T over piece p of K (Ik = I / pieces elements from p*Ik), W [O][I]; as gpt2__gemm_run:
+   out_f32: D [p][n][ldd] fp32, the sums alone; else D [n][ldd] in T, sum + bias (T) in fp32, rounded once.
+   Ik a multiple of 16, O of 8, rows 16-byte aligned.
+   Grid: (O / 16 rounded up, pieces); block: 64 threads = 2 warps, warp w owning columns o0+8w..+7 (one m16n8k16
+   chain; rows >= n are zero operands). The block streams its 16 rows of W in slices of GPT2__SK_KC through a ring of
+   GPT2__SK_ST cp.async stages, the first ones issued before the PDL wait (weights never depend on the kernel
+   before, so they stream while it finishes), then lets the next kernel launch, then reads X's n rows. */
+#define GPT2__SK_ROWS 16 /* most decode rows gpt2__skinny_kernel takes */
+#define GPT2__SK_KC 128  /* K per stage */
+#define GPT2__SK_ST 10   /* stages */
+template <typename T>
+__global__ void __launch_bounds__(64) gpt2__skinny_kernel(const T *__restrict__ W, const T *__restrict__ X, void *__restrict__ D,
+                                                         const T *__restrict__ bias, int O, int n, int I, int Ik, int ldd, int out_f32) {
+#if __CUDA_ARCH__ >= 800
+    constexpr int LDW = GPT2__SK_KC + 8, PER = 16 * GPT2__SK_KC / 8 / 64; /* 16-byte copies per thread per stage */
+    extern __shared__ __align__(16) unsigned char gpt2__skinny_sh[];
+    T *Ws = (T *)gpt2__skinny_sh, *Xs = Ws + GPT2__SK_ST * 16 * LDW;
+    const int LDX = Ik + 8, tid = threadIdx.x, w = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
+    const int o0 = blockIdx.x * 16, piece = blockIdx.y, nch = (Ik + GPT2__SK_KC - 1) / GPT2__SK_KC;
+    const T *Wp = W + (size_t)piece * Ik, *Xp = X + (size_t)piece * Ik;
+#define GPT2__SK_ISSUE(c)                                                                                             \
+    do {                                                                                                              \
+        if ((c) < nch)                                                                                                \
+            for (int e_ = 0; e_ < PER; e_++) {                                                                        \
+                const int i_ = tid + e_ * 64, r_ = i_ / (GPT2__SK_KC / 8), k_ = (c) * GPT2__SK_KC + (i_ % (GPT2__SK_KC / 8)) * 8; \
+                const bool ok_ = o0 + r_ < O && k_ < Ik;                                                              \
+                gpt2__cp16(Ws + (((c) % GPT2__SK_ST) * 16 + r_) * LDW + (k_ - (c) * GPT2__SK_KC),                      \
+                           Wp + (ok_ ? (size_t)(o0 + r_) * I + k_ : 0), ok_);                                         \
+            }                                                                                                         \
+        gpt2__cp_commit();                                                                                            \
+    } while (0)
+    for (int c = 0; c < GPT2__SK_ST - 1; c++) GPT2__SK_ISSUE(c);
+    gpt2__pdl_wait();
+    gpt2__pdl_trigger();
+    for (int i = tid; i < n * (Ik / 8); i += 64) {
+        const int r = i / (Ik / 8), q = (i % (Ik / 8)) * 8;
+        *(uint4 *)(Xs + r * LDX + q) = *(const uint4 *)(Xp + (size_t)r * I + q);
+    }
+    float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    const bool r0 = g < n, r1 = g + 8 < n;
+    for (int c = 0; c < nch; c++) {
+        gpt2__cp_wait<GPT2__SK_ST - 2>();
+        __syncthreads();
+        GPT2__SK_ISSUE(c + GPT2__SK_ST - 1);
+        const T *Wb = Ws + ((c % GPT2__SK_ST) * 16 + w * 8 + g) * LDW + 2 * t;
+        const T *Xa = Xs + g * LDX + c * GPT2__SK_KC + 2 * t, *Xb = Xa + 8 * LDX;
+        const int kn = Ik - c * GPT2__SK_KC;
+#pragma unroll
+        for (int kk = 0; kk < GPT2__SK_KC; kk += 16)
+            if (kk < kn) {
+                uint32_t a[4];
+                a[0] = r0 ? *(const uint32_t *)(Xa + kk) : 0u;
+                a[1] = r1 ? *(const uint32_t *)(Xb + kk) : 0u;
+                a[2] = r0 ? *(const uint32_t *)(Xa + kk + 8) : 0u;
+                a[3] = r1 ? *(const uint32_t *)(Xb + kk + 8) : 0u;
+                gpt2__mma(acc, a, *(const uint32_t *)(Wb + kk), *(const uint32_t *)(Wb + kk + 8), T());
+            }
+    }
+#undef GPT2__SK_ISSUE
+    gpt2__cp_wait<0>();
+    const int col = o0 + w * 8 + 2 * t;
+    if (col >= O) return;
+    for (int hh = 0; hh < 2; hh++) {
+        const int r = g + 8 * hh;
+        if (r >= n) break;
+        float v0 = acc[2 * hh], v1 = acc[2 * hh + 1];
+        if (out_f32) {
+            *(float2 *)((float *)D + ((size_t)piece * n + r) * ldd + col) = make_float2(v0, v1);
+        } else {
+            if (bias) { v0 += gpt2__f(bias[col]); v1 += gpt2__f(bias[col + 1]); }
+            T *o = (T *)D + (size_t)r * ldd + col;
+            gpt2__put(o, v0);
+            gpt2__put(o + 1, v1);
+        }
+    }
+#endif
+}
+
 /* A sequence's sampling request as the sampler kernel reads it. */
 typedef struct gpt2__pick {
     float temperature, top_p;
@@ -2686,8 +2781,6 @@ typedef struct gpt2__gemm {
     cublasLtMatmulAlgo_t algo;
 } gpt2__gemm;
 
-enum { GPT2__EPI_NONE = 0, GPT2__EPI_BIAS = 1, GPT2__EPI_BIAS_GELU = 2 };
-
 /* Where a step's inputs sit in the metadata blob (host staging and device copy share the layout). */
 typedef struct gpt2__cuda_meta {
     int *tok, *pos, *slot;   /* per fed row [N] */
@@ -2739,6 +2832,10 @@ typedef struct gpt2__cuda_state {
     int use_graphs;                     /* tests turn it off to compare replay with eager */
     int flash;                          /* gpt2__attn_prefill_kernel serves prompt chunks */
     int pdl;                            /* sm_90+: kernels that follow a kernel use programmatic dependent launch */
+    int skinny;                         /* decode products of <= GPT2__SK_ROWS rows go to gpt2__skinny_kernel where verified
+                                           (tests turn it off to compare) */
+    int sk_n;                           /* verified products: O, I, pieces, epilogue, out_f32 (gpt2__skinny_check) */
+    int sk_ok[4][5];
 } gpt2__cuda_state;
 
 static size_t gpt2__align256(size_t n) { return (n + 255) & ~(size_t)255; }
@@ -2939,6 +3036,36 @@ static gpt2_status gpt2__gemm_run(gpt2__cuda_state *S, cudaDataType_t dt, void *
     return GPT2_OK;
 }
 
+/* gpt2__skinny_kernel's shared memory (bytes): the W ring and n rows of X's piece of K */
+#define GPT2__SK_SMEM_MAX (160 << 10)
+static size_t gpt2__skinny_smem(int n, int Ik, size_t es) {
+    return ((size_t)GPT2__SK_ST * 16 * (GPT2__SK_KC + 8) + (size_t)n * (Ik + 8)) * es;
+}
+/* Whether gpt2__skinny_kernel can take this product (its shape; whether it computes cuBLASLt's bits is
+   gpt2__skinny_check's question). */
+static int gpt2__skinny_fits(int O, int n, int I, int splits, size_t es) {
+    return es == 2 && n >= 1 && n <= GPT2__SK_ROWS && O % 8 == 0 && splits >= 1 && I % splits == 0 && (I / splits) % 16 == 0 &&
+           gpt2__skinny_smem(GPT2__SK_ROWS, I / splits, es) <= GPT2__SK_SMEM_MAX;
+}
+/* Raises gpt2__skinny_kernel<T>'s shared-memory limit; 0 when it cannot run here (built without sm_80+ code). */
+template <typename T>
+static int gpt2__skinny_enable(void) {
+    cudaFuncAttributes fa;
+    return cudaFuncSetAttribute(gpt2__skinny_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize, GPT2__SK_SMEM_MAX) == cudaSuccess &&
+           cudaFuncGetAttributes(&fa, gpt2__skinny_kernel<T>) == cudaSuccess && fa.ptxVersion >= 80;
+}
+/* The product of gpt2__gemm_run (n rows; epilogue bias when bias is set and not out_f32, else none; T half or
+   bfloat16) by gpt2__skinny_kernel; pdl as gpt2__launch. */
+template <typename T>
+static gpt2_status gpt2__skinny_run(cudaStream_t st, int pdl, void *D, const T *W, const T *X, const T *bias, int O, int n,
+                                    int I, int out_f32, int ldd, int splits) {
+    if (ldd < O) ldd = O;
+    const int Ik = I / splits;
+    return gpt2__launch(gpt2__skinny_kernel<T>, dim3((unsigned)((O + 15) / 16), (unsigned)splits), dim3(64),
+                        gpt2__skinny_smem(n, Ik, sizeof(T)), st, pdl, W, X, D, out_f32 ? (const T *)NULL : bias, O, n, I, Ik, ldd,
+                        out_f32);
+}
+
 /* gpt2__residual_ln_kernel over n output rows, its form chosen by C alone; pdl as gpt2__launch */
 template <typename T>
 static gpt2_status gpt2__residual_ln(cudaStream_t st, int n, float *x, gpt2__resid<T> ad, const int *rows, const int *tok,
@@ -2951,6 +3078,16 @@ static gpt2_status gpt2__residual_ln(cudaStream_t st, int n, float *x, gpt2__res
                                  : C % 4 == 0 && C <= 4096 ? gpt2__residual_ln_kernel<T, 4>
                                                            : gpt2__residual_ln_kernel<T, 0>;
     return gpt2__launch(k, dim3((unsigned)n), dim3(256), 0, st, pdl, x, ad, rows, tok, pos, wte, wpe, g, b, out, C, eps);
+}
+
+/* Whether gpt2__skinny_kernel serves this decode product of n rows (gpt2__skinny_check verified it). */
+static int gpt2__skinny_use(const gpt2__cuda_state *S, int O, int n, int I, int sp, int epi, int f32) {
+    if (!S->skinny || n < 1 || n > GPT2__SK_ROWS) return 0;
+    for (int i = 0; i < S->sk_n; i++) {
+        const int *e = S->sk_ok[i];
+        if (e[0] == O && e[1] == I && e[2] == sp && e[3] == epi && e[4] == f32) return 1;
+    }
+    return 0;
 }
 
 /* How many pieces decode rows of a layer with this K split it into (gpt2__linear with part): a fixed count per
@@ -2979,9 +3116,77 @@ static gpt2_status gpt2__linear(gpt2_model *m, gpt2__cuda_state *S, void *D, con
     if (P > 0 && (st = gpt2__gemm_run(S, dt, D, W, X, bias, O, P, I, epi, out_f32, ldd, m->prefill_tokens, 1))) return st;
     if (N <= P) return GPT2_OK;
     const T *Xd = (const T *)X + (size_t)P * I;
-    if (part) return gpt2__gemm_run(S, dt, part, W, Xd, NULL, O, N - P, I, GPT2__EPI_NONE, 1, O, GPT2_GEMM_REF_ROWS, gpt2__decode_splits(I));
-    void *Dd = (char *)D + (size_t)P * ldd * (out_f32 ? sizeof(float) : sizeof(T));
-    return gpt2__gemm_run(S, dt, Dd, W, Xd, bias, O, N - P, I, epi, out_f32, ldd, GPT2_GEMM_REF_ROWS, 1);
+    const int nd = N - P, sp = part ? gpt2__decode_splits(I) : 1;
+    if (part) epi = GPT2__EPI_NONE, out_f32 = 1, D = part, bias = NULL, ldd = O;
+    else D = (char *)D + (size_t)P * ldd * (out_f32 ? sizeof(float) : sizeof(T));
+    if constexpr (sizeof(T) == 2)
+        if (gpt2__skinny_use(S, O, nd, I, sp, epi, out_f32))
+            return gpt2__skinny_run<T>(S->stream, S->pdl, D, (const T *)W, Xd, (const T *)bias, O, nd, I, out_f32, ldd, sp);
+    return gpt2__gemm_run(S, dt, D, W, Xd, bias, O, nd, I, epi, out_f32, ldd, GPT2_GEMM_REF_ROWS, sp);
+}
+
+/* Which decode products gpt2__skinny_kernel may serve: for each of the model's (qkv with bias; the two projections
+   in K pieces, fp32; the logits, fp32), it and cuBLASLt's pinned plan run on the same weights (layer 0, wte) and
+   random rows, 1 and GPT2__SK_ROWS of them; only a product whose every output bit agrees is listed in S->sk_ok.
+   (The MLP's first product keeps cuBLASLt: its GELU epilogue rounds differently from any formula tried here,
+   bench_gpt2 --gelu-match.) Nothing is listed below sm_80, in F32, or when a product does not fit. */
+template <typename T>
+static gpt2_status gpt2__skinny_check(gpt2_model *m, gpt2__cuda_state *S) {
+    S->sk_n = 0;
+    if (!S->skinny || !gpt2__skinny_enable<T>()) { cudaGetLastError(); return GPT2_OK; }
+    const int C = m->cfg.n_embd, F = m->n_inner, R = GPT2__SK_ROWS;
+    const gpt2__cuda_layer *y = &S->layers[0];
+    const struct { int O, I, sp, epi, f32; const void *W, *b; } pr[4] = {
+        {3 * C, C, 1, GPT2__EPI_BIAS, 0, y->qkv_w, y->qkv_b},
+        {C, C, gpt2__decode_splits(C), GPT2__EPI_NONE, 1, y->proj_w, NULL},
+        {C, F, gpt2__decode_splits(F), GPT2__EPI_NONE, 1, y->fcp_w, NULL},
+        {S->ldv, C, 1, GPT2__EPI_NONE, 1, S->wte, NULL}};
+    const int Imax = C > F ? C : F;
+    size_t dmax = 0;
+    for (int k = 0; k < 4; k++) {
+        const size_t b = (size_t)pr[k].sp * R * pr[k].O * 4;
+        if (b > dmax) dmax = b;
+    }
+    T *hx = (T *)malloc((size_t)R * Imax * sizeof(T));
+    unsigned char *h1 = (unsigned char *)malloc(dmax), *h2 = (unsigned char *)malloc(dmax);
+    void *dx = NULL, *d1 = NULL, *d2 = NULL;
+    gpt2_status st = GPT2_OK;
+    if (!hx || !h1 || !h2) st = gpt2__fail(GPT2_ERR_OOM, "cannot allocate %zu bytes for the skinny-product check", dmax);
+    uint32_t r = 12345u;
+    for (size_t i = 0; !st && i < (size_t)R * Imax; i++) {
+        r = r * 1664525u + 1013904223u;
+        hx[i] = (T)(4.0f * ((float)(r >> 8) / 16777216.0f - 0.5f));
+    }
+    if (!st && (cudaMalloc(&dx, (size_t)R * Imax * sizeof(T)) != cudaSuccess || cudaMalloc(&d1, dmax) != cudaSuccess ||
+                cudaMalloc(&d2, dmax) != cudaSuccess ||
+                cudaMemcpy(dx, hx, (size_t)R * Imax * sizeof(T), cudaMemcpyHostToDevice) != cudaSuccess))
+        st = gpt2__fail(GPT2_ERR_DEVICE, "%s:%d: the skinny-product check could not allocate or copy", __FILE__, __LINE__);
+    for (int k = 0; k < 4 && !st; k++) {
+        const int O = pr[k].O, I = pr[k].I, sp = pr[k].sp;
+        if (!gpt2__skinny_fits(O, R, I, sp, sizeof(T))) continue;
+        int same = 1;
+        for (int n = 1; n <= R && same && !st; n += R - 1) {
+            const size_t bytes = (size_t)sp * n * O * (pr[k].f32 ? 4 : sizeof(T));
+            if (cudaMemsetAsync(d1, 0, bytes, S->stream) != cudaSuccess || cudaMemsetAsync(d2, 0xff, bytes, S->stream) != cudaSuccess)
+                st = gpt2__fail(GPT2_ERR_DEVICE, "%s:%d: cudaMemsetAsync failed", __FILE__, __LINE__);
+            if (!st) st = gpt2__gemm_run(S, gpt2__cuda_type<T>::id, d1, pr[k].W, dx, pr[k].b, O, n, I, pr[k].epi, pr[k].f32, O,
+                                         GPT2_GEMM_REF_ROWS, sp);
+            if (!st) st = gpt2__skinny_run<T>(S->stream, 0, d2, (const T *)pr[k].W, (const T *)dx, (const T *)pr[k].b, O, n, I,
+                                              pr[k].f32, O, sp);
+            if (!st && (cudaStreamSynchronize(S->stream) != cudaSuccess || cudaMemcpy(h1, d1, bytes, cudaMemcpyDeviceToHost) != cudaSuccess ||
+                        cudaMemcpy(h2, d2, bytes, cudaMemcpyDeviceToHost) != cudaSuccess))
+                st = gpt2__fail(GPT2_ERR_DEVICE, "%s:%d: the skinny-product check failed: %s", __FILE__, __LINE__,
+                                cudaGetErrorString(cudaGetLastError()));
+            if (!st) same = !memcmp(h1, h2, bytes);
+        }
+        if (!st && same) {
+            int *e = S->sk_ok[S->sk_n++];
+            e[0] = O; e[1] = I; e[2] = sp; e[3] = pr[k].epi; e[4] = pr[k].f32;
+        }
+    }
+    cudaFree(dx); cudaFree(d1); cudaFree(d2);
+    free(hx); free(h1); free(h2);
+    return st;
 }
 
 /* Attention for layer l over the rows planned in d: gpt2__attn_prefill_kernel for the prompt tiles, gpt2__attn_kernel
@@ -3382,6 +3587,9 @@ static gpt2_status gpt2__cuda_init_state(gpt2_model *m, gpt2__cuda_state *S) {
     cudaFree(staging);
     if (st) return st;
     GPT2__CU(cudaGetLastError());
+    S->skinny = 1;
+    if (m->dtype == GPT2_DTYPE_F16) return gpt2__skinny_check<__half>(m, S);
+    if (m->dtype == GPT2_DTYPE_BF16) return gpt2__skinny_check<__nv_bfloat16>(m, S);
     return GPT2_OK;
 }
 

@@ -1,7 +1,7 @@
 /* bench_gpt2 — DESIGN.md's standard workloads on the CUDA backend, random weights made in process.
 
    Usage: bench/bench_gpt2 [124M|355M|774M|1558M ...] [--dtype f16|bf16|f32] [--only latency|throughput|prefill] [--reps N]
-                         [--no-lookahead] [--no-pdl]
+                         [--no-lookahead] [--no-pdl] [--no-skinny]
    bench/bench_gpt2 --gemm: the linear layers alone (timed inside CUDA graphs), cuBLASLt pinned for prompt rows and
                             for decode rows, against each row count's own pick
    bench/bench_gpt2 --breakdown [SIZE]: where one step's time goes, per phase
@@ -117,6 +117,7 @@ static double measure_gemm_rate(void) {
 
 static int g_lookahead = 1; /* --no-lookahead: gpt2_generate waits for each step before launching the next */
 static int g_pdl = 1;       /* --no-pdl: no programmatic dependent launches */
+static int g_skinny = 1;    /* --no-skinny: every decode product through cuBLASLt */
 
 static gpt2_model *random_model(const char *size, gpt2_dtype dt, int max_batch, int max_seq, int prefill_tokens) {
     int L = 12, C = 768, H = 12;
@@ -147,6 +148,14 @@ static gpt2_model *random_model(const char *size, gpt2_dtype dt, int max_batch, 
     }
     ((gpt2__cuda_state *)m->cuda)->lookahead = g_lookahead;
     if (!g_pdl) ((gpt2__cuda_state *)m->cuda)->pdl = 0;
+    gpt2__cuda_state *S = (gpt2__cuda_state *)m->cuda;
+    if (!g_skinny) S->skinny = 0;
+    static int told = 0;
+    if (!told++) {
+        printf("skinny decode products verified bit-identical to cuBLASLt (%s):", size);
+        for (int i = 0; i < S->sk_n; i++) printf(" %dx%d/%d", S->sk_ok[i][0], S->sk_ok[i][1], S->sk_ok[i][2]);
+        printf("%s\n", S->skinny ? "" : " (off: --no-skinny)");
+    }
     return m;
 }
 
@@ -584,6 +593,162 @@ static void algo_search(void) {
     }
 }
 
+/* --skinny: per decode product of 124M and 1558M that gpt2__skinny_kernel may serve (qkv, proj pieces, fc-proj pieces, lm_head) in F16 and BF16, at
+   1, 3, 8 and 16 rows: gpt2__skinny_kernel against the engine's pinned cuBLASLt plan (GPT2_GEMM_REF_ROWS), how many
+   output elements differ in their bits, and both timed (graph_us; with PDL on sm_90, as the engine launches it). */
+template <typename T> __global__ void fill_random_t(T *p, size_t n, uint32_t seed, float scale) {
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+        uint32_t x = (uint32_t)i * 2654435761u ^ seed;
+        x ^= x >> 13; x *= 0x5bd1e995u; x ^= x >> 15;
+        gpt2__put(p + i, scale * ((float)(x & 0xFFFF) / 65536.0f - 0.5f));
+    }
+}
+template <typename T> static void skinny_dtype(gpt2__cuda_state *S, const char *name) {
+    const cudaDataType_t dt = gpt2__cuda_type<T>::id;
+    CHECK(gpt2__skinny_enable<T>());
+    const int Cs[] = {768, 1600}, rows[] = {1, 3, 8, 16};
+    T *W, *X, *b;
+    char *D1, *D2;
+    const size_t wmax = (size_t)50264 * 1600;
+    CU(cudaMalloc(&W, wmax * sizeof(T))); CU(cudaMalloc(&X, (size_t)16 * 6400 * sizeof(T))); CU(cudaMalloc(&b, 6400 * sizeof(T)));
+    CU(cudaMalloc(&D1, (size_t)16 * 50264 * 4)); CU(cudaMalloc(&D2, (size_t)16 * 50264 * 4));
+    fill_random_t<T><<<1024, 256>>>(W, wmax, 11, 0.25f); fill_random_t<T><<<64, 256>>>(X, (size_t)16 * 6400, 12, 4.0f);
+    fill_random_t<T><<<8, 256>>>(b, 6400, 13, 1.0f);
+    char *h1 = (char *)malloc((size_t)16 * 50264 * 4), *h2 = (char *)malloc((size_t)16 * 50264 * 4);
+    for (int ci = 0; ci < 2; ci++) {
+        const int C = Cs[ci];
+        struct { const char *what; int O, I, epi, f32, splits; } sh[] = {
+            {"qkv", 3 * C, C, GPT2__EPI_BIAS, 0, 1},
+            {"proj", C, C, GPT2__EPI_NONE, 1, gpt2__decode_splits(C)},
+            {"fcproj", C, 4 * C, GPT2__EPI_NONE, 1, gpt2__decode_splits(4 * C)},
+            {"lm_head", 50264, C, GPT2__EPI_NONE, 1, 1}};
+        for (size_t si = 0; si < sizeof sh / sizeof sh[0]; si++)
+            for (int ri = 0; ri < 4; ri++) {
+                const int O = sh[si].O, I = sh[si].I, n = rows[ri], f32 = sh[si].f32, sp = sh[si].splits, epi = sh[si].epi;
+                if (!gpt2__skinny_fits(O, n, I, sp, sizeof(T))) { printf("skinny %s C=%d %s n=%d: does not fit\n", name, C, sh[si].what, n); continue; }
+                const size_t bytes = (size_t)sp * n * O * (f32 ? 4 : sizeof(T));
+                CU(cudaMemset(D1, 0x7f, bytes)); CU(cudaMemset(D2, 0x3f, bytes));
+                auto lt = [&]() { return gpt2__gemm_run(S, dt, D1, W, X, epi ? b : NULL, O, n, I, epi, f32, O, GPT2_GEMM_REF_ROWS, sp) == GPT2_OK; };
+                auto sk = [&]() { return gpt2__skinny_run<T>(S->stream, S->pdl, D2, W, X, epi ? b : NULL, O, n, I, f32, O, sp) == GPT2_OK; };
+                CHECK(lt()); CHECK(sk());
+                CU(cudaStreamSynchronize(S->stream));
+                CU(cudaMemcpy(h1, D1, bytes, cudaMemcpyDeviceToHost)); CU(cudaMemcpy(h2, D2, bytes, cudaMemcpyDeviceToHost));
+                const size_t es = f32 ? 4 : sizeof(T), ne = bytes / es;
+                size_t diff = 0, first = (size_t)-1;
+                for (size_t e = 0; e < ne; e++)
+                    if (memcmp(h1 + e * es, h2 + e * es, es)) { diff++; if (first == (size_t)-1) first = e; }
+                const double t1 = graph_us(S->stream, lt), t2 = graph_us(S->stream, sk);
+                printf("skinny %s C=%4d %-7s %5dx%-5d splits %d n=%2d: %zu of %zu differ  cuBLASLt %6.1f us  skinny %6.1f us (%.2f TB/s)", name, C,
+                       sh[si].what, O, I, sp, n, diff, ne, t1, t2, (double)O * I * sizeof(T) / t2 * 1e-6);
+                if (diff) {
+                    double a, c;
+                    if (f32) { a = ((float *)h1)[first]; c = ((float *)h2)[first]; }
+                    else { T x, y; memcpy(&x, h1 + first * es, es); memcpy(&y, h2 + first * es, es); a = (float)x; c = (float)y; }
+                    printf("  first at %zu: %.9g vs %.9g", first, a, c);
+                }
+                printf("\n");
+            }
+    }
+    free(h1); free(h2);
+    cudaFree(W); cudaFree(X); cudaFree(b); cudaFree(D1); cudaFree(D2);
+}
+static void skinny_table(void) {
+    gpt2__cuda_state S0, *S = &S0;
+    memset(S, 0, sizeof *S);
+    CU(cudaStreamCreate(&S->stream));
+    CHECK(cublasLtCreate(&S->lt) == CUBLAS_STATUS_SUCCESS);
+    S->lt_ws_size = (size_t)32 << 20;
+    CU(cudaMalloc(&S->lt_ws, S->lt_ws_size));
+    cudaDeviceProp pr;
+    CU(cudaGetDeviceProperties(&pr, 0));
+    S->pdl = pr.major >= 9 && g_pdl;
+    skinny_dtype<__half>(S, "f16");
+    skinny_dtype<__nv_bfloat16>(S, "bf16");
+}
+
+/* --gelu-match: which GELU formula cuBLASLt's GELU_BIAS epilogue computes. The fc product of 124M at 16 rows: raw
+   fp32 sums from gpt2__skinny_kernel (bit-identical to cuBLASLt's, --skinny), + bias, through each candidate formula,
+   rounded to T, against cuBLASLt's output; per candidate the count of differing elements. */
+static __device__ float gm_tanh(float u, int how) {
+    if (how == 0) return tanhf(u);
+    if (how == 1) { float y; asm("tanh.approx.f32 %0, %1;" : "=f"(y) : "f"(u)); return y; }
+    return 1.0f - 2.0f / (__expf(2.0f * u) + 1.0f);
+}
+static __device__ float gm_gelu(float x, int c) {
+    const int uh = c % 12, kh = c / 12;
+    const float k0 = __uint_as_float(__float_as_uint(0.7978845608028654f) + (kh % 5) - 2);
+    const float k1 = __uint_as_float(__float_as_uint(0.044715f) + (kh / 5) - 2);
+    const float k01 = __fmul_rn(k0, k1);
+    float u;
+    switch (uh) {
+    case 0: u = __fmul_rn(k0, __fmaf_rn(__fmul_rn(k1, x), __fmul_rn(x, x), x)); break;          /* k0*(x + k1*x*x*x), (k1 x)(x x) */
+    case 1: u = __fmul_rn(k0, __fmaf_rn(k1, __fmul_rn(__fmul_rn(x, x), x), x)); break;          /* k0*fma(k1, x^3, x) */
+    case 2: u = __fmul_rn(k0, __fmaf_rn(__fmul_rn(__fmul_rn(k1, x), x), x, x)); break;          /* k0*fma(k1 x x, x, x) */
+    case 3: u = __fmul_rn(k0, __fadd_rn(x, __fmul_rn(__fmul_rn(__fmul_rn(k1, x), x), x))); break; /* no fma */
+    case 4: u = __fmul_rn(__fmul_rn(k0, x), __fmaf_rn(__fmul_rn(k1, x), x, 1.0f)); break;     /* (k0 x)(1 + (k1 x) x) */
+    case 5: u = __fmul_rn(__fmul_rn(k0, x), __fadd_rn(1.0f, __fmul_rn(__fmul_rn(k1, x), x))); break;
+    case 6: u = __fmul_rn(__fmul_rn(k0, x), __fmaf_rn(k1, __fmul_rn(x, x), 1.0f)); break;
+    case 7: u = __fmul_rn(x, __fmaf_rn(k01, __fmul_rn(x, x), k0)); break;
+    case 8: u = __fmaf_rn(__fmul_rn(k01, x), __fmul_rn(x, x), __fmul_rn(k0, x)); break;
+    case 9: u = __fmaf_rn(__fmul_rn(__fmul_rn(k01, x), x), x, __fmul_rn(k0, x)); break;
+    case 10: u = __fmul_rn(k0, __fmaf_rn(__fmul_rn(__fmul_rn(x, x), x), k1, x)); break;
+    default: u = __fmul_rn(x, __fmul_rn(k0, __fmaf_rn(k1, __fmul_rn(x, x), 1.0f))); break;
+    }
+    const float t = gm_tanh(u, 1), h = 0.5f * x;
+    return __fmaf_rn(h, t, h);
+}
+#define GM_CANDS 300
+template <typename T>
+__global__ void gm_count(const float *acc, const T *bias, const T *ref, int O, int n, unsigned *miss, float *ex) {
+    const int c = blockIdx.x;
+    unsigned cnt = 0;
+    for (int i = threadIdx.x; i < n * O; i += blockDim.x) {
+        const float x = acc[i] + gpt2__f(bias[i % O]);
+        T y;
+        gpt2__put(&y, gm_gelu(x, c));
+        if (*(unsigned short *)&y != *(const unsigned short *)&ref[i]) {
+            cnt++;
+            if (ex && c == 0 && cnt < 4) { ex[3 * cnt] = x; ex[3 * cnt + 1] = gpt2__f(ref[i]); ex[3 * cnt + 2] = gpt2__f(y); }
+        }
+    }
+    atomicAdd(&miss[c], cnt);
+}
+template <typename T> static void gelu_match_dtype(gpt2__cuda_state *S, const char *name) {
+    const cudaDataType_t dt = gpt2__cuda_type<T>::id;
+    CHECK(gpt2__skinny_enable<T>());
+    const int O = 3072, I = 768, n = 16;
+    T *W, *X, *b, *ref;
+    float *acc, *ex;
+    unsigned *miss;
+    CU(cudaMalloc(&W, (size_t)O * I * sizeof(T))); CU(cudaMalloc(&X, (size_t)n * I * sizeof(T))); CU(cudaMalloc(&b, O * sizeof(T)));
+    CU(cudaMalloc(&ref, (size_t)n * O * sizeof(T))); CU(cudaMalloc(&acc, (size_t)n * O * 4)); CU(cudaMalloc(&miss, GM_CANDS * 4));
+    CU(cudaMalloc(&ex, 64));
+    fill_random_t<T><<<1024, 256>>>(W, (size_t)O * I, 21, 0.25f); fill_random_t<T><<<64, 256>>>(X, (size_t)n * I, 22, 4.0f);
+    fill_random_t<T><<<8, 256>>>(b, O, 23, 1.0f);
+    CHECK(gpt2__gemm_run(S, dt, ref, W, X, b, O, n, I, GPT2__EPI_BIAS_GELU, 0, O, GPT2_GEMM_REF_ROWS, 1) == GPT2_OK);
+    CHECK(gpt2__skinny_run<T>(S->stream, 0, acc, W, X, NULL, O, n, I, 1, O, 1) == GPT2_OK);
+    CU(cudaMemsetAsync(miss, 0, GM_CANDS * 4, S->stream));
+    gm_count<T><<<GM_CANDS, 256, 0, S->stream>>>(acc, b, ref, O, n, miss, ex);
+    CU(cudaStreamSynchronize(S->stream));
+    unsigned h[GM_CANDS];
+    float e[16];
+    CU(cudaMemcpy(h, miss, sizeof h, cudaMemcpyDeviceToHost)); CU(cudaMemcpy(e, ex, 64, cudaMemcpyDeviceToHost));
+    for (int c = 0; c < GM_CANDS; c++)
+        printf("gelu %s candidate %3d (u %d, k0 %d, k1 %d): %u of %d differ\n", name, c, c % 12, (c / 12) % 5 - 2, c / 60 - 2, h[c], n * O);
+    for (int k = 1; k < 4; k++) printf("gelu %s candidate 0 miss: x %.9g cuBLASLt %.9g ours %.9g\n", name, e[3 * k], e[3 * k + 1], e[3 * k + 2]);
+    cudaFree(W); cudaFree(X); cudaFree(b); cudaFree(ref); cudaFree(acc); cudaFree(miss); cudaFree(ex);
+}
+static void gelu_match(void) {
+    gpt2__cuda_state S0, *S = &S0;
+    memset(S, 0, sizeof *S);
+    CU(cudaStreamCreate(&S->stream));
+    CHECK(cublasLtCreate(&S->lt) == CUBLAS_STATUS_SUCCESS);
+    S->lt_ws_size = (size_t)32 << 20;
+    CU(cudaMalloc(&S->lt_ws, S->lt_ws_size));
+    gelu_match_dtype<__half>(S, "f16");
+    gelu_match_dtype<__nv_bfloat16>(S, "bf16");
+}
+
 /* --class-pool: per decode shape (F16, bias epilogue, K unsplit), the class of the reference (the heuristic's first
    unsplit pick for GPT2_GEMM_REF_ROWS rows), and every candidate of that class the heuristic offers for any row count
    1..4096 (32 each); each member timed (graph_us) at 1, 8, 128, 256 and 1024 rows, and the best member against the
@@ -729,11 +894,14 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--reps") && i + 1 < argc) reps = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--no-lookahead")) g_lookahead = 0;
         else if (!strcmp(argv[i], "--no-pdl")) g_pdl = 0;
+        else if (!strcmp(argv[i], "--no-skinny")) g_skinny = 0;
         else if (!strcmp(argv[i], "--steps")) { for (int j = i + 1; j < argc; j++) step_timing(argv[j]); return 0; }
         else if (!strcmp(argv[i], "--gemm")) { gemm_table(); return 0; }
         else if (!strcmp(argv[i], "--algo-classes")) { algo_classes(); return 0; }
         else if (!strcmp(argv[i], "--algo-search")) { algo_search(); return 0; }
         else if (!strcmp(argv[i], "--class-pool")) { class_pool(); return 0; }
+        else if (!strcmp(argv[i], "--skinny")) { skinny_table(); return 0; }
+        else if (!strcmp(argv[i], "--gelu-match")) { gelu_match(); return 0; }
         else if (!strcmp(argv[i], "--breakdown")) {
             /* F16 (124M, or the size after it): a decode step of the throughput batch (1024; 256 for 1558M) at
                position 160, one of 1 at position 192, a prefill step of 4 x 1024 */
