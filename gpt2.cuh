@@ -2496,64 +2496,106 @@ __global__ void __launch_bounds__(2 * GPT2__FQ) gpt2__attn_prefill_kernel(const 
    D = X [n][ld I] @ W^T over piece p of K (Ik = I / pieces elements from p*Ik), W [O][I]; as gpt2__gemm_run:
    out_f32: D [p][n][ldd] fp32, the sums alone; else D [n][ldd] in T, sum + bias (T) in fp32, rounded once.
    Ik a multiple of 16, O of 8, rows 16-byte aligned.
-   Grid: (O / 16 rounded up, pieces); block: 64 threads = 2 warps, warp w owning columns o0+8w..+7 (one m16n8k16
-   chain; rows >= n are zero operands). The block streams its 16 rows of W in slices of GPT2__SK_KC through a ring of
-   GPT2__SK_ST cp.async stages, the first ones issued before the PDL wait (weights never depend on the kernel
-   before, so they stream while it finishes), then lets the next kernel launch, then reads X's n rows. */
+   Grid: (O / (8 NW) rounded up, pieces); block: NW warps, warp w owning columns o0+8w..+7: one m16n8k16 chain
+   over K, whose step time (not the weight reads) bounds a one-row product, so a step is two ldmatrix and two MMAs
+   per 32 of K (n <= 8: one ldmatrix of X feeds two slices). All blocks of a GPT-2 product fit on the GPU at once;
+   each streams its 8 NW rows of W in slices of KC through a ring of ST cp.async stages, the first ST-1 issued
+   before the PDL wait (weights never depend on the kernel before, so they stream while it finishes), then lets
+   the next kernel launch, then reads X's n rows. Tuned on the H100 (bench_gpt2 --skinny, --steps; RESULTS.md). */
 #define GPT2__SK_ROWS 16 /* most decode rows gpt2__skinny_kernel takes */
+#ifndef GPT2__SK_NW
+#define GPT2__SK_NW 1    /* warps per block, 8 output columns each */
+#endif
+#ifndef GPT2__SK_KC
 #define GPT2__SK_KC 128  /* K per stage */
+#endif
+#ifndef GPT2__SK_ST
 #define GPT2__SK_ST 10   /* stages */
-template <typename T>
-__global__ void __launch_bounds__(64) gpt2__skinny_kernel(const T *__restrict__ W, const T *__restrict__ X, void *__restrict__ D,
+#endif
+template <typename T, bool R16, int NW = GPT2__SK_NW, int KC = GPT2__SK_KC, int ST = GPT2__SK_ST>
+__global__ void __launch_bounds__(32 * NW) gpt2__skinny_kernel(const T *__restrict__ W, const T *__restrict__ X, void *__restrict__ D,
                                                          const T *__restrict__ bias, int O, int n, int I, int Ik, int ldd, int out_f32) {
 #if __CUDA_ARCH__ >= 800
-    constexpr int LDW = GPT2__SK_KC + 8, PER = 16 * GPT2__SK_KC / 8 / 64; /* 16-byte copies per thread per stage */
+    constexpr int LDW = KC + 8, COLS = 8 * NW, PER = KC / 32; /* PER: 16-byte copies per thread per stage */
+    static_assert(KC % 32 == 0, "a stage holds whole pairs of 16-wide slices");
     extern __shared__ __align__(16) unsigned char gpt2__skinny_sh[];
-    T *Ws = (T *)gpt2__skinny_sh, *Xs = Ws + GPT2__SK_ST * 16 * LDW;
-    const int LDX = Ik + 8, tid = threadIdx.x, w = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
-    const int o0 = blockIdx.x * 16, piece = blockIdx.y, nch = (Ik + GPT2__SK_KC - 1) / GPT2__SK_KC;
+    T *Ws = (T *)gpt2__skinny_sh, *Xs = Ws + ST * COLS * LDW;
+    const int LDX = ((Ik + 31) & ~31) + 8, tid = threadIdx.x, w = tid >> 5, lane = tid & 31;
+    const int o0 = blockIdx.x * COLS, piece = blockIdx.y, nch = (Ik + KC - 1) / KC;
     const T *Wp = W + (size_t)piece * Ik, *Xp = X + (size_t)piece * Ik;
-#define GPT2__SK_ISSUE(c)                                                                                             \
-    do {                                                                                                              \
-        if ((c) < nch)                                                                                                \
-            for (int e_ = 0; e_ < PER; e_++) {                                                                        \
-                const int i_ = tid + e_ * 64, r_ = i_ / (GPT2__SK_KC / 8), k_ = (c) * GPT2__SK_KC + (i_ % (GPT2__SK_KC / 8)) * 8; \
-                const bool ok_ = o0 + r_ < O && k_ < Ik;                                                              \
-                gpt2__cp16(Ws + (((c) % GPT2__SK_ST) * 16 + r_) * LDW + (k_ - (c) * GPT2__SK_KC),                      \
-                           Wp + (ok_ ? (size_t)(o0 + r_) * I + k_ : 0), ok_);                                         \
-            }                                                                                                         \
-        gpt2__cp_commit();                                                                                            \
+    /* this thread's copies of each stage: W row o0 + cr[e], K offset cq[e] within the stage */
+    const T *src[PER];
+    int dst[PER], cq[PER];
+    bool rok[PER];
+#pragma unroll
+    for (int e = 0; e < PER; e++) {
+        const int i = tid + e * 32 * NW, r = i / (KC / 8);
+        cq[e] = (i % (KC / 8)) * 8;
+        rok[e] = o0 + r < O;
+        src[e] = Wp + (rok[e] ? (size_t)(o0 + r) * I : 0) + cq[e];
+        dst[e] = r * LDW + cq[e];
+    }
+#define GPT2__SK_ISSUE(c)                                                                         \
+    do {                                                                                          \
+        if ((c) < nch) {                                                                          \
+            T *s_ = Ws + ((c) % ST) * COLS * LDW;                                                 \
+            _Pragma("unroll") for (int e_ = 0; e_ < PER; e_++) {                                  \
+                const bool ok_ = rok[e_] && (c) * KC + cq[e_] < Ik;                               \
+                gpt2__cp16(s_ + dst[e_], ok_ ? src[e_] + (size_t)(c) * KC : W, ok_);              \
+            }                                                                                     \
+        }                                                                                         \
+        gpt2__cp_commit();                                                                        \
     } while (0)
-    for (int c = 0; c < GPT2__SK_ST - 1; c++) GPT2__SK_ISSUE(c);
+    for (int c = 0; c < ST - 1; c++) GPT2__SK_ISSUE(c);
     gpt2__pdl_wait();
     gpt2__pdl_trigger();
-    for (int i = tid; i < n * (Ik / 8); i += 64) {
-        const int r = i / (Ik / 8), q = (i % (Ik / 8)) * 8;
-        *(uint4 *)(Xs + r * LDX + q) = *(const uint4 *)(Xp + (size_t)r * I + q);
+    /* X's n rows into shared memory, four 16-byte loads in flight per thread (the MMAs' rows n..15 read row 0: an
+       MMA row depends on its own operand row alone, and those rows' results are never stored) */
+    for (int i0 = tid; i0 < n * (Ik / 8); i0 += 4 * 32 * NW) {
+        uint4 v[4];
+#pragma unroll
+        for (int j = 0; j < 4; j++) {
+            const int i = i0 + j * 32 * NW, r = i / (Ik / 8), q = (i % (Ik / 8)) * 8;
+            if (i < n * (Ik / 8)) v[j] = *(const uint4 *)(Xp + (size_t)r * I + q);
+        }
+#pragma unroll
+        for (int j = 0; j < 4; j++) {
+            const int i = i0 + j * 32 * NW, r = i / (Ik / 8), q = (i % (Ik / 8)) * 8;
+            if (i < n * (Ik / 8)) *(uint4 *)(Xs + r * LDX + q) = v[j];
+        }
     }
     float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-    const bool r0 = g < n, r1 = g + 8 < n;
+    /* ldmatrix row addresses: W rows w*8 + (lane & 7), 8 K apart per matrix; X rows (lane & 7) (+ 8) */
+    const int wrow = (w * 8 + (lane & 7)) * LDW + 8 * (lane >> 3);
+    const int xr = R16 ? (lane & 7) + 8 * ((lane >> 3) & 1) : lane & 7; /* rows past n read row 0: results unused */
+    const int xrow = (xr < n ? xr : 0) * LDX + 8 * (R16 ? lane >> 4 : lane >> 3);
     for (int c = 0; c < nch; c++) {
-        gpt2__cp_wait<GPT2__SK_ST - 2>();
-        __syncthreads();
-        GPT2__SK_ISSUE(c + GPT2__SK_ST - 1);
-        const T *Wb = Ws + ((c % GPT2__SK_ST) * 16 + w * 8 + g) * LDW + 2 * t;
-        const T *Xa = Xs + g * LDX + c * GPT2__SK_KC + 2 * t, *Xb = Xa + 8 * LDX;
-        const int kn = Ik - c * GPT2__SK_KC;
+        gpt2__cp_wait<ST - 2>();
+        if (NW == 1) __syncwarp(); else __syncthreads();
+        GPT2__SK_ISSUE(c + ST - 1);
+        const T *Wc = Ws + (c % ST) * COLS * LDW + wrow, *Xc = Xs + xrow + c * KC;
+        const int kn = Ik - c * KC; /* K left, a multiple of 16 */
 #pragma unroll
-        for (int kk = 0; kk < GPT2__SK_KC; kk += 16)
+        for (int kk = 0; kk < KC; kk += 32) /* two 16-wide slices: one ldmatrix of W, one or two of X */
             if (kk < kn) {
-                uint32_t a[4];
-                a[0] = r0 ? *(const uint32_t *)(Xa + kk) : 0u;
-                a[1] = r1 ? *(const uint32_t *)(Xb + kk) : 0u;
-                a[2] = r0 ? *(const uint32_t *)(Xa + kk + 8) : 0u;
-                a[3] = r1 ? *(const uint32_t *)(Xb + kk + 8) : 0u;
-                gpt2__mma(acc, a, *(const uint32_t *)(Wb + kk), *(const uint32_t *)(Wb + kk + 8), T());
+                uint32_t b[4], a0[4], a1[4];
+                gpt2__ldsm4(b, Wc + kk);
+                if (R16) {
+                    gpt2__ldsm4(a0, Xc + kk);
+                    if (kk + 16 < kn) gpt2__ldsm4(a1, Xc + kk + 16);
+                } else {
+                    uint32_t xa[4];
+                    gpt2__ldsm4(xa, Xc + kk);
+                    a0[0] = xa[0]; a0[2] = xa[1]; a1[0] = xa[2]; a1[2] = xa[3];
+                    a0[1] = a0[3] = a1[1] = a1[3] = 0u;
+                }
+                gpt2__mma(acc, a0, b[0], b[1], T());
+                if (kk + 16 < kn) gpt2__mma(acc, a1, b[2], b[3], T());
             }
     }
 #undef GPT2__SK_ISSUE
     gpt2__cp_wait<0>();
-    const int col = o0 + w * 8 + 2 * t;
+    const int g = lane >> 2, col = o0 + w * 8 + 2 * (lane & 3);
     if (col >= O) return;
     for (int hh = 0; hh < 2; hh++) {
         const int r = g + 8 * hh;
@@ -3038,8 +3080,8 @@ static gpt2_status gpt2__gemm_run(gpt2__cuda_state *S, cudaDataType_t dt, void *
 
 /* gpt2__skinny_kernel's shared memory (bytes): the W ring and n rows of X's piece of K */
 #define GPT2__SK_SMEM_MAX (160 << 10)
-static size_t gpt2__skinny_smem(int n, int Ik, size_t es) {
-    return ((size_t)GPT2__SK_ST * 16 * (GPT2__SK_KC + 8) + (size_t)n * (Ik + 8)) * es;
+static size_t gpt2__skinny_smem(int n, int Ik, size_t es, int nw = GPT2__SK_NW, int kc = GPT2__SK_KC, int st = GPT2__SK_ST) {
+    return ((size_t)st * 8 * nw * (kc + 8) + (size_t)n * (((Ik + 31) & ~31) + 8)) * es;
 }
 /* Whether gpt2__skinny_kernel can take this product (its shape; whether it computes cuBLASLt's bits is
    gpt2__skinny_check's question). */
@@ -3048,21 +3090,23 @@ static int gpt2__skinny_fits(int O, int n, int I, int splits, size_t es) {
            gpt2__skinny_smem(GPT2__SK_ROWS, I / splits, es) <= GPT2__SK_SMEM_MAX;
 }
 /* Raises gpt2__skinny_kernel<T>'s shared-memory limit; 0 when it cannot run here (built without sm_80+ code). */
-template <typename T>
+template <typename T, int NW = GPT2__SK_NW, int KC = GPT2__SK_KC, int ST = GPT2__SK_ST>
 static int gpt2__skinny_enable(void) {
     cudaFuncAttributes fa;
-    return cudaFuncSetAttribute(gpt2__skinny_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize, GPT2__SK_SMEM_MAX) == cudaSuccess &&
-           cudaFuncGetAttributes(&fa, gpt2__skinny_kernel<T>) == cudaSuccess && fa.ptxVersion >= 80;
+    return cudaFuncSetAttribute(gpt2__skinny_kernel<T, false, NW, KC, ST>, cudaFuncAttributeMaxDynamicSharedMemorySize, GPT2__SK_SMEM_MAX) == cudaSuccess &&
+           cudaFuncSetAttribute(gpt2__skinny_kernel<T, true, NW, KC, ST>, cudaFuncAttributeMaxDynamicSharedMemorySize, GPT2__SK_SMEM_MAX) == cudaSuccess &&
+           cudaFuncGetAttributes(&fa, gpt2__skinny_kernel<T, false, NW, KC, ST>) == cudaSuccess && fa.ptxVersion >= 80;
 }
 /* The product of gpt2__gemm_run (n rows; epilogue bias when bias is set and not out_f32, else none; T half or
    bfloat16) by gpt2__skinny_kernel; pdl as gpt2__launch. */
-template <typename T>
+template <typename T, int NW = GPT2__SK_NW, int KC = GPT2__SK_KC, int ST = GPT2__SK_ST>
 static gpt2_status gpt2__skinny_run(cudaStream_t st, int pdl, void *D, const T *W, const T *X, const T *bias, int O, int n,
                                     int I, int out_f32, int ldd, int splits) {
     if (ldd < O) ldd = O;
     const int Ik = I / splits;
-    return gpt2__launch(gpt2__skinny_kernel<T>, dim3((unsigned)((O + 15) / 16), (unsigned)splits), dim3(64),
-                        gpt2__skinny_smem(n, Ik, sizeof(T)), st, pdl, W, X, D, out_f32 ? (const T *)NULL : bias, O, n, I, Ik, ldd,
+    return gpt2__launch(n > 8 ? gpt2__skinny_kernel<T, true, NW, KC, ST> : gpt2__skinny_kernel<T, false, NW, KC, ST>,
+                        dim3((unsigned)((O + 8 * NW - 1) / (8 * NW)), (unsigned)splits), dim3(32 * NW),
+                        gpt2__skinny_smem(n, Ik, sizeof(T), NW, KC, ST), st, pdl, W, X, D, out_f32 ? (const T *)NULL : bias, O, n, I, Ik, ldd,
                         out_f32);
 }
 

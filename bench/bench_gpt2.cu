@@ -308,17 +308,18 @@ static void breakdown(const char *label, gpt2_model *m, int n, int T) {
 /* ---- the linear layers alone: cuBLASLt pinned as for prompt rows (algorithm picked for 4096 rows) and as for decode
    rows (GPT2_GEMM_REF_ROWS), per weight shape and row count; microseconds per call (10 back to back, median of 7),
    weight GB/s and TFLOP/s */
-/* Per call of fn, in microseconds: 10 calls captured in one CUDA graph (the engine replays its decode steps from
-   graphs, so host launch cost does not count), the replay timed with events, median of 7 after a warm-up. fn is run
-   once eagerly first (plans are made outside capture). 1e30 if a call fails. */
-template <typename F> static double graph_us(cudaStream_t st, F fn) {
-    if (!fn()) return 1e30;
+/* Per call of fn(k), in microseconds: `calls` calls (k = 0..calls-1) captured in one CUDA graph (the engine replays
+   its decode steps from graphs, so host launch cost does not count), the replay timed with events, median of 7 after
+   a warm-up. fn(0) is run once eagerly first (plans are made outside capture). 1e30 if a call fails. graph_us: 10
+   calls of fn(). */
+template <typename F> static double graph_calls_us(cudaStream_t st, int calls, F fn) {
+    if (!fn(0)) return 1e30;
     CU(cudaStreamSynchronize(st));
     cudaGraph_t g = NULL;
     cudaGraphExec_t ge = NULL;
     CU(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
     int ok = 1;
-    for (int k = 0; k < 10; k++) ok = ok && fn();
+    for (int k = 0; k < calls; k++) ok = ok && fn(k);
     CU(cudaStreamEndCapture(st, &g));
     if (!ok || cudaGraphInstantiate(&ge, g, 0) != cudaSuccess) {
         if (g) cudaGraphDestroy(g);
@@ -335,12 +336,13 @@ template <typename F> static double graph_us(cudaStream_t st, F fn) {
         CU(cudaEventSynchronize(e1));
         float ms;
         cudaEventElapsedTime(&ms, e0, e1);
-        if (r) t[r - 1] = ms * 100.0;
+        if (r) t[r - 1] = ms * 1000.0 / calls;
     }
     cudaEventDestroy(e0); cudaEventDestroy(e1);
     cudaGraphExecDestroy(ge); cudaGraphDestroy(g);
     return median(t, 7);
 }
+template <typename F> static double graph_us(cudaStream_t st, F fn) { return graph_calls_us(st, 10, [&](int) { return fn(); }); }
 
 static double time_us(gpt2__cuda_state *S, int which, void *D, const void *W, const void *X, const void *b, int O, int N, int I) {
     return graph_us(S->stream, [&]() {
@@ -603,6 +605,48 @@ template <typename T> __global__ void fill_random_t(T *p, size_t n, uint32_t see
         gpt2__put(p + i, scale * ((float)(x & 0xFFFF) / 65536.0f - 0.5f));
     }
 }
+/* Per call of fn(i), in microseconds, with cold weights: 40 calls in one CUDA graph (graph_calls_us), call i on copy
+   i % copies of the weights (copies x bytes well past the 50 MB L2). */
+template <typename F> static double cold_us(cudaStream_t st, F fn) { return graph_calls_us(st, 40, fn); }
+/* --skinny's cold table: one row, F16, every decode product of 124M and 1558M (fc too: cuBLASLt with its GELU
+   epilogue, and the kernel with bias only, what an fc of its own would cost), weights cold (cold_us). */
+static void skinny_cold(gpt2__cuda_state *S) {
+    const int Cs[] = {768, 1600};
+    __half *X, *b;
+    char *D;
+    CU(cudaMalloc(&X, (size_t)16 * 6400 * 2)); CU(cudaMalloc(&b, 6400 * 2)); CU(cudaMalloc(&D, (size_t)16 * 50264 * 4));
+    fill_random_t<__half><<<64, 256>>>(X, (size_t)16 * 6400, 12, 4.0f);
+    fill_random_t<__half><<<8, 256>>>(b, 6400, 13, 1.0f);
+    for (int ci = 0; ci < 2; ci++) {
+        const int C = Cs[ci];
+        struct { const char *what; int O, I, epi, f32, splits; } sh[] = {
+            {"qkv", 3 * C, C, GPT2__EPI_BIAS, 0, 1},
+            {"proj", C, C, GPT2__EPI_NONE, 1, gpt2__decode_splits(C)},
+            {"fc", 4 * C, C, GPT2__EPI_BIAS_GELU, 0, 1},
+            {"fcproj", C, 4 * C, GPT2__EPI_NONE, 1, gpt2__decode_splits(4 * C)},
+            {"lm_head", 50264, C, GPT2__EPI_NONE, 1, 1}};
+        for (size_t si = 0; si < sizeof sh / sizeof sh[0]; si++) {
+            const int O = sh[si].O, I = sh[si].I, f32 = sh[si].f32, sp = sh[si].splits, epi = sh[si].epi;
+            const size_t wb = (size_t)O * I * 2;
+            int copies = (int)((size_t)(400 << 20) / wb);
+            if (copies > 40) copies = 40;
+            if (copies < 3) copies = 3;
+            __half *W;
+            CU(cudaMalloc(&W, wb * copies));
+            fill_random_t<__half><<<1024, 256>>>(W, (size_t)O * I, 31, 0.25f);
+            for (int c = 1; c < copies; c++) CU(cudaMemcpy((char *)W + c * wb, W, wb, cudaMemcpyDeviceToDevice));
+            auto wk = [&](int i) { return (const __half *)((const char *)W + (size_t)(i % copies) * wb); };
+            const double lt = cold_us(S->stream, [&](int i) {
+                return gpt2__gemm_run(S, CUDA_R_16F, D, wk(i), X, epi ? b : NULL, O, 1, I, epi, f32, O, GPT2_GEMM_REF_ROWS, sp) == GPT2_OK; });
+            const double sk = cold_us(S->stream, [&](int i) {
+                return gpt2__skinny_run<__half>(S->stream, S->pdl, D, wk(i), X, epi ? b : NULL, O, 1, I, f32, O, sp) == GPT2_OK; });
+            printf("skinny cold C=%4d %-7s %5dx%-5d pieces %d (%d copies): cuBLASLt %6.1f us (%.2f TB/s)  skinny %6.1f us (%.2f TB/s)%s\n", C,
+                   sh[si].what, O, I, sp, copies, lt, wb / lt * 1e-6, sk, wb / sk * 1e-6, epi == GPT2__EPI_BIAS_GELU ? "  (skinny: bias only)" : "");
+            cudaFree(W);
+        }
+    }
+    cudaFree(X); cudaFree(b); cudaFree(D);
+}
 template <typename T> static void skinny_dtype(gpt2__cuda_state *S, const char *name) {
     const cudaDataType_t dt = gpt2__cuda_type<T>::id;
     CHECK(gpt2__skinny_enable<T>());
@@ -662,8 +706,17 @@ static void skinny_table(void) {
     cudaDeviceProp pr;
     CU(cudaGetDeviceProperties(&pr, 0));
     S->pdl = pr.major >= 9 && g_pdl;
+    if (getenv("SKINNY_ONE")) { /* for ncu: 1558M's qkv at one row, five times */
+        CHECK(gpt2__skinny_enable<__half>());
+        __half *W, *X, *b, *D;
+        CU(cudaMalloc(&W, (size_t)4800 * 1600 * 2)); CU(cudaMalloc(&X, 1600 * 2)); CU(cudaMalloc(&b, 4800 * 2)); CU(cudaMalloc(&D, 4800 * 2));
+        for (int k = 0; k < 5; k++) CHECK(gpt2__skinny_run<__half>(S->stream, 0, D, W, X, b, 4800, 1, 1600, 0, 4800, 1) == GPT2_OK);
+        CU(cudaStreamSynchronize(S->stream));
+        return;
+    }
     skinny_dtype<__half>(S, "f16");
     skinny_dtype<__nv_bfloat16>(S, "bf16");
+    skinny_cold(S);
 }
 
 /* --gelu-match: which GELU formula cuBLASLt's GELU_BIAS epilogue computes. The fc product of 124M at 16 rows: raw
