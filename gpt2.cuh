@@ -1861,8 +1861,12 @@ static gpt2_status gpt2__cpu_step(gpt2_model *m, const gpt2__seq *seqs, int n, i
      device blob, copied from pinned memory (two staging blobs in turn); the pure-decode step is a CUDA graph
      replayed per batch size; only the sampled ids come back to the host, and gpt2_generate launches the next
      decode step before reading them (its tokens are read on the GPU: gpt2__cuda_launch with feed)
-   - on sm_90+ the kernels that follow a cuBLASLt product start as programmatic dependent launches
-     (gpt2__launch, gpt2__pdl_wait) */
+   - decode products of at most 16 rows run on gpt2__skinny_kernel where gpt2__skinny_check found it to give
+     cuBLASLt's bits (it adds K in 16-wide MMA slices in order, as the pinned algorithm does), so batch
+     invariance holds either way; the MLP's first product stays on cuBLASLt (its GELU epilogue)
+   - on sm_90+ the kernels that follow a product start as programmatic dependent launches (gpt2__launch,
+     gpt2__pdl_wait), and residual + LN and decode attention let the next kernel launch early
+     (gpt2__pdl_trigger), so a skinny product streams its weights while they finish */
 
 /* Every CUDA and cuBLASLt call is checked; a failure returns GPT2_ERR_DEVICE with the call, file and line. */
 #define GPT2__CU(call)                                                                                     \
