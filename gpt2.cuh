@@ -1970,7 +1970,7 @@ static __device__ __forceinline__ void gpt2__pdl_wait(void) {
    what needs no input (gpt2__skinny_kernel: stream its weights) until their gpt2__pdl_wait, which still waits for
    this whole kernel. Called once every thread of a block is past its own gpt2__pdl_wait. */
 static __device__ __forceinline__ void gpt2__pdl_trigger(void) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && !defined(GPT2__NO_PDL_TRIGGER) /* (the latter: bench A/B builds) */
     asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
 #endif
 }
