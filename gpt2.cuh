@@ -1863,7 +1863,8 @@ static gpt2_status gpt2__cpu_step(gpt2_model *m, const gpt2__seq *seqs, int n, i
      decode step before reading them (its tokens are read on the GPU: gpt2__cuda_launch with feed)
    - decode products of at most 16 rows run on gpt2__skinny_kernel where gpt2__skinny_check found it to give
      cuBLASLt's bits (it adds K in 16-wide MMA slices in order, as the pinned algorithm does), so batch
-     invariance holds either way; the MLP's first product stays on cuBLASLt (its GELU epilogue)
+     invariance holds either way; in F16/BF16 decode rows take their GELU from gpt2__gelu (bias into T, then
+     GELU), never from cuBLASLt's epilogue, whose rounding no formula reproduced (gpt2__decode_lt)
    - on sm_90+ the kernels that follow a product start as programmatic dependent launches (gpt2__launch,
      gpt2__pdl_wait), and residual + LN and decode attention let the next kernel launch early
      (gpt2__pdl_trigger), so a skinny product streams its weights while they finish */
@@ -2493,12 +2494,42 @@ __global__ void __launch_bounds__(2 * GPT2__FQ) gpt2__attn_prefill_kernel(const 
 #endif
 }
 
+/* gelu_new (as gpt2__cpu_gelu) of a value already rounded to T, in fp32, every operation rounded as written (no
+   fused multiply-add), so each kernel that calls it gives the same bits: the decode rows' GELU (gpt2__linear) */
+static __device__ __forceinline__ float gpt2__gelu(float v) {
+    const float v3 = __fmul_rn(__fmul_rn(v, v), v);
+    const float u = __fmul_rn(0.7978845608028654f, __fadd_rn(v, __fmul_rn(0.044715f, v3)));
+    return __fmul_rn(__fmul_rn(0.5f, v), __fadd_rn(1.0f, tanhf(u)));
+}
+
+/* x [n] in T := gpt2__gelu(x), in place: decode rows of the MLP's first product that cuBLASLt computed with the
+   bias alone (rows contiguous). 8 elements (16 bytes) per thread and step when x is 16-byte aligned and n a multiple
+   of 8, else one; grid-stride. */
+template <typename T>
+__global__ void gpt2__gelu_kernel(T *x, size_t n) {
+    gpt2__pdl_wait();
+    gpt2__pdl_trigger();
+    const size_t stride = (size_t)gridDim.x * blockDim.x, t0 = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    if (n % 8 == 0 && ((uintptr_t)x & 15) == 0) {
+        for (size_t i = t0; i < n / 8; i += stride) {
+            uint4 u = ((const uint4 *)x)[i];
+            T *e = (T *)&u;
+#pragma unroll
+            for (int k = 0; k < 8; k++) gpt2__put(e + k, gpt2__gelu(gpt2__f(e[k])));
+            ((uint4 *)x)[i] = u;
+        }
+        return;
+    }
+    for (size_t i = t0; i < n; i += stride) gpt2__put(x + i, gpt2__gelu(gpt2__f(x[i])));
+}
+
 /* Decode rows of a linear layer, few of them (n <= GPT2__SK_ROWS), on the tensor cores, computing what cuBLASLt's
    pinned algorithm computes for them, bit for bit where gpt2__skinny_check finds it so. On the H100 (bench_gpt2
    --skinny) cuBLASLt's kernels add each 16-wide slice of K in one MMA, the slices in order, into an fp32 accumulator
    that starts at 0; this kernel does the same, so a row's result does not depend on which of the two ran it.
    D = X [n][ld I] @ W^T over piece p of K (Ik = I / pieces elements from p*Ik), W [O][I]; as gpt2__gemm_run:
-   out_f32: D [p][n][ldd] fp32, the sums alone; else D [n][ldd] in T, sum + bias (T) in fp32, rounded once.
+   out_f32: D [p][n][ldd] fp32, the sums alone; else D [n][ldd] in T, sum + bias (T) in fp32, rounded once, and with
+   gelu, gpt2__gelu of that, rounded again (what cuBLASLt with the bias and gpt2__gelu_kernel give).
    Ik a multiple of 16, O of 8, rows 16-byte aligned.
    Grid: (O / (8 NW) rounded up, pieces); block: NW warps, warp w owning columns o0+8w..+7: one m16n8k16 chain
    over K, whose step time (not the weight reads) bounds a one-row product, so a step is two ldmatrix and two MMAs
@@ -2518,7 +2549,8 @@ __global__ void __launch_bounds__(2 * GPT2__FQ) gpt2__attn_prefill_kernel(const 
 #endif
 template <typename T, bool R16, int NW = GPT2__SK_NW, int KC = GPT2__SK_KC, int ST = GPT2__SK_ST>
 __global__ void __launch_bounds__(32 * NW) gpt2__skinny_kernel(const T *__restrict__ W, const T *__restrict__ X, void *__restrict__ D,
-                                                         const T *__restrict__ bias, int O, int n, int I, int Ik, int ldd, int out_f32) {
+                                                         const T *__restrict__ bias, int O, int n, int I, int Ik, int ldd, int out_f32,
+                                                         int gelu) {
 #if __CUDA_ARCH__ >= 800
     constexpr int LDW = KC + 8, COLS = 8 * NW, PER = KC / 32; /* PER: 16-byte copies per thread per stage */
     static_assert(KC % 32 == 0, "a stage holds whole pairs of 16-wide slices");
@@ -2612,6 +2644,7 @@ __global__ void __launch_bounds__(32 * NW) gpt2__skinny_kernel(const T *__restri
             T *o = (T *)D + (size_t)r * ldd + col;
             gpt2__put(o, v0);
             gpt2__put(o + 1, v1);
+            if (gelu) { gpt2__put(o, gpt2__gelu(gpt2__f(o[0]))); gpt2__put(o + 1, gpt2__gelu(gpt2__f(o[1]))); }
         }
     }
 #endif
@@ -2881,7 +2914,7 @@ typedef struct gpt2__cuda_state {
     int skinny;                         /* decode products of <= GPT2__SK_ROWS rows go to gpt2__skinny_kernel where verified
                                            (tests turn it off to compare) */
     int sk_n;                           /* verified products: O, I, pieces, epilogue, out_f32 (gpt2__skinny_check) */
-    int sk_ok[4][5];
+    int sk_ok[5][5];
 } gpt2__cuda_state;
 
 static size_t gpt2__align256(size_t n) { return (n + 255) & ~(size_t)255; }
@@ -3102,16 +3135,16 @@ static int gpt2__skinny_enable(void) {
            cudaFuncGetAttributes(&fa, gpt2__skinny_kernel<T, false, NW, KC, ST>) == cudaSuccess && fa.ptxVersion >= 80;
 }
 /* The product of gpt2__gemm_run (n rows; epilogue bias when bias is set and not out_f32, else none; T half or
-   bfloat16) by gpt2__skinny_kernel; pdl as gpt2__launch. */
+   bfloat16) by gpt2__skinny_kernel, then with gelu gpt2__gelu; pdl as gpt2__launch. */
 template <typename T, int NW = GPT2__SK_NW, int KC = GPT2__SK_KC, int ST = GPT2__SK_ST>
 static gpt2_status gpt2__skinny_run(cudaStream_t st, int pdl, void *D, const T *W, const T *X, const T *bias, int O, int n,
-                                    int I, int out_f32, int ldd, int splits) {
+                                    int I, int out_f32, int ldd, int splits, int gelu = 0) {
     if (ldd < O) ldd = O;
     const int Ik = I / splits;
     return gpt2__launch(n > 8 ? gpt2__skinny_kernel<T, true, NW, KC, ST> : gpt2__skinny_kernel<T, false, NW, KC, ST>,
                         dim3((unsigned)((O + 8 * NW - 1) / (8 * NW)), (unsigned)splits), dim3(32 * NW),
                         gpt2__skinny_smem(n, Ik, sizeof(T), NW, KC, ST), st, pdl, W, X, D, out_f32 ? (const T *)NULL : bias, O, n, I, Ik, ldd,
-                        out_f32);
+                        out_f32, out_f32 ? 0 : gelu);
 }
 
 /* gpt2__residual_ln_kernel over n output rows, its form chosen by C alone; pdl as gpt2__launch */
@@ -3148,11 +3181,28 @@ static int gpt2__decode_splits(int I) {
     return 1;
 }
 
+/* Decode rows of a linear layer through cuBLASLt (gpt2__gemm_run, the algorithm pinned for GPT2_GEMM_REF_ROWS rows).
+   In F16/BF16 the GELU of the MLP's first product is not cuBLASLt's epilogue but the bias alone and then
+   gpt2__gelu_kernel: gpt2__skinny_kernel computes exactly that for few rows, while cuBLASLt's GELU rounds
+   differently from any formula found (bench_gpt2 --gelu-match), and a row must compute alike at any row count. */
+template <typename T>
+static gpt2_status gpt2__decode_lt(gpt2__cuda_state *S, void *D, const void *W, const void *X, const void *bias, int O, int n,
+                                   int I, int epi, int out_f32, int ldd, int sp) {
+    const int own_gelu = sizeof(T) == 2 && epi == GPT2__EPI_BIAS_GELU && !out_f32;
+    gpt2_status st = gpt2__gemm_run(S, gpt2__cuda_type<T>::id, D, W, X, bias, O, n, I, own_gelu ? GPT2__EPI_BIAS : epi, out_f32, ldd,
+                                    GPT2_GEMM_REF_ROWS, sp);
+    if (st || !own_gelu || n < 1) return st;
+    if (ldd > O) return gpt2__fail(GPT2_ERR_ARG, "%s:%d: decode GELU over rows %d apart, %d wide", __FILE__, __LINE__, ldd, O);
+    const size_t elems = (size_t)n * O, want = elems / 8 / 256 + 1, most = (size_t)S->sms * 8;
+    return gpt2__launch(gpt2__gelu_kernel<T>, dim3((unsigned)(want < most ? want : most)), dim3(256), 0, S->stream, S->pdl, (T *)D, elems);
+}
+
 /* A linear layer over N fed rows, the first P of them prompt rows: D [N][O] = X [N][I] @ W^T (+ bias, + GELU), as
    gpt2__gemm_run. Each kind of row has its own reference cuBLASLt algorithm (any tile of its class runs: the same
    arithmetic), so a row computes the same in any step:
      prompt rows: the algorithm picked for a full prompt step (prefill_tokens rows);
-     decode rows (and every logits row): the one picked for GPT2_GEMM_REF_ROWS rows.
+     decode rows (and every logits row): the one picked for GPT2_GEMM_REF_ROWS rows (gpt2__decode_lt), or for at
+     most GPT2__SK_ROWS of them gpt2__skinny_kernel where gpt2__skinny_check found it to give the same bits.
    With part (a layer feeding the residual, epilogue bias), decode rows instead leave gpt2__decode_splits(I) fp32
    pieces part [k][N-P][O] without the bias, for gpt2__residual_ln_kernel to add up (gpt2__resid). */
 template <typename T>
@@ -3169,29 +3219,30 @@ static gpt2_status gpt2__linear(gpt2_model *m, gpt2__cuda_state *S, void *D, con
     else D = (char *)D + (size_t)P * ldd * (out_f32 ? sizeof(float) : sizeof(T));
     if constexpr (sizeof(T) == 2)
         if (gpt2__skinny_use(S, O, nd, I, sp, epi, out_f32))
-            return gpt2__skinny_run<T>(S->stream, S->pdl, D, (const T *)W, Xd, (const T *)bias, O, nd, I, out_f32, ldd, sp);
-    return gpt2__gemm_run(S, dt, D, W, Xd, bias, O, nd, I, epi, out_f32, ldd, GPT2_GEMM_REF_ROWS, sp);
+            return gpt2__skinny_run<T>(S->stream, S->pdl, D, (const T *)W, Xd, (const T *)bias, O, nd, I, out_f32, ldd, sp,
+                                       epi == GPT2__EPI_BIAS_GELU);
+    return gpt2__decode_lt<T>(S, D, W, Xd, bias, O, nd, I, epi, out_f32, ldd, sp);
 }
 
 /* Which decode products gpt2__skinny_kernel may serve: for each of the model's (qkv with bias; the two projections
-   in K pieces, fp32; the logits, fp32), it and cuBLASLt's pinned plan run on the same weights (layer 0, wte) and
-   random rows, 1 and GPT2__SK_ROWS of them; only a product whose every output bit agrees is listed in S->sk_ok.
-   (The MLP's first product keeps cuBLASLt: its GELU epilogue rounds differently from any formula tried here,
-   bench_gpt2 --gelu-match.) Nothing is listed below sm_80, in F32, or when a product does not fit. */
+   in K pieces, fp32; the MLP's first product with bias and GELU; the logits, fp32), it and gpt2__decode_lt run on
+   the same weights (layer 0, wte) and random rows, 1 and GPT2__SK_ROWS of them; only a product whose every output
+   bit agrees is listed in S->sk_ok. Nothing is listed below sm_80, in F32, or when a product does not fit. */
 template <typename T>
 static gpt2_status gpt2__skinny_check(gpt2_model *m, gpt2__cuda_state *S) {
     S->sk_n = 0;
     if (!S->skinny || !gpt2__skinny_enable<T>()) { cudaGetLastError(); return GPT2_OK; }
     const int C = m->cfg.n_embd, F = m->n_inner, R = GPT2__SK_ROWS;
     const gpt2__cuda_layer *y = &S->layers[0];
-    const struct { int O, I, sp, epi, f32; const void *W, *b; } pr[4] = {
+    const struct { int O, I, sp, epi, f32; const void *W, *b; } pr[5] = {
         {3 * C, C, 1, GPT2__EPI_BIAS, 0, y->qkv_w, y->qkv_b},
         {C, C, gpt2__decode_splits(C), GPT2__EPI_NONE, 1, y->proj_w, NULL},
+        {F, C, 1, GPT2__EPI_BIAS_GELU, 0, y->fc_w, y->fc_b},
         {C, F, gpt2__decode_splits(F), GPT2__EPI_NONE, 1, y->fcp_w, NULL},
         {S->ldv, C, 1, GPT2__EPI_NONE, 1, S->wte, NULL}};
     const int Imax = C > F ? C : F;
     size_t dmax = 0;
-    for (int k = 0; k < 4; k++) {
+    for (int k = 0; k < 5; k++) {
         const size_t b = (size_t)pr[k].sp * R * pr[k].O * 4;
         if (b > dmax) dmax = b;
     }
@@ -3209,7 +3260,7 @@ static gpt2_status gpt2__skinny_check(gpt2_model *m, gpt2__cuda_state *S) {
                 cudaMalloc(&d2, dmax) != cudaSuccess ||
                 cudaMemcpy(dx, hx, (size_t)R * Imax * sizeof(T), cudaMemcpyHostToDevice) != cudaSuccess))
         st = gpt2__fail(GPT2_ERR_DEVICE, "%s:%d: the skinny-product check could not allocate or copy", __FILE__, __LINE__);
-    for (int k = 0; k < 4 && !st; k++) {
+    for (int k = 0; k < 5 && !st; k++) {
         const int O = pr[k].O, I = pr[k].I, sp = pr[k].sp;
         if (!gpt2__skinny_fits(O, R, I, sp, sizeof(T))) continue;
         int same = 1;
@@ -3217,10 +3268,9 @@ static gpt2_status gpt2__skinny_check(gpt2_model *m, gpt2__cuda_state *S) {
             const size_t bytes = (size_t)sp * n * O * (pr[k].f32 ? 4 : sizeof(T));
             if (cudaMemsetAsync(d1, 0, bytes, S->stream) != cudaSuccess || cudaMemsetAsync(d2, 0xff, bytes, S->stream) != cudaSuccess)
                 st = gpt2__fail(GPT2_ERR_DEVICE, "%s:%d: cudaMemsetAsync failed", __FILE__, __LINE__);
-            if (!st) st = gpt2__gemm_run(S, gpt2__cuda_type<T>::id, d1, pr[k].W, dx, pr[k].b, O, n, I, pr[k].epi, pr[k].f32, O,
-                                         GPT2_GEMM_REF_ROWS, sp);
+            if (!st) st = gpt2__decode_lt<T>(S, d1, pr[k].W, dx, pr[k].b, O, n, I, pr[k].epi, pr[k].f32, O, sp);
             if (!st) st = gpt2__skinny_run<T>(S->stream, 0, d2, (const T *)pr[k].W, (const T *)dx, (const T *)pr[k].b, O, n, I,
-                                              pr[k].f32, O, sp);
+                                              pr[k].f32, O, sp, pr[k].epi == GPT2__EPI_BIAS_GELU);
             if (!st && (cudaStreamSynchronize(S->stream) != cudaSuccess || cudaMemcpy(h1, d1, bytes, cudaMemcpyDeviceToHost) != cudaSuccess ||
                         cudaMemcpy(h2, d2, bytes, cudaMemcpyDeviceToHost) != cudaSuccess))
                 st = gpt2__fail(GPT2_ERR_DEVICE, "%s:%d: the skinny-product check failed: %s", __FILE__, __LINE__,

@@ -595,9 +595,10 @@ static void algo_search(void) {
     }
 }
 
-/* --skinny: per decode product of 124M and 1558M that gpt2__skinny_kernel may serve (qkv, proj pieces, fc-proj pieces, lm_head) in F16 and BF16, at
-   1, 3, 8 and 16 rows: gpt2__skinny_kernel against the engine's pinned cuBLASLt plan (GPT2_GEMM_REF_ROWS), how many
-   output elements differ in their bits, and both timed (graph_us; with PDL on sm_90, as the engine launches it). */
+/* --skinny: per decode product of 124M and 1558M that gpt2__skinny_kernel may serve (qkv, proj pieces, fc with GELU,
+   fc-proj pieces, lm_head) in F16 and BF16, at 1, 3, 8 and 16 rows: gpt2__skinny_kernel against the engine's
+   cuBLASLt path for decode rows (gpt2__decode_lt), how many output elements differ in their bits, and both timed
+   (graph_us; with PDL on sm_90, as the engine launches it). */
 template <typename T> __global__ void fill_random_t(T *p, size_t n, uint32_t seed, float scale) {
     for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
         uint32_t x = (uint32_t)i * 2654435761u ^ seed;
@@ -608,8 +609,9 @@ template <typename T> __global__ void fill_random_t(T *p, size_t n, uint32_t see
 /* Per call of fn(i), in microseconds, with cold weights: 40 calls in one CUDA graph (graph_calls_us), call i on copy
    i % copies of the weights (copies x bytes well past the 50 MB L2). */
 template <typename F> static double cold_us(cudaStream_t st, F fn) { return graph_calls_us(st, 40, fn); }
-/* --skinny's cold table: one row, F16, every decode product of 124M and 1558M (fc too: cuBLASLt with its GELU
-   epilogue, and the kernel with bias only, what an fc of its own would cost), weights cold (cold_us). */
+/* --skinny's cold table: one row, F16, every decode product of 124M and 1558M (fc: cuBLASLt with its own GELU
+   epilogue, as before the engine took its own GELU, against the kernel with bias and gpt2__gelu), weights cold
+   (cold_us). */
 static void skinny_cold(gpt2__cuda_state *S) {
     const int Cs[] = {768, 1600};
     __half *X, *b;
@@ -639,16 +641,16 @@ static void skinny_cold(gpt2__cuda_state *S) {
             const double lt = cold_us(S->stream, [&](int i) {
                 return gpt2__gemm_run(S, CUDA_R_16F, D, wk(i), X, epi ? b : NULL, O, 1, I, epi, f32, O, GPT2_GEMM_REF_ROWS, sp) == GPT2_OK; });
             const double sk = cold_us(S->stream, [&](int i) {
-                return gpt2__skinny_run<__half>(S->stream, S->pdl, D, wk(i), X, epi ? b : NULL, O, 1, I, f32, O, sp) == GPT2_OK; });
+                return gpt2__skinny_run<__half>(S->stream, S->pdl, D, wk(i), X, epi ? b : NULL, O, 1, I, f32, O, sp, epi == GPT2__EPI_BIAS_GELU) ==
+                       GPT2_OK; });
             printf("skinny cold C=%4d %-7s %5dx%-5d pieces %d (%d copies): cuBLASLt %6.1f us (%.2f TB/s)  skinny %6.1f us (%.2f TB/s)%s\n", C,
-                   sh[si].what, O, I, sp, copies, lt, wb / lt * 1e-6, sk, wb / sk * 1e-6, epi == GPT2__EPI_BIAS_GELU ? "  (skinny: bias only)" : "");
+                   sh[si].what, O, I, sp, copies, lt, wb / lt * 1e-6, sk, wb / sk * 1e-6, epi == GPT2__EPI_BIAS_GELU ? "  (cuBLASLt: its GELU epilogue; skinny: bias, then gpt2__gelu)" : "");
             cudaFree(W);
         }
     }
     cudaFree(X); cudaFree(b); cudaFree(D);
 }
 template <typename T> static void skinny_dtype(gpt2__cuda_state *S, const char *name) {
-    const cudaDataType_t dt = gpt2__cuda_type<T>::id;
     CHECK(gpt2__skinny_enable<T>());
     const int Cs[] = {768, 1600}, rows[] = {1, 3, 8, 16};
     T *W, *X, *b;
@@ -664,6 +666,7 @@ template <typename T> static void skinny_dtype(gpt2__cuda_state *S, const char *
         struct { const char *what; int O, I, epi, f32, splits; } sh[] = {
             {"qkv", 3 * C, C, GPT2__EPI_BIAS, 0, 1},
             {"proj", C, C, GPT2__EPI_NONE, 1, gpt2__decode_splits(C)},
+            {"fc", 4 * C, C, GPT2__EPI_BIAS_GELU, 0, 1},
             {"fcproj", C, 4 * C, GPT2__EPI_NONE, 1, gpt2__decode_splits(4 * C)},
             {"lm_head", 50264, C, GPT2__EPI_NONE, 1, 1}};
         for (size_t si = 0; si < sizeof sh / sizeof sh[0]; si++)
@@ -672,8 +675,10 @@ template <typename T> static void skinny_dtype(gpt2__cuda_state *S, const char *
                 if (!gpt2__skinny_fits(O, n, I, sp, sizeof(T))) { printf("skinny %s C=%d %s n=%d: does not fit\n", name, C, sh[si].what, n); continue; }
                 const size_t bytes = (size_t)sp * n * O * (f32 ? 4 : sizeof(T));
                 CU(cudaMemset(D1, 0x7f, bytes)); CU(cudaMemset(D2, 0x3f, bytes));
-                auto lt = [&]() { return gpt2__gemm_run(S, dt, D1, W, X, epi ? b : NULL, O, n, I, epi, f32, O, GPT2_GEMM_REF_ROWS, sp) == GPT2_OK; };
-                auto sk = [&]() { return gpt2__skinny_run<T>(S->stream, S->pdl, D2, W, X, epi ? b : NULL, O, n, I, f32, O, sp) == GPT2_OK; };
+                auto lt = [&]() { return gpt2__decode_lt<T>(S, D1, W, X, epi ? b : NULL, O, n, I, epi, f32, O, sp) == GPT2_OK; };
+                auto sk = [&]() {
+                    return gpt2__skinny_run<T>(S->stream, S->pdl, D2, W, X, epi ? b : NULL, O, n, I, f32, O, sp, epi == GPT2__EPI_BIAS_GELU) == GPT2_OK;
+                };
                 CHECK(lt()); CHECK(sk());
                 CU(cudaStreamSynchronize(S->stream));
                 CU(cudaMemcpy(h1, D1, bytes, cudaMemcpyDeviceToHost)); CU(cudaMemcpy(h2, D2, bytes, cudaMemcpyDeviceToHost));
