@@ -2533,7 +2533,7 @@ __global__ void gpt2__gelu_kernel(T *x, size_t n) {
    Ik a multiple of 16, O of 8, rows 16-byte aligned.
    Grid: (O / (8 NW) rounded up, pieces); block: NW warps, warp w owning columns o0+8w..+7: one m16n8k16 chain
    over K, whose step time (not the weight reads) bounds a one-row product, so a step is two ldmatrix and two MMAs
-   per 32 of K (n <= 8: one ldmatrix of X feeds two slices). All blocks of a GPT-2 product fit on the GPU at once;
+   per 32 of K (R16 false, n <= 8: one ldmatrix of X feeds two slices; R16: one per slice). All blocks of a GPT-2 product fit on the GPU at once;
    each streams its 8 NW rows of W in slices of KC through a ring of ST cp.async stages, the first ST-1 issued
    before the PDL wait (weights never depend on the kernel before, so they stream while it finishes), then lets
    the next kernel launch, then reads X's n rows. Tuned on the H100 (bench_gpt2 --skinny, --steps; RESULTS.md). */
