@@ -54,11 +54,12 @@ static double measure_copy_bw(void) {
     return 2.0 * n / median(t, 5);
 }
 
-__global__ void fill_random_half(__half *p, size_t n, uint32_t seed) {
+/* p[i] = scale * (a hash of i and seed, uniform in [-0.5, 0.5)), rounded to T */
+template <typename T> __global__ void fill_random_t(T *p, size_t n, uint32_t seed, float scale) {
     for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
         uint32_t x = (uint32_t)i * 2654435761u ^ seed;
         x ^= x >> 13; x *= 0x5bd1e995u; x ^= x >> 15;
-        p[i] = __float2half((float)(x & 0xFFFF) / 65536.0f - 0.5f);
+        gpt2__put(p + i, scale * ((float)(x & 0xFFFF) / 65536.0f - 0.5f));
     }
 }
 
@@ -74,7 +75,7 @@ static double measure_gemm_rate(void) {
     CU(cudaMalloc(&ws, ws_size));
     __half *a, *b, *c;
     CU(cudaMalloc(&a, (size_t)n * n * 2)); CU(cudaMalloc(&b, (size_t)n * n * 2)); CU(cudaMalloc(&c, (size_t)n * n * 2));
-    fill_random_half<<<1024, 256>>>(a, (size_t)n * n, 1); fill_random_half<<<1024, 256>>>(b, (size_t)n * n, 2);
+    fill_random_t<__half><<<1024, 256>>>(a, (size_t)n * n, 1, 1.0f); fill_random_t<__half><<<1024, 256>>>(b, (size_t)n * n, 2, 1.0f);
     CU(cudaDeviceSynchronize());
     cublasLtMatmulDesc_t desc;
     cublasLtMatrixLayout_t la, lb, lc;
@@ -350,24 +351,30 @@ static double time_us(gpt2__cuda_state *S, int which, void *D, const void *W, co
                               which == 1 ? 4096 : which == 2 ? GPT2_GEMM_REF_ROWS : N, 1) == GPT2_OK;
     });
 }
-static void gemm_table(void) {
-    gpt2__cuda_state S0, *S = &S0;
+/* A backend state with a stream, a cuBLASLt handle and its workspace, no model (the kernel and GEMM tables); pdl as the
+   engine sets it (and --no-pdl) */
+static void bare_state(gpt2__cuda_state *S) {
     memset(S, 0, sizeof *S);
     cudaDeviceProp pr;
     CU(cudaGetDeviceProperties(&pr, 0));
     S->sms = pr.multiProcessorCount;
+    S->pdl = pr.major >= 9 && g_pdl;
     CU(cudaStreamCreate(&S->stream));
     CHECK(cublasLtCreate(&S->lt) == CUBLAS_STATUS_SUCCESS);
     S->lt_ws_size = (size_t)32 << 20;
     CU(cudaMalloc(&S->lt_ws, S->lt_ws_size));
+}
+static void gemm_table(void) {
+    gpt2__cuda_state S0, *S = &S0;
+    bare_state(S);
     const int shapes[][2] = {{2304, 768}, {768, 768}, {3072, 768}, {768, 3072}, {50264, 768},
                              {4800, 1600}, {1600, 1600}, {6400, 1600}, {1600, 6400}};
     const int rows[] = {1, 4, 16, 64, 256, 1024};
     __half *W, *X, *D, *b;
     CU(cudaMalloc(&W, (size_t)50264 * 1600 * 2)); CU(cudaMalloc(&X, (size_t)1024 * 6400 * 2));
     CU(cudaMalloc(&D, (size_t)1024 * 50264 * 2)); CU(cudaMalloc(&b, (size_t)50264 * 2));
-    fill_random_half<<<1024, 256>>>(W, (size_t)50264 * 1600, 3); fill_random_half<<<1024, 256>>>(X, (size_t)1024 * 6400, 4);
-    fill_random_half<<<256, 256>>>(b, 50264, 5);
+    fill_random_t<__half><<<1024, 256>>>(W, (size_t)50264 * 1600, 3, 1.0f); fill_random_t<__half><<<1024, 256>>>(X, (size_t)1024 * 6400, 4, 1.0f);
+    fill_random_t<__half><<<256, 256>>>(b, 50264, 5, 1.0f);
     printf("%-12s %5s | %-26s | %-26s | %-26s | plan for 128: how, tile, stages\n", "O x I", "rows", "cuBLASLt(4096) us GB/s TF",
            "cuBLASLt(128) us GB/s TF", "own rows (not invariant)");
     for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++)
@@ -429,8 +436,8 @@ static void algo_classes(void) {
     __half *W, *X, *D0, *D1, *b;
     CU(cudaMalloc(&W, (size_t)6400 * 1600 * 2)); CU(cudaMalloc(&X, (size_t)1024 * 6400 * 2));
     CU(cudaMalloc(&D0, (size_t)1024 * 6400 * 2)); CU(cudaMalloc(&D1, (size_t)1024 * 6400 * 2)); CU(cudaMalloc(&b, 6400 * 2));
-    fill_random_half<<<1024, 256>>>(W, (size_t)6400 * 1600, 3); fill_random_half<<<1024, 256>>>(X, (size_t)1024 * 6400, 4);
-    fill_random_half<<<64, 256>>>(b, 6400, 5);
+    fill_random_t<__half><<<1024, 256>>>(W, (size_t)6400 * 1600, 3, 1.0f); fill_random_t<__half><<<1024, 256>>>(X, (size_t)1024 * 6400, 4, 1.0f);
+    fill_random_t<__half><<<64, 256>>>(b, 6400, 5, 1.0f);
     unsigned short *h0 = (unsigned short *)malloc((size_t)1024 * 6400 * 2), *h1 = (unsigned short *)malloc((size_t)1024 * 6400 * 2);
     for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
         const int O = shapes[si][0], I = shapes[si][1];
@@ -514,8 +521,8 @@ static void algo_search(void) {
     __half *W, *X, *D, *b;
     CU(cudaMalloc(&W, (size_t)6400 * 1600 * 2)); CU(cudaMalloc(&X, (size_t)1024 * 6400 * 2));
     CU(cudaMalloc(&D, (size_t)1024 * 6400 * 2)); CU(cudaMalloc(&b, 6400 * 2));
-    fill_random_half<<<1024, 256>>>(W, (size_t)6400 * 1600, 3); fill_random_half<<<1024, 256>>>(X, (size_t)1024 * 6400, 4);
-    fill_random_half<<<64, 256>>>(b, 6400, 5);
+    fill_random_t<__half><<<1024, 256>>>(W, (size_t)6400 * 1600, 3, 1.0f); fill_random_t<__half><<<1024, 256>>>(X, (size_t)1024 * 6400, 4, 1.0f);
+    fill_random_t<__half><<<64, 256>>>(b, 6400, 5, 1.0f);
     int ids[256], nid = 0;
     CHECK(cublasLtMatmulAlgoGetIds(lt, CUBLAS_COMPUTE_32F, CUDA_R_32F, CUDA_R_16F, CUDA_R_16F, CUDA_R_16F, CUDA_R_16F, 256, ids,
                                    &nid) == CUBLAS_STATUS_SUCCESS);
@@ -599,12 +606,15 @@ static void algo_search(void) {
    fc-proj pieces, lm_head) in F16 and BF16, at 1, 3, 8 and 16 rows: gpt2__skinny_kernel against the engine's
    cuBLASLt path for decode rows (gpt2__decode_lt), how many output elements differ in their bits, and both timed
    (graph_us; with PDL on sm_90, as the engine launches it). */
-template <typename T> __global__ void fill_random_t(T *p, size_t n, uint32_t seed, float scale) {
-    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
-        uint32_t x = (uint32_t)i * 2654435761u ^ seed;
-        x ^= x >> 13; x *= 0x5bd1e995u; x ^= x >> 15;
-        gpt2__put(p + i, scale * ((float)(x & 0xFFFF) / 65536.0f - 0.5f));
-    }
+/* The decode products of a model of width C as the engine runs them (lm_head with the 124M/1558M vocabulary
+   rounded up to 8): name, output width, K, epilogue, fp32 pieces or not, pieces of K. */
+typedef struct { const char *what; int O, I, epi, f32, splits; } sk_product;
+static void sk_products(int C, sk_product p[5]) {
+    p[0] = {"qkv", 3 * C, C, GPT2__EPI_BIAS, 0, 1};
+    p[1] = {"proj", C, C, GPT2__EPI_NONE, 1, gpt2__decode_splits(C)};
+    p[2] = {"fc", 4 * C, C, GPT2__EPI_BIAS_GELU, 0, 1};
+    p[3] = {"fcproj", C, 4 * C, GPT2__EPI_NONE, 1, gpt2__decode_splits(4 * C)};
+    p[4] = {"lm_head", 50264, C, GPT2__EPI_NONE, 1, 1};
 }
 /* Per call of fn(i), in microseconds, with cold weights: 40 calls in one CUDA graph (graph_calls_us), call i on copy
    i % copies of the weights (copies x bytes well past the 50 MB L2). */
@@ -621,13 +631,9 @@ static void skinny_cold(gpt2__cuda_state *S) {
     fill_random_t<__half><<<8, 256>>>(b, 6400, 13, 1.0f);
     for (int ci = 0; ci < 2; ci++) {
         const int C = Cs[ci];
-        struct { const char *what; int O, I, epi, f32, splits; } sh[] = {
-            {"qkv", 3 * C, C, GPT2__EPI_BIAS, 0, 1},
-            {"proj", C, C, GPT2__EPI_NONE, 1, gpt2__decode_splits(C)},
-            {"fc", 4 * C, C, GPT2__EPI_BIAS_GELU, 0, 1},
-            {"fcproj", C, 4 * C, GPT2__EPI_NONE, 1, gpt2__decode_splits(4 * C)},
-            {"lm_head", 50264, C, GPT2__EPI_NONE, 1, 1}};
-        for (size_t si = 0; si < sizeof sh / sizeof sh[0]; si++) {
+        sk_product sh[5];
+        sk_products(C, sh);
+        for (int si = 0; si < 5; si++) {
             const int O = sh[si].O, I = sh[si].I, f32 = sh[si].f32, sp = sh[si].splits, epi = sh[si].epi;
             const size_t wb = (size_t)O * I * 2;
             int copies = (int)((size_t)(400 << 20) / wb);
@@ -663,13 +669,9 @@ template <typename T> static void skinny_dtype(gpt2__cuda_state *S, const char *
     char *h1 = (char *)malloc((size_t)16 * 50264 * 4), *h2 = (char *)malloc((size_t)16 * 50264 * 4);
     for (int ci = 0; ci < 2; ci++) {
         const int C = Cs[ci];
-        struct { const char *what; int O, I, epi, f32, splits; } sh[] = {
-            {"qkv", 3 * C, C, GPT2__EPI_BIAS, 0, 1},
-            {"proj", C, C, GPT2__EPI_NONE, 1, gpt2__decode_splits(C)},
-            {"fc", 4 * C, C, GPT2__EPI_BIAS_GELU, 0, 1},
-            {"fcproj", C, 4 * C, GPT2__EPI_NONE, 1, gpt2__decode_splits(4 * C)},
-            {"lm_head", 50264, C, GPT2__EPI_NONE, 1, 1}};
-        for (size_t si = 0; si < sizeof sh / sizeof sh[0]; si++)
+        sk_product sh[5];
+        sk_products(C, sh);
+        for (int si = 0; si < 5; si++)
             for (int ri = 0; ri < 4; ri++) {
                 const int O = sh[si].O, I = sh[si].I, n = rows[ri], f32 = sh[si].f32, sp = sh[si].splits, epi = sh[si].epi;
                 if (!gpt2__skinny_fits(O, n, I, sp, sizeof(T))) { printf("skinny %s C=%d %s n=%d: does not fit\n", name, C, sh[si].what, n); continue; }
@@ -703,14 +705,7 @@ template <typename T> static void skinny_dtype(gpt2__cuda_state *S, const char *
 }
 static void skinny_table(void) {
     gpt2__cuda_state S0, *S = &S0;
-    memset(S, 0, sizeof *S);
-    CU(cudaStreamCreate(&S->stream));
-    CHECK(cublasLtCreate(&S->lt) == CUBLAS_STATUS_SUCCESS);
-    S->lt_ws_size = (size_t)32 << 20;
-    CU(cudaMalloc(&S->lt_ws, S->lt_ws_size));
-    cudaDeviceProp pr;
-    CU(cudaGetDeviceProperties(&pr, 0));
-    S->pdl = pr.major >= 9 && g_pdl;
+    bare_state(S);
     if (getenv("SKINNY_ONE")) { /* for ncu: 1558M's qkv at one row, five times */
         CHECK(gpt2__skinny_enable<__half>());
         __half *W, *X, *b, *D;
@@ -798,11 +793,7 @@ template <typename T> static void gelu_match_dtype(gpt2__cuda_state *S, const ch
 }
 static void gelu_match(void) {
     gpt2__cuda_state S0, *S = &S0;
-    memset(S, 0, sizeof *S);
-    CU(cudaStreamCreate(&S->stream));
-    CHECK(cublasLtCreate(&S->lt) == CUBLAS_STATUS_SUCCESS);
-    S->lt_ws_size = (size_t)32 << 20;
-    CU(cudaMalloc(&S->lt_ws, S->lt_ws_size));
+    bare_state(S);
     gelu_match_dtype<__half>(S, "f16");
     gelu_match_dtype<__nv_bfloat16>(S, "bf16");
 }
@@ -813,18 +804,14 @@ static void gelu_match(void) {
    engine's plan and the row count's own pick. Shows what choosing the class member by timing would give. */
 static void class_pool(void) {
     gpt2__cuda_state S0, *S = &S0;
-    memset(S, 0, sizeof *S);
-    CU(cudaStreamCreate(&S->stream));
-    CHECK(cublasLtCreate(&S->lt) == CUBLAS_STATUS_SUCCESS);
-    S->lt_ws_size = (size_t)32 << 20;
-    CU(cudaMalloc(&S->lt_ws, S->lt_ws_size));
+    bare_state(S);
     const int shapes[][2] = {{2304, 768}, {3072, 768}, {4800, 1600}, {6400, 1600}, {1600, 1600}, {50264, 768}};
     const int rows[] = {1, 8, 128, 256, 1024};
     __half *W, *X, *D, *b;
     CU(cudaMalloc(&W, (size_t)50264 * 1600 * 2)); CU(cudaMalloc(&X, (size_t)4096 * 6400 * 2));
     CU(cudaMalloc(&D, (size_t)1024 * 50264 * 4)); CU(cudaMalloc(&b, (size_t)50264 * 2));
-    fill_random_half<<<1024, 256>>>(W, (size_t)50264 * 1600, 3); fill_random_half<<<1024, 256>>>(X, (size_t)1024 * 6400, 4);
-    fill_random_half<<<256, 256>>>(b, 50264, 5);
+    fill_random_t<__half><<<1024, 256>>>(W, (size_t)50264 * 1600, 3, 1.0f); fill_random_t<__half><<<1024, 256>>>(X, (size_t)1024 * 6400, 4, 1.0f);
+    fill_random_t<__half><<<256, 256>>>(b, 50264, 5, 1.0f);
     for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
         const int O = shapes[si][0], I = shapes[si][1], logits = O > 10000;
         cublasLtMatmulDesc_t desc = lt_desc(logits ? NULL : b);
