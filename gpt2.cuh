@@ -1899,9 +1899,11 @@ static constexpr int gpt2__min_arch_of(int i, int n) {
 
 #define GPT2__SAMPLE_THREADS 1024
 #define GPT2__PAGE 4096            /* candidates the sampler sorts at once in shared memory */
+#define GPT2__ARGMAX_LD 8          /* 16-byte loads per thread in flight in the sampler's argmax */
 #define GPT2__MAX_GRAPHS 16
 #define GPT2__MAX_GEMMS 256
 #define GPT2__SPLIT_LEN 256        /* keys per block of decode attention */
+#define GPT2__ATT_PREFETCH (16 << 20) /* decode attention prefetches the cache into L2 up to this many bytes */
 
 /* a linear layer's epilogue: none, + bias, + bias then GELU */
 enum { GPT2__EPI_NONE = 0, GPT2__EPI_BIAS = 1, GPT2__EPI_BIAS_GELU = 2 };
@@ -2028,11 +2030,24 @@ __global__ void __launch_bounds__(256) gpt2__residual_ln_kernel(float *__restric
                                                                   const int *tok, const int *pos, const T *wte, const T *wpe,
                                                                   const float *g, const float *b, T *out, int C, float eps) {
     __shared__ float sh[32];
-    gpt2__pdl_wait();
-    gpt2__pdl_trigger();
     const int o = blockIdx.x, r = rows ? rows[o] : o;
     float *xr = x + (size_t)r * C;
     const int mode = tok ? 0 : ad.part && r >= ad.P ? 1 : ad.add ? 2 : 3; /* embedding, pieces, add, none */
+    const int nc = C >> 2;
+    /* the weights this row needs (gain, shift, a projection's bias) do not depend on the kernel before: load them
+       while it finishes */
+    float4 gg[E > 0 ? E : 1], bb[E > 0 ? E : 1], bi[E > 0 ? E : 1];
+    if constexpr (E > 0)
+#pragma unroll
+        for (int j = 0; j < E; j++) {
+            const int c = 4 * (threadIdx.x + 256 * j);
+            if (c >= 4 * nc) continue;
+            gg[j] = gpt2__ld4(g + c);
+            bb[j] = gpt2__ld4(b + c);
+            if (mode == 1) bi[j] = gpt2__ld4(ad.bias + c);
+        }
+    gpt2__pdl_wait();
+    gpt2__pdl_trigger();
     const int t = mode == 0 ? (tok[r] < 0 ? ad.feed[-1 - tok[r]] : tok[r]) : 0;
     float sum = 0.0f;
     if (E == 0) {
@@ -2056,49 +2071,50 @@ __global__ void __launch_bounds__(256) gpt2__residual_ln_kernel(float *__restric
         for (int i = threadIdx.x; i < C; i += blockDim.x) gpt2__put(yr + i, (xr[i] - mean) * rstd * g[i] + b[i]);
         return;
     }
-    const int nc = C >> 2;
-    float4 v[E > 0 ? E : 1];
+    if constexpr (E > 0) { /* (E == 0 returned above) */
+        float4 v[E > 0 ? E : 1];
 #pragma unroll
-    for (int j = 0; j < E; j++) {
-        const int c = 4 * (threadIdx.x + 256 * j);
-        v[j] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-        if (c >= 4 * nc) continue;
-        if (mode == 0) { v[j] = gpt2__add4(gpt2__ld4(wte + (size_t)t * C + c), gpt2__ld4(wpe + (size_t)pos[r] * C + c)); continue; }
-        const float4 xv = gpt2__ld4(xr + c);
-        if (mode == 1) {
-            const float *pr = ad.part + (size_t)(r - ad.P) * C + c;
-            float4 a = gpt2__ld4(pr);
+        for (int j = 0; j < E; j++) {
+            const int c = 4 * (threadIdx.x + 256 * j);
+            v[j] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+            if (c >= 4 * nc) continue;
+            if (mode == 0) { v[j] = gpt2__add4(gpt2__ld4(wte + (size_t)t * C + c), gpt2__ld4(wpe + (size_t)pos[r] * C + c)); continue; }
+            const float4 xv = gpt2__ld4(xr + c);
+            if (mode == 1) {
+                const float *pr = ad.part + (size_t)(r - ad.P) * C + c;
+                float4 a = gpt2__ld4(pr);
 #pragma unroll
-            for (int k = 1; k < 4; k++)
-                if (k < ad.splits) a = gpt2__add4(a, gpt2__ld4(pr + k * ad.stride));
-            v[j] = gpt2__add4(xv, gpt2__add4(a, gpt2__ld4(ad.bias + c)));
-        } else if (mode == 2) v[j] = gpt2__add4(xv, gpt2__ld4(ad.add + (size_t)r * C + c));
-        else v[j] = xv;
-    }
+                for (int k = 1; k < 4; k++)
+                    if (k < ad.splits) a = gpt2__add4(a, gpt2__ld4(pr + k * ad.stride));
+                v[j] = gpt2__add4(xv, gpt2__add4(a, bi[j]));
+            } else if (mode == 2) v[j] = gpt2__add4(xv, gpt2__ld4(ad.add + (size_t)r * C + c));
+            else v[j] = xv;
+        }
 #pragma unroll
-    for (int j = 0; j < E; j++) {
-        const int c = 4 * (threadIdx.x + 256 * j);
-        if (c >= 4 * nc) continue;
-        if (mode != 3) gpt2__st4(xr + c, v[j]);
-        sum += v[j].x; sum += v[j].y; sum += v[j].z; sum += v[j].w;
-    }
-    const float mean = gpt2__block_sum(sum, sh) / (float)C;
-    float ss = 0.0f;
+        for (int j = 0; j < E; j++) {
+            const int c = 4 * (threadIdx.x + 256 * j);
+            if (c >= 4 * nc) continue;
+            if (mode != 3) gpt2__st4(xr + c, v[j]);
+            sum += v[j].x; sum += v[j].y; sum += v[j].z; sum += v[j].w;
+        }
+        const float mean = gpt2__block_sum(sum, sh) / (float)C;
+        float ss = 0.0f;
 #pragma unroll
-    for (int j = 0; j < E; j++) {
-        if (4 * (threadIdx.x + 256 * j) >= 4 * nc) continue;
-        const float dx = v[j].x - mean, dy = v[j].y - mean, dz = v[j].z - mean, dw = v[j].w - mean;
-        ss += dx * dx; ss += dy * dy; ss += dz * dz; ss += dw * dw;
-    }
-    const float rstd = rsqrtf(gpt2__block_sum(ss, sh) / (float)C + eps);
-    T *yr = out + (size_t)o * C;
+        for (int j = 0; j < E; j++) {
+            if (4 * (threadIdx.x + 256 * j) >= 4 * nc) continue;
+            const float dx = v[j].x - mean, dy = v[j].y - mean, dz = v[j].z - mean, dw = v[j].w - mean;
+            ss += dx * dx; ss += dy * dy; ss += dz * dz; ss += dw * dw;
+        }
+        const float rstd = rsqrtf(gpt2__block_sum(ss, sh) / (float)C + eps);
+        T *yr = out + (size_t)o * C;
 #pragma unroll
-    for (int j = 0; j < E; j++) {
-        const int c = 4 * (threadIdx.x + 256 * j);
-        if (c >= 4 * nc) continue;
-        const float4 gg = gpt2__ld4(g + c), bb = gpt2__ld4(b + c);
-        gpt2__st4(yr + c, make_float4((v[j].x - mean) * rstd * gg.x + bb.x, (v[j].y - mean) * rstd * gg.y + bb.y,
-                                      (v[j].z - mean) * rstd * gg.z + bb.z, (v[j].w - mean) * rstd * gg.w + bb.w));
+        for (int j = 0; j < E; j++) {
+            const int c = 4 * (threadIdx.x + 256 * j);
+            if (c >= 4 * nc) continue;
+            const float4 G = gg[j], B = bb[j];
+            gpt2__st4(yr + c, make_float4((v[j].x - mean) * rstd * G.x + B.x, (v[j].y - mean) * rstd * G.y + B.y,
+                                          (v[j].z - mean) * rstd * G.z + B.z, (v[j].w - mean) * rstd * G.w + B.w));
+        }
     }
 }
 
@@ -2146,18 +2162,29 @@ __global__ void __launch_bounds__(128) gpt2__attn_kernel(const T *__restrict__ q
                                                            const int *__restrict__ row_slot,
                                                            const int *__restrict__ row_pos, int C, int H, int hd,
                                                            int max_seq, int split_len, int n_split, int lpk,
-                                                           float scale_log2, unsigned *__restrict__ count, int store) {
+                                                           float scale_log2, unsigned *__restrict__ count, int store,
+                                                           int prefetch) {
     extern __shared__ float gpt2__attn_sh[];
-    gpt2__pdl_wait();
-    gpt2__pdl_trigger();
     const int sp = blockIdx.x, h = blockIdx.y, z = blockIdx.z, r = rows[z];
     const int p = row_pos[r], k0 = sp * split_len;
     if (k0 > p) return;
     const int k1 = min(k0 + split_len, p + 1);
-    const int nc = hd / VE, gl = threadIdx.x & (lpk - 1), g = threadIdx.x / lpk, G = blockDim.x / lpk;
-    const T *q = qkv + (size_t)r * 3 * C + (size_t)h * hd, *kn = q + C, *vn = q + 2 * C;
     const size_t head = ((size_t)row_slot[r] * H + h) * max_seq * hd;
     T *kh = kc + head, *vh = vc + head;
+    /* the keys and values before position p were written by earlier steps: while the kernel before finishes, bring
+       them into L2 (few rows: the step is latency-bound; the host sets prefetch only when they fit in L2 easily) */
+    if (prefetch) {
+        const int per = (hd * (int)sizeof(T) + 127) / 128, n = (min(k1, p) - k0) * per; /* 128-byte lines per key */
+        for (int i = threadIdx.x; i < n; i += blockDim.x) {
+            const size_t at = (size_t)(k0 + i / per) * hd + (size_t)(i % per) * (128 / sizeof(T));
+            asm volatile("prefetch.global.L2 [%0];" ::"l"(kh + at));
+            asm volatile("prefetch.global.L2 [%0];" ::"l"(vh + at));
+        }
+    }
+    gpt2__pdl_wait();
+    gpt2__pdl_trigger();
+    const int nc = hd / VE, gl = threadIdx.x & (lpk - 1), g = threadIdx.x / lpk, G = blockDim.x / lpk;
+    const T *q = qkv + (size_t)r * 3 * C + (size_t)h * hd, *kn = q + C, *vn = q + 2 * C;
     /* store: this row's own key and value come from qkv, and the block holding position p puts them in the cache */
     if (store && p < k1)
         for (int e = threadIdx.x; e < hd; e += blockDim.x) { kh[(size_t)p * hd + e] = kn[e]; vh[(size_t)p * hd + e] = vn[e]; }
@@ -2583,6 +2610,10 @@ __global__ void __launch_bounds__(32 * NW) gpt2__skinny_kernel(const T *__restri
         gpt2__cp_commit();                                                                        \
     } while (0)
     for (int c = 0; c < ST - 1; c++) GPT2__SK_ISSUE(c);
+    /* the epilogue's bias, also before the wait (it would otherwise be a memory round trip after the chain) */
+    const int g = lane >> 2, col = o0 + w * 8 + 2 * (lane & 3);
+    float b0 = 0.0f, b1 = 0.0f;
+    if (bias && !out_f32 && col < O) { b0 = gpt2__f(bias[col]); b1 = gpt2__f(bias[col + 1]); }
     gpt2__pdl_wait();
     gpt2__pdl_trigger();
     /* X's n rows into shared memory, four 16-byte loads in flight per thread (the MMAs' rows n..15 read row 0: an
@@ -2631,7 +2662,6 @@ __global__ void __launch_bounds__(32 * NW) gpt2__skinny_kernel(const T *__restri
     }
 #undef GPT2__SK_ISSUE
     gpt2__cp_wait<0>();
-    const int g = lane >> 2, col = o0 + w * 8 + 2 * (lane & 3);
     if (col >= O) return;
     for (int hh = 0; hh < 2; hh++) {
         const int r = g + 8 * hh;
@@ -2640,7 +2670,7 @@ __global__ void __launch_bounds__(32 * NW) gpt2__skinny_kernel(const T *__restri
         if (out_f32) {
             *(float2 *)((float *)D + ((size_t)piece * n + r) * ldd + col) = make_float2(v0, v1);
         } else {
-            if (bias) { v0 += gpt2__f(bias[col]); v1 += gpt2__f(bias[col + 1]); }
+            if (bias) { v0 += b0; v1 += b1; }
             T *o = (T *)D + (size_t)r * ldd + col;
             gpt2__put(o, v0);
             gpt2__put(o + 1, v1);
@@ -2744,7 +2774,27 @@ __global__ void __launch_bounds__(GPT2__SAMPLE_THREADS) gpt2__sample_kernel(floa
         /* 1. argmax, lowest index among ties */
         float bv = -INFINITY;
         int bi = 0x7FFFFFFF;
-        for (int i = tid; i < V; i += nt) if (p[i] > bv) { bv = p[i]; bi = i; }
+        if (((uintptr_t)p & 15) == 0) {
+            /* 16-byte loads, GPT2__ARGMAX_LD of them in flight per thread before any compare (one row is latency-bound) */
+            const int n4 = V / 4;
+            for (int i0 = tid; i0 < n4; i0 += GPT2__ARGMAX_LD * nt) {
+                float4 q[GPT2__ARGMAX_LD];
+#pragma unroll
+                for (int u = 0; u < GPT2__ARGMAX_LD; u++)
+                    if (i0 + u * nt < n4) q[u] = ((const float4 *)p)[i0 + u * nt];
+#pragma unroll
+                for (int u = 0; u < GPT2__ARGMAX_LD; u++) {
+                    const int i = 4 * (i0 + u * nt);
+                    if (i0 + u * nt >= n4) break;
+                    if (q[u].x > bv) { bv = q[u].x; bi = i; }
+                    if (q[u].y > bv) { bv = q[u].y; bi = i + 1; }
+                    if (q[u].z > bv) { bv = q[u].z; bi = i + 2; }
+                    if (q[u].w > bv) { bv = q[u].w; bi = i + 3; }
+                }
+            }
+            for (int i = 4 * n4 + tid; i < V; i += nt) if (p[i] > bv) { bv = p[i]; bi = i; }
+        } else
+            for (int i = tid; i < V; i += nt) if (p[i] > bv) { bv = p[i]; bi = i; }
         for (int o = 16; o; o >>= 1) {
             float ov = __shfl_xor_sync(0xffffffffu, bv, o);
             int oi = __shfl_xor_sync(0xffffffffu, bi, o);
@@ -3300,9 +3350,11 @@ static gpt2_status gpt2__attn_launch(gpt2__cuda_state *S, const gpt2_model *m, T
     const size_t smem = ((size_t)G * hd + 2 * G) * sizeof(float);
     const float scale_log2 = 1.4426950408889634f / sqrtf((float)hd);
     dim3 grid((unsigned)n_split, (unsigned)H, (unsigned)d->n_att);
+    /* L2 prefetch of the cached keys and values when every row's whole cache is at most GPT2__ATT_PREFETCH bytes */
+    const int prefetch = (double)d->n_att * 2.0 * m->max_seq * C * sizeof(T) <= GPT2__ATT_PREFETCH;
     return gpt2__launch(gpt2__attn_kernel<T, VE, MAXC>, grid, dim3(128), smem, S->stream, S->pdl, (const T *)S->qkv, kc, vc,
                         (T *)S->att, S->part, (const int *)d->att_rows, (const int *)d->slot, (const int *)d->pos, C, H, hd,
-                        m->max_seq, split_len, n_split, lpk, scale_log2, S->att_count, store);
+                        m->max_seq, split_len, n_split, lpk, scale_log2, S->att_count, store, prefetch);
 }
 
 template <typename T, int HD>
