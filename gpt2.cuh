@@ -2081,11 +2081,15 @@ __global__ void __launch_bounds__(256) gpt2__residual_ln_kernel(float *__restric
             if (mode == 0) { v[j] = gpt2__add4(gpt2__ld4(wte + (size_t)t * C + c), gpt2__ld4(wpe + (size_t)pos[r] * C + c)); continue; }
             const float4 xv = gpt2__ld4(xr + c);
             if (mode == 1) {
+                /* every piece's load issued before the first add (a piece past splits reloads piece 0, unused) */
                 const float *pr = ad.part + (size_t)(r - ad.P) * C + c;
-                float4 a = gpt2__ld4(pr);
+                float4 pp[4];
+#pragma unroll
+                for (int k = 0; k < 4; k++) pp[k] = gpt2__ld4(pr + (k < ad.splits ? k : 0) * ad.stride);
+                float4 a = pp[0];
 #pragma unroll
                 for (int k = 1; k < 4; k++)
-                    if (k < ad.splits) a = gpt2__add4(a, gpt2__ld4(pr + k * ad.stride));
+                    if (k < ad.splits) a = gpt2__add4(a, pp[k]);
                 v[j] = gpt2__add4(xv, gpt2__add4(a, bi[j]));
             } else if (mode == 2) v[j] = gpt2__add4(xv, gpt2__ld4(ad.add + (size_t)r * C + c));
             else v[j] = xv;
@@ -2550,6 +2554,109 @@ __global__ void gpt2__gelu_kernel(T *x, size_t n) {
     for (size_t i = t0; i < n; i += stride) gpt2__put(x + i, gpt2__gelu(gpt2__f(x[i])));
 }
 
+/* The residual add + layer norm that gpt2__skinny_kernel applies to its own input when LNE > 0 (few decode rows, no
+   prompt rows: gpt2__cuda_run_t), instead of a gpt2__residual_ln_kernel launch before it: X row r is that kernel's
+   output for x[r] + ((part[0][r] + part[1][r]) + ...) + bias, gain g, shift b. Block (0, 0) writes the updated rows
+   to xo, the other of two buffers (every block reads x). */
+template <typename T> struct gpt2__lnf {
+    const float *x;
+    float *xo;
+    const float *part;
+    size_t stride;
+    int splits;
+    const T *bias;
+    const float *g, *b;
+    float eps;
+};
+
+/* The block's sum of the V partial sums a thread holds, one per thread of gpt2__residual_ln_kernel it plays (thread t
+   plays t + 32 NW k), in gpt2__block_sum's order: a butterfly within each played warp, then the eight warps in order. */
+template <int NW, int V>
+static __device__ __forceinline__ float gpt2__lnf_sum(float (&p)[V], float *sh) {
+    const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
+#pragma unroll
+    for (int k = 0; k < V; k++)
+        for (int o = 16; o; o >>= 1) p[k] += __shfl_xor_sync(0xffffffffu, p[k], o);
+    __syncthreads();
+    if (lane == 0)
+#pragma unroll
+        for (int k = 0; k < V; k++) sh[w + NW * k] = p[k];
+    __syncthreads();
+    float tot = 0.0f;
+    for (int i = 0; i < 8; i++) tot += sh[i];
+    return tot;
+}
+
+/* One row of gpt2__residual_ln_kernel<T, E> (mode pieces) by a block of NT = 32 NW threads, each playing V = 256 / NT
+   of that kernel's 256 threads (thread t plays t + NT k): every partial sum, butterfly and the sum over the eight
+   warps run in that kernel's order, so y (T [C], here shared memory) is its output bit for bit. G, B, BI: this
+   thread's gain, shift and bias chunks, loaded before the PDL wait. sh: 8 floats. */
+template <typename T, int NW, int E>
+static __device__ __forceinline__ void gpt2__lnf_row(const gpt2__lnf<T> &a, int r, int C, T *y, bool write,
+                                                     const float4 (&G)[256 / (32 * NW)][E], const float4 (&B)[256 / (32 * NW)][E],
+                                                     const float4 (&BI)[256 / (32 * NW)][E], float *sh) {
+    constexpr int NT = 32 * NW, V = 256 / NT;
+    const int t = threadIdx.x;
+    const float *xr = a.x + (size_t)r * C, *pr = a.part + (size_t)r * C;
+    float4 v[V][E], pp[V][E][4];
+    /* every load of the row issued before the first add: chunks past C and pieces past splits reload chunk 0 and
+       piece 0, unused */
+#pragma unroll
+    for (int k = 0; k < V; k++)
+#pragma unroll
+        for (int j = 0; j < E; j++) {
+            const int c = 4 * (t + NT * k + 256 * j), cc = c < C ? c : 0;
+            v[k][j] = gpt2__ld4(xr + cc);
+#pragma unroll
+            for (int q = 0; q < 4; q++) pp[k][j][q] = gpt2__ld4(pr + cc + (q < a.splits ? q : 0) * a.stride);
+        }
+#pragma unroll
+    for (int k = 0; k < V; k++)
+#pragma unroll
+        for (int j = 0; j < E; j++) {
+            if (4 * (t + NT * k + 256 * j) >= C) { v[k][j] = make_float4(0.0f, 0.0f, 0.0f, 0.0f); continue; }
+            float4 s = pp[k][j][0];
+#pragma unroll
+            for (int q = 1; q < 4; q++)
+                if (q < a.splits) s = gpt2__add4(s, pp[k][j][q]);
+            v[k][j] = gpt2__add4(v[k][j], gpt2__add4(s, BI[k][j]));
+        }
+    float sum[V], ss[V];
+#pragma unroll
+    for (int k = 0; k < V; k++) {
+        sum[k] = 0.0f;
+#pragma unroll
+        for (int j = 0; j < E; j++) {
+            const int c = 4 * (t + NT * k + 256 * j);
+            if (c >= C) continue;
+            if (write) gpt2__st4(a.xo + (size_t)r * C + c, v[k][j]);
+            sum[k] += v[k][j].x; sum[k] += v[k][j].y; sum[k] += v[k][j].z; sum[k] += v[k][j].w;
+        }
+    }
+    const float mean = gpt2__lnf_sum<NW, V>(sum, sh) / (float)C;
+#pragma unroll
+    for (int k = 0; k < V; k++) {
+        ss[k] = 0.0f;
+#pragma unroll
+        for (int j = 0; j < E; j++) {
+            if (4 * (t + NT * k + 256 * j) >= C) continue;
+            const float dx = v[k][j].x - mean, dy = v[k][j].y - mean, dz = v[k][j].z - mean, dw = v[k][j].w - mean;
+            ss[k] += dx * dx; ss[k] += dy * dy; ss[k] += dz * dz; ss[k] += dw * dw;
+        }
+    }
+    const float rstd = rsqrtf(gpt2__lnf_sum<NW, V>(ss, sh) / (float)C + a.eps);
+#pragma unroll
+    for (int k = 0; k < V; k++)
+#pragma unroll
+        for (int j = 0; j < E; j++) {
+            const int c = 4 * (t + NT * k + 256 * j);
+            if (c >= C) continue;
+            const float4 g = G[k][j], b = B[k][j];
+            gpt2__st4(y + c, make_float4((v[k][j].x - mean) * rstd * g.x + b.x, (v[k][j].y - mean) * rstd * g.y + b.y,
+                                         (v[k][j].z - mean) * rstd * g.z + b.z, (v[k][j].w - mean) * rstd * g.w + b.w));
+        }
+}
+
 /* Decode rows of a linear layer, few of them (n <= GPT2__SK_ROWS), on the tensor cores, computing what cuBLASLt's
    pinned algorithm computes for them, bit for bit where gpt2__skinny_check finds it so. On the H100 (bench_gpt2
    --skinny) cuBLASLt's kernels add each 16-wide slice of K in one MMA, the slices in order, into an fp32 accumulator
@@ -2565,6 +2672,13 @@ __global__ void gpt2__gelu_kernel(T *x, size_t n) {
    before the PDL wait (weights never depend on the kernel before, so they stream while it finishes), then lets
    the next kernel launch, then reads X's n rows. Tuned on the H100 (bench_gpt2 --skinny, --steps; RESULTS.md). */
 #define GPT2__SK_ROWS 16 /* most decode rows gpt2__skinny_kernel takes */
+#define GPT2__LNF_ROWS 2 /* most decode rows whose residual + layer norm the next product computes (gpt2__lnf) */
+#ifndef GPT2__LNF_MAX_C
+#define GPT2__LNF_MAX_C 4096 /* ... at widths up to this */
+#endif
+#ifndef GPT2__LNF_NW
+#define GPT2__LNF_NW 8   /* warps per block of that product: a thread per thread of gpt2__residual_ln_kernel */
+#endif
 #ifndef GPT2__SK_NW
 #define GPT2__SK_NW 1    /* warps per block, 8 output columns each */
 #endif
@@ -2574,10 +2688,10 @@ __global__ void gpt2__gelu_kernel(T *x, size_t n) {
 #ifndef GPT2__SK_ST
 #define GPT2__SK_ST 10   /* stages */
 #endif
-template <typename T, bool R16, int NW = GPT2__SK_NW, int KC = GPT2__SK_KC, int ST = GPT2__SK_ST>
+template <typename T, bool R16, int NW = GPT2__SK_NW, int KC = GPT2__SK_KC, int ST = GPT2__SK_ST, int LNE = 0>
 __global__ void __launch_bounds__(32 * NW) gpt2__skinny_kernel(const T *__restrict__ W, const T *__restrict__ X, void *__restrict__ D,
                                                          const T *__restrict__ bias, int O, int n, int I, int Ik, int ldd, int out_f32,
-                                                         int gelu) {
+                                                         int gelu, gpt2__lnf<T> lnf) {
 #if __CUDA_ARCH__ >= 800
     constexpr int LDW = KC + 8, COLS = 8 * NW, PER = KC / 32; /* PER: 16-byte copies per thread per stage */
     static_assert(KC % 32 == 0, "a stage holds whole pairs of 16-wide slices");
@@ -2614,8 +2728,29 @@ __global__ void __launch_bounds__(32 * NW) gpt2__skinny_kernel(const T *__restri
     const int g = lane >> 2, col = o0 + w * 8 + 2 * (lane & 3);
     float b0 = 0.0f, b1 = 0.0f;
     if (bias && !out_f32 && col < O) { b0 = gpt2__f(bias[col]); b1 = gpt2__f(bias[col + 1]); }
+    /* LNE > 0: X is the layer norm of the residual rows, computed here (gpt2__lnf_row; Ik == I == C) */
+    constexpr int LV = 256 / (32 * NW), LE = LNE > 0 ? LNE : 1;
+    float4 lg[LV][LE], lb[LV][LE], lbi[LV][LE];
+    if constexpr (LNE > 0)
+#pragma unroll
+        for (int k = 0; k < LV; k++)
+#pragma unroll
+            for (int j = 0; j < LE; j++) {
+                const int c = 4 * (tid + 32 * NW * k + 256 * j);
+                if (c >= Ik) continue;
+                lg[k][j] = gpt2__ld4(lnf.g + c);
+                lb[k][j] = gpt2__ld4(lnf.b + c);
+                lbi[k][j] = gpt2__ld4(lnf.bias + c);
+            }
     gpt2__pdl_wait();
     gpt2__pdl_trigger();
+    if constexpr (LNE > 0) {
+        static_assert(256 % (32 * NW) == 0, "threads play whole warps of gpt2__residual_ln_kernel");
+        __shared__ float lsh[8];
+        for (int r = 0; r < n; r++)
+            gpt2__lnf_row<T, NW, LE>(lnf, r, Ik, Xs + r * LDX, blockIdx.x == 0 && blockIdx.y == 0, lg, lb, lbi, lsh);
+        __syncthreads();
+    } else
     /* X's n rows into shared memory, four 16-byte loads in flight per thread (the MMAs' rows n..15 read row 0: an
        MMA row depends on its own operand row alone, and those rows' results are never stored) */
     for (int i0 = tid; i0 < n * (Ik / 8); i0 += 4 * 32 * NW) {
@@ -2965,6 +3100,10 @@ typedef struct gpt2__cuda_state {
                                            (tests turn it off to compare) */
     int sk_n;                           /* verified products: O, I, pieces, epilogue, out_f32 (gpt2__skinny_check) */
     int sk_ok[5][5];
+    int lnf;                            /* steps of <= GPT2__LNF_ROWS decode rows fold residual + LN into the next product
+                                           (gpt2__lnf; tests turn it off to compare) */
+    float *x2;                          /* [GPT2__LNF_ROWS][C]: the residual's other buffer on that path */
+    int lnf_smem;                       /* shared memory a block may have on this GPU (that path's limit) */
 } gpt2__cuda_state;
 
 static size_t gpt2__align256(size_t n) { return (n + 255) & ~(size_t)255; }
@@ -3166,7 +3305,9 @@ static gpt2_status gpt2__gemm_run(gpt2__cuda_state *S, cudaDataType_t dt, void *
 }
 
 /* gpt2__skinny_kernel's shared memory (bytes): the W ring and n rows of X's piece of K */
+#ifndef GPT2__SK_SMEM_MAX
 #define GPT2__SK_SMEM_MAX (160 << 10)
+#endif
 static size_t gpt2__skinny_smem(int n, int Ik, size_t es, int nw = GPT2__SK_NW, int kc = GPT2__SK_KC, int st = GPT2__SK_ST) {
     return ((size_t)st * 8 * nw * (kc + 8) + (size_t)n * (((Ik + 31) & ~31) + 8)) * es;
 }
@@ -3194,7 +3335,47 @@ static gpt2_status gpt2__skinny_run(cudaStream_t st, int pdl, void *D, const T *
     return gpt2__launch(n > 8 ? gpt2__skinny_kernel<T, true, NW, KC, ST> : gpt2__skinny_kernel<T, false, NW, KC, ST>,
                         dim3((unsigned)((O + 8 * NW - 1) / (8 * NW)), (unsigned)splits), dim3(32 * NW),
                         gpt2__skinny_smem(n, Ik, sizeof(T), NW, KC, ST), st, pdl, W, X, D, out_f32 ? (const T *)NULL : bias, O, n, I, Ik, ldd,
-                        out_f32, out_f32 ? 0 : gelu);
+                        out_f32, out_f32 ? 0 : gelu, gpt2__lnf<T>{});
+}
+
+/* gpt2__skinny_kernel with its own residual + layer norm (gpt2__lnf): GPT2__LNF_NW warps a block, so that a block
+   has enough threads to load a row at once; E by C as gpt2__residual_ln. */
+/* Raises the kernel's dynamic shared-memory limit to all a block may have on this GPU less its static part; that
+   limit, or 0 when it cannot run here */
+template <typename T, int E>
+static int gpt2__lnf_enable_e(int optin) {
+    cudaFuncAttributes fa;
+    void (*k)(const T *, const T *, void *, const T *, int, int, int, int, int, int, int, gpt2__lnf<T>) =
+        gpt2__skinny_kernel<T, false, GPT2__LNF_NW, GPT2__SK_KC, GPT2__SK_ST, E>;
+    if (cudaFuncGetAttributes(&fa, k) != cudaSuccess || fa.ptxVersion < 80 || (int)fa.sharedSizeBytes >= optin) return 0;
+    const int smem = optin - (int)fa.sharedSizeBytes;
+    return cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, smem) == cudaSuccess ? smem : 0;
+}
+/* Sets S->lnf_smem, the dynamic shared memory every form may use; 0 when they cannot run here. */
+template <typename T>
+static int gpt2__lnf_enable(gpt2__cuda_state *S) {
+    int optin = 0, a, b, c;
+    if (cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, S->device) != cudaSuccess) optin = 0;
+    a = gpt2__lnf_enable_e<T, 1>(optin); b = gpt2__lnf_enable_e<T, 2>(optin); c = gpt2__lnf_enable_e<T, 4>(optin);
+    cudaGetLastError();
+    S->lnf_smem = a < b ? (a < c ? a : c) : (b < c ? b : c);
+    return S->lnf_smem > 0;
+}
+/* D [n][O] (T) = LN(residual rows) @ W^T + bias (then GELU with gelu), the residual rows updated into lnf.xo */
+template <typename T>
+static gpt2_status gpt2__lnf_run(gpt2__cuda_state *S, void *D, const void *W, const void *bias, int O, int n, int C, int gelu,
+                                 gpt2__lnf<T> lnf) {
+    if constexpr (sizeof(T) != 2) return gpt2__fail(GPT2_ERR_ARG, "%s:%d: gpt2__lnf has no F32 form", __FILE__, __LINE__);
+    else {
+    void (*k)(const T *, const T *, void *, const T *, int, int, int, int, int, int, int, gpt2__lnf<T>) =
+        C <= 1024 ? gpt2__skinny_kernel<T, false, GPT2__LNF_NW, GPT2__SK_KC, GPT2__SK_ST, 1>
+        : C <= 2048 ? gpt2__skinny_kernel<T, false, GPT2__LNF_NW, GPT2__SK_KC, GPT2__SK_ST, 2>
+                    : gpt2__skinny_kernel<T, false, GPT2__LNF_NW, GPT2__SK_KC, GPT2__SK_ST, 4>;
+    if (C > 4096) return gpt2__fail(GPT2_ERR_ARG, "%s:%d: gpt2__lnf over width %d", __FILE__, __LINE__, C);
+    return gpt2__launch(k, dim3((unsigned)((O + 8 * GPT2__LNF_NW - 1) / (8 * GPT2__LNF_NW)), 1u), dim3(32 * GPT2__LNF_NW),
+                        gpt2__skinny_smem(n, C, sizeof(T), GPT2__LNF_NW), S->stream, S->pdl, (const T *)W, (const T *)NULL, D,
+                        (const T *)bias, O, n, C, C, O, 0, gelu, lnf);
+    }
 }
 
 /* gpt2__residual_ln_kernel over n output rows, its form chosen by C alone; pdl as gpt2__launch */
@@ -3219,6 +3400,15 @@ static int gpt2__skinny_use(const gpt2__cuda_state *S, int O, int n, int I, int 
         if (e[0] == O && e[1] == I && e[2] == sp && e[3] == epi && e[4] == f32) return 1;
     }
     return 0;
+}
+
+/* Whether a step of N fed rows, P of them prompt rows, takes the gpt2__lnf path (gpt2__cuda_run_t): few decode rows
+   alone, both products that read a layer norm verified on the skinny kernel, and the block's shared memory fits. */
+static int gpt2__lnf_use(const gpt2__cuda_state *S, const gpt2_model *m, int N, int P) {
+    const int C = m->cfg.n_embd, F = m->n_inner;
+    return S->lnf && S->esize == 2 && P == 0 && N >= 1 && N <= GPT2__LNF_ROWS && C % 4 == 0 && C <= GPT2__LNF_MAX_C &&
+           gpt2__skinny_use(S, 3 * C, N, C, 1, GPT2__EPI_BIAS, 0) && gpt2__skinny_use(S, F, N, C, 1, GPT2__EPI_BIAS_GELU, 0) &&
+           gpt2__skinny_smem(N, C, S->esize, GPT2__LNF_NW) <= (size_t)S->lnf_smem;
 }
 
 /* How many pieces decode rows of a layer with this K split it into (gpt2__linear with part): a fixed count per
@@ -3459,23 +3649,38 @@ static gpt2_status gpt2__cuda_run_t(gpt2_model *m, gpt2__cuda_state *S, const gp
         return st;
     /* decode rows of the two projections into the residual come as K pieces (gpt2__linear with part) */
     gpt2__resid<T> ad = {proj, S->part, NULL, (size_t)(N - P) * C, 1, P, NULL};
+    /* a step of at most GPT2__LNF_ROWS decode rows leaves each residual + LN inside a layer to the product that reads
+       it (gpt2__lnf: the same bits, one kernel fewer); the residual then alternates between x (read by the MLP's
+       first product) and x2 (read by the next layer's qkv, and by the final norm) */
+    const int fuse = gpt2__lnf_use(S, m, N, P);
     for (int l = 0; l < L; l++) {
         const gpt2__cuda_layer *y = &S->layers[l];
-        if ((st = gpt2__linear<T>(m, S, qkv, y->qkv_w, ln, y->qkv_b, 3 * C, N, P, C, GPT2__EPI_BIAS, 0, 0, NULL))) return st;
+        if (fuse && l > 0) {
+            const gpt2__lnf<T> f = {S->x2, S->x, S->part, ad.stride, gpt2__decode_splits(F), (const T *)S->layers[l - 1].fcp_b,
+                                    y->ln1_w, y->ln1_b, cf->ln_eps};
+            st = gpt2__lnf_run<T>(S, qkv, y->qkv_w, y->qkv_b, 3 * C, N, C, 0, f);
+        } else st = gpt2__linear<T>(m, S, qkv, y->qkv_w, ln, y->qkv_b, 3 * C, N, P, C, GPT2__EPI_BIAS, 0, 0, NULL);
+        if (st) return st;
         if ((st = gpt2__attention<T>(S, m, l, d, N, P))) return st;
         if ((st = gpt2__linear<T>(m, S, proj, y->proj_w, att, y->proj_b, C, N, P, C, GPT2__EPI_BIAS, 0, 0, S->part))) return st;
         ad.bias = (const T *)y->proj_b;
         ad.splits = gpt2__decode_splits(C);
-        if ((st = gpt2__residual_ln<T>(S->stream, N, S->x, ad, NULL, NULL, NULL, NULL, NULL, y->ln2_w, y->ln2_b, ln, C, cf->ln_eps, S->pdl)))
-            return st;
-        if ((st = gpt2__linear<T>(m, S, fc, y->fc_w, ln, y->fc_b, F, N, P, C, GPT2__EPI_BIAS_GELU, 0, 0, NULL))) return st;
+        if (fuse) {
+            const gpt2__lnf<T> f = {S->x, S->x2, S->part, ad.stride, ad.splits, ad.bias, y->ln2_w, y->ln2_b, cf->ln_eps};
+            st = gpt2__lnf_run<T>(S, fc, y->fc_w, y->fc_b, F, N, C, 1, f);
+        } else {
+            st = gpt2__residual_ln<T>(S->stream, N, S->x, ad, NULL, NULL, NULL, NULL, NULL, y->ln2_w, y->ln2_b, ln, C, cf->ln_eps, S->pdl);
+            if (!st) st = gpt2__linear<T>(m, S, fc, y->fc_w, ln, y->fc_b, F, N, P, C, GPT2__EPI_BIAS_GELU, 0, 0, NULL);
+        }
+        if (st) return st;
         if ((st = gpt2__linear<T>(m, S, proj, y->fcp_w, fc, y->fcp_b, C, N, P, F, GPT2__EPI_BIAS, 0, 0, S->part))) return st;
         ad.bias = (const T *)y->fcp_b;
         ad.splits = gpt2__decode_splits(F);
         const int last = l + 1 == L;
-        st = gpt2__residual_ln<T>(S->stream, last ? n_out : N, S->x, ad, last && !all_rows ? d->out_row : NULL, NULL, NULL, NULL, NULL,
-                                  last ? S->lnf_w : S->layers[l + 1].ln1_w, last ? S->lnf_b : S->layers[l + 1].ln1_b, ln, C, cf->ln_eps,
-                                  S->pdl);
+        if (fuse && !last) continue;
+        st = gpt2__residual_ln<T>(S->stream, last ? n_out : N, fuse ? S->x2 : S->x, ad, last && !all_rows ? d->out_row : NULL, NULL,
+                                  NULL, NULL, NULL, last ? S->lnf_w : S->layers[l + 1].ln1_w, last ? S->lnf_b : S->layers[l + 1].ln1_b,
+                                  ln, C, cf->ln_eps, S->pdl);
         if (st) return st;
     }
     return gpt2__linear<T>(m, S, S->logits, S->wte, ln, NULL, S->ldv, n_out, 0, C, GPT2__EPI_NONE, 1, S->ldv, NULL);
@@ -3676,12 +3881,13 @@ static gpt2_status gpt2__cuda_init_state(gpt2_model *m, gpt2__cuda_state *S) {
     const size_t R = (size_t)S->max_rows;
     size_t act = gpt2__align256(R * C * 4) + logit_bytes + gpt2__align256(S->part_floats * 4) +
                  3 * gpt2__align256(R * C * es) + gpt2__align256(R * 3 * C * es) + gpt2__align256(R * F * es) +
-                 gpt2__align256(R * H * sizeof(unsigned));
+                 gpt2__align256(R * H * sizeof(unsigned)) + gpt2__align256((size_t)GPT2__LNF_ROWS * C * 4);
     GPT2__CU(cudaMalloc(&S->act, act));
     char *a = (char *)S->act;
     S->att_count = (unsigned *)a; a += gpt2__align256(R * H * sizeof(unsigned));
     GPT2__CU(cudaMemset(S->att_count, 0, R * H * sizeof(unsigned)));
     S->x = (float *)a; a += gpt2__align256(R * C * 4);
+    S->x2 = (float *)a; a += gpt2__align256((size_t)GPT2__LNF_ROWS * C * 4);
     S->logits = (float *)a; a += logit_bytes;
     S->part = (float *)a; a += gpt2__align256(S->part_floats * 4);
     S->ln = a; a += gpt2__align256(R * C * es);
@@ -3738,8 +3944,8 @@ static gpt2_status gpt2__cuda_init_state(gpt2_model *m, gpt2__cuda_state *S) {
     if (st) return st;
     GPT2__CU(cudaGetLastError());
     S->skinny = 1;
-    if (m->dtype == GPT2_DTYPE_F16) return gpt2__skinny_check<__half>(m, S);
-    if (m->dtype == GPT2_DTYPE_BF16) return gpt2__skinny_check<__nv_bfloat16>(m, S);
+    if (m->dtype == GPT2_DTYPE_F16) { S->lnf = gpt2__lnf_enable<__half>(S); return gpt2__skinny_check<__half>(m, S); }
+    if (m->dtype == GPT2_DTYPE_BF16) { S->lnf = gpt2__lnf_enable<__nv_bfloat16>(S); return gpt2__skinny_check<__nv_bfloat16>(m, S); }
     return GPT2_OK;
 }
 
