@@ -1,0 +1,89 @@
+/* What a persistent whole-step kernel would pay per phase, against what a kernel boundary costs (RESULTS.md item 41).
+   1. A grid-wide barrier among G resident blocks of 256 threads: thread 0 of each block adds to one counter (block 0
+      adds 2^31 - (G - 1), the others 1, so bit 31 flips exactly when all have arrived and the counter needs no
+      reset), then spins on an acquire load until the bit flips. Timed over 2000 barriers, G = SMs and 2 x SMs.
+   2. A chain of 500 empty kernels of G blocks in one CUDA graph, each launched with programmatic dependent launch
+      (wait, then let the next one launch), as gpt2.cuh's decode step launches its kernels. Timed per kernel.
+   Build: nvcc -O3 -gencode arch=compute_90,code=sm_90 bench/barrier_vs_pdl.cu -o bench/barrier_vs_pdl (sm_90+). */
+#include <cstdio>
+#include <cuda_runtime.h>
+
+#define CK(x) do { cudaError_t e_ = (x); if (e_ != cudaSuccess) { printf("%s:%d: %s\n", __FILE__, __LINE__, cudaGetErrorString(e_)); return 1; } } while (0)
+
+__device__ __forceinline__ unsigned ld_acquire(const unsigned *p) {
+    unsigned v;
+    asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+    return v;
+}
+__device__ __forceinline__ void grid_barrier(unsigned *ctr) {
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        const unsigned add = blockIdx.x == 0 ? 0x80000000u - (gridDim.x - 1) : 1u;
+        __threadfence();
+        const unsigned old = atomicAdd(ctr, add);
+        while (((old ^ ld_acquire(ctr)) & 0x80000000u) == 0) {}
+        __threadfence();
+    }
+    __syncthreads();
+}
+__global__ void __launch_bounds__(256, 1) barriers(unsigned *ctr, int n, float *sink) {
+    float a = (float)threadIdx.x;
+    for (int i = 0; i < n; i++) { a = a * 1.0001f + 1.0f; grid_barrier(ctr); }
+    if (a == -1.0f) sink[0] = a;
+}
+__global__ void empty_pdl(float *sink) {
+#if __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+    asm volatile("griddepcontrol.launch_dependents;");
+#endif
+    if (threadIdx.x == 9999) sink[0] = 1.0f;
+}
+
+int main(void) {
+    int sms;
+    CK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
+    unsigned *ctr;
+    float *sink;
+    CK(cudaMalloc(&ctr, 4)); CK(cudaMemset(ctr, 0, 4)); CK(cudaMalloc(&sink, 4));
+    cudaStream_t s;
+    cudaEvent_t e0, e1;
+    CK(cudaStreamCreate(&s)); CK(cudaEventCreate(&e0)); CK(cudaEventCreate(&e1));
+    float ms;
+    for (int G : {sms, 2 * sms}) {
+        const int n = 2000;
+        barriers<<<G, 256, 0, s>>>(ctr, 10, sink);
+        CK(cudaStreamSynchronize(s));
+        CK(cudaEventRecord(e0, s));
+        barriers<<<G, 256, 0, s>>>(ctr, n, sink);
+        CK(cudaEventRecord(e1, s));
+        CK(cudaEventSynchronize(e1));
+        CK(cudaEventElapsedTime(&ms, e0, e1));
+        printf("grid barrier, %d blocks: %.3f us each\n", G, ms * 1000.0f / n);
+    }
+    for (int G : {sms, 4 * sms}) {
+        const int n = 500;
+        cudaGraph_t g;
+        cudaGraphExec_t ge;
+        CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
+        for (int i = 0; i < n; i++) {
+            cudaLaunchConfig_t c = {};
+            cudaLaunchAttribute at[1];
+            at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+            at[0].val.programmaticStreamSerializationAllowed = 1;
+            c.gridDim = G; c.blockDim = 256; c.stream = s; c.attrs = at; c.numAttrs = 1;
+            CK(cudaLaunchKernelEx(&c, empty_pdl, sink));
+        }
+        CK(cudaStreamEndCapture(s, &g));
+        CK(cudaGraphInstantiate(&ge, g, 0));
+        CK(cudaGraphLaunch(ge, s));
+        CK(cudaStreamSynchronize(s));
+        CK(cudaEventRecord(e0, s));
+        CK(cudaGraphLaunch(ge, s));
+        CK(cudaEventRecord(e1, s));
+        CK(cudaEventSynchronize(e1));
+        CK(cudaEventElapsedTime(&ms, e0, e1));
+        printf("empty kernels with PDL in a graph, %d blocks: %.3f us each\n", G, ms * 1000.0f / n);
+        cudaGraphExecDestroy(ge); cudaGraphDestroy(g);
+    }
+    return 0;
+}
