@@ -1,11 +1,12 @@
 /* bench_gpt2 — DESIGN.md's standard workloads on the CUDA backend, random weights made in process.
 
    Usage: bench/bench_gpt2 [124M|355M|774M|1558M ...] [--dtype f16|bf16|f32] [--only latency|throughput|prefill] [--reps N]
-                         [--no-lookahead] [--no-pdl] [--no-skinny]
+                         [--no-lookahead] [--no-pdl] [--no-skinny] [--no-lnf]
    bench/bench_gpt2 --gemm: the linear layers alone (timed inside CUDA graphs), cuBLASLt pinned for prompt rows and
                             for decode rows, against each row count's own pick
    bench/bench_gpt2 --breakdown [SIZE]: where one step's time goes, per phase
    bench/bench_gpt2 --steps SIZE...: a batch-1 decode step's wall time, graph alone against staged, pipelined, generate
+                            (flags such as --no-lnf go before --steps)
    bench/bench_gpt2 --algo-classes | --algo-search | --class-pool: which cuBLASLt algorithms compute alike, every
                             algorithm id's best configuration per row count, every member of the pinned class timed
    (default: 124M, f16, every workload, 3 repeats). Each line: the figure (median of the repeats, after a warm-up),
@@ -119,6 +120,7 @@ static double measure_gemm_rate(void) {
 static int g_lookahead = 1; /* --no-lookahead: gpt2_generate waits for each step before launching the next */
 static int g_pdl = 1;       /* --no-pdl: no programmatic dependent launches */
 static int g_skinny = 1;    /* --no-skinny: every decode product through cuBLASLt */
+static int g_lnf = 1;       /* --no-lnf: every layer norm a kernel of its own (no gpt2__lnf) */
 
 static gpt2_model *random_model(const char *size, gpt2_dtype dt, int max_batch, int max_seq, int prefill_tokens) {
     int L = 12, C = 768, H = 12;
@@ -151,11 +153,13 @@ static gpt2_model *random_model(const char *size, gpt2_dtype dt, int max_batch, 
     if (!g_pdl) ((gpt2__cuda_state *)m->cuda)->pdl = 0;
     gpt2__cuda_state *S = (gpt2__cuda_state *)m->cuda;
     if (!g_skinny) S->skinny = 0;
+    if (!g_lnf) S->lnf = 0;
     static int told = 0;
     if (!told++) {
         printf("skinny decode products verified bit-identical to cuBLASLt (%s):", size);
         for (int i = 0; i < S->sk_n; i++) printf(" %dx%d/%d", S->sk_ok[i][0], S->sk_ok[i][1], S->sk_ok[i][2]);
-        printf("%s\n", S->skinny ? "" : " (off: --no-skinny)");
+        printf("%s; layer norms folded into products at <= %d rows: %s\n", S->skinny ? "" : " (off: --no-skinny)",
+               GPT2__LNF_ROWS, S->lnf ? "yes" : g_lnf ? "no (this GPU)" : "no (--no-lnf)");
     }
     return m;
 }
@@ -940,6 +944,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--no-lookahead")) g_lookahead = 0;
         else if (!strcmp(argv[i], "--no-pdl")) g_pdl = 0;
         else if (!strcmp(argv[i], "--no-skinny")) g_skinny = 0;
+        else if (!strcmp(argv[i], "--no-lnf")) g_lnf = 0;
         else if (!strcmp(argv[i], "--steps")) { for (int j = i + 1; j < argc; j++) step_timing(argv[j]); return 0; }
         else if (!strcmp(argv[i], "--gemm")) { gemm_table(); return 0; }
         else if (!strcmp(argv[i], "--algo-classes")) { algo_classes(); return 0; }
