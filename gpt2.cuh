@@ -2675,7 +2675,10 @@ static __device__ __forceinline__ void gpt2__lnf_row(const gpt2__lnf<T> &a, int 
    per 32 of K (R16 false, n <= 8: one ldmatrix of X feeds two slices; R16: one per slice). All blocks of a GPT-2 product fit on the GPU at once;
    each streams its 8 NW rows of W in slices of KC through a ring of ST cp.async stages, the first ST-1 issued
    before the PDL wait (weights never depend on the kernel before, so they stream while it finishes), then lets
-   the next kernel launch, then reads X's n rows. Tuned on the H100 (bench_gpt2 --skinny, --steps; RESULTS.md). */
+   the next kernel launch, then reads X's n rows. Tuned on the H100 (bench_gpt2 --skinny, --steps; RESULTS.md).
+   LNE > 0 (gpt2__lnf_run: NW 8, one piece, n <= GPT2__LNF_ROWS, X unused): X's rows are instead the layer norm of
+   the residual rows lnf names, computed by the block into shared memory (gpt2__lnf_row; LNE chunks per thread as
+   gpt2__residual_ln_kernel's E), with the LN's gain, shift and bias loaded before the PDL wait. */
 #define GPT2__SK_ROWS 16 /* most decode rows gpt2__skinny_kernel takes */
 #define GPT2__LNF_ROWS 2 /* most decode rows whose residual + layer norm the next product computes (gpt2__lnf) */
 #ifndef GPT2__LNF_MAX_C
