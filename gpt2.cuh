@@ -1904,7 +1904,7 @@ static constexpr int gpt2__min_arch_of(int i, int n) {
 
 #define GPT2__SAMPLE_THREADS 1024
 #define GPT2__PAGE 4096            /* candidates the sampler sorts at once in shared memory */
-#define GPT2__ARGMAX_LD 8          /* 16-byte loads per thread in flight in the sampler's argmax */
+#define GPT2__ARGMAX_LD 4          /* 16-byte loads per thread in flight in the sampler's argmax */
 #define GPT2__MAX_GRAPHS 16
 #define GPT2__MAX_GEMMS 256
 #define GPT2__SPLIT_LEN 256        /* keys per block of decode attention */
@@ -2025,12 +2025,12 @@ static __device__ __forceinline__ float4 gpt2__add4(float4 a, float4 b) { return
                                                                     ad.feed[-1 - tok[r]] when negative)
      ad.add or ad.part set:  x[r] += what gpt2__resid names          (residual)
    then out[o] = (x[r] - mean) / sqrt(var + eps) * g + b, mean and biased variance in fp32 (two passes).
-   Grid: n_out blocks of 256 threads. E > 0 (C a multiple of 4, at most 1024 E): thread t holds the 4-element chunks
+   Grid: n_out blocks of 256 threads (EARLY: at most GPT2__SK_ROWS of them, see below). E > 0 (C a multiple of 4, at most 1024 E): thread t holds the 4-element chunks
    t + 256 j, j < E, in registers, every load of a row issued before the first use (a row is latency-bound when
    a step has few rows); E == 0: any C, one element at a time. The kernel is chosen by C alone (gpt2__residual_ln),
    so every row of a model computes alike. Matches gpt2__cpu_layernorm and the embedding/residual loops of
    gpt2__cpu_run. */
-template <typename T, int E>
+template <typename T, int E, bool EARLY>
 __global__ void __launch_bounds__(256) gpt2__residual_ln_kernel(float *__restrict__ x, gpt2__resid<T> ad, const int *rows,
                                                                   const int *tok, const int *pos, const T *wte, const T *wpe,
                                                                   const float *g, const float *b, T *out, int C, float eps) {
@@ -2039,10 +2039,10 @@ __global__ void __launch_bounds__(256) gpt2__residual_ln_kernel(float *__restric
     float *xr = x + (size_t)r * C;
     const int mode = tok ? 0 : ad.part && r >= ad.P ? 1 : ad.add ? 2 : 3; /* embedding, pieces, add, none */
     const int nc = C >> 2;
-    /* the weights this row needs (gain, shift, a projection's bias) do not depend on the kernel before: load them
-       while it finishes */
+    /* EARLY (few rows: a latency-bound step): the weights this row needs (gain, shift, a projection's bias) do not
+       depend on the kernel before, so they are loaded while it finishes; else where used (fewer registers) */
     float4 gg[E > 0 ? E : 1], bb[E > 0 ? E : 1], bi[E > 0 ? E : 1];
-    if constexpr (E > 0)
+    if constexpr (E > 0 && EARLY)
 #pragma unroll
         for (int j = 0; j < E; j++) {
             const int c = 4 * (threadIdx.x + 256 * j);
@@ -2086,16 +2086,12 @@ __global__ void __launch_bounds__(256) gpt2__residual_ln_kernel(float *__restric
             if (mode == 0) { v[j] = gpt2__add4(gpt2__ld4(wte + (size_t)t * C + c), gpt2__ld4(wpe + (size_t)pos[r] * C + c)); continue; }
             const float4 xv = gpt2__ld4(xr + c);
             if (mode == 1) {
-                /* every piece's load issued before the first add (a piece past splits reloads piece 0, unused) */
                 const float *pr = ad.part + (size_t)(r - ad.P) * C + c;
-                float4 pp[4];
-#pragma unroll
-                for (int k = 0; k < 4; k++) pp[k] = gpt2__ld4(pr + (k < ad.splits ? k : 0) * ad.stride);
-                float4 a = pp[0];
+                float4 a = gpt2__ld4(pr);
 #pragma unroll
                 for (int k = 1; k < 4; k++)
-                    if (k < ad.splits) a = gpt2__add4(a, pp[k]);
-                v[j] = gpt2__add4(xv, gpt2__add4(a, bi[j]));
+                    if (k < ad.splits) a = gpt2__add4(a, gpt2__ld4(pr + k * ad.stride));
+                v[j] = gpt2__add4(xv, gpt2__add4(a, EARLY ? bi[j] : gpt2__ld4(ad.bias + c)));
             } else if (mode == 2) v[j] = gpt2__add4(xv, gpt2__ld4(ad.add + (size_t)r * C + c));
             else v[j] = xv;
         }
@@ -2120,7 +2116,7 @@ __global__ void __launch_bounds__(256) gpt2__residual_ln_kernel(float *__restric
         for (int j = 0; j < E; j++) {
             const int c = 4 * (threadIdx.x + 256 * j);
             if (c >= 4 * nc) continue;
-            const float4 G = gg[j], B = bb[j];
+            const float4 G = EARLY ? gg[j] : gpt2__ld4(g + c), B = EARLY ? bb[j] : gpt2__ld4(b + c);
             gpt2__st4(yr + c, make_float4((v[j].x - mean) * rstd * G.x + B.x, (v[j].y - mean) * rstd * G.y + B.y,
                                           (v[j].z - mean) * rstd * G.z + B.z, (v[j].w - mean) * rstd * G.w + B.w));
         }
@@ -2906,7 +2902,7 @@ static __device__ void gpt2__page_extract(const float *p, int V, unsigned long l
    double sum runs in the CPU's order on one thread, so both backends pick the same token from the same logits.
    Candidates sorted by p are streamed in pages of GPT2__PAGE keys (each page a radix select + bitonic sort); with
    a cut of at most GPT2__PAGE candidates (top_k <= 4096) one page holds them all. */
-__global__ void __launch_bounds__(GPT2__SAMPLE_THREADS) gpt2__sample_kernel(float *logits, int V, int ld, const gpt2__pick *picks, int *next) {
+__global__ void __launch_bounds__(GPT2__SAMPLE_THREADS, 2) gpt2__sample_kernel(float *logits, int V, int ld, const gpt2__pick *picks, int *next) {
     __shared__ gpt2__sample_sh sh;
     gpt2__pdl_wait();
     const int row = blockIdx.x, tid = threadIdx.x, nt = blockDim.x, lane = tid & 31, w = tid >> 5, nw = nt >> 5;
@@ -3393,10 +3389,14 @@ static gpt2_status gpt2__residual_ln(cudaStream_t st, int n, float *x, gpt2__res
                                      float eps, int pdl) {
     if (n < 1) return GPT2_OK;
     void (*k)(float *, gpt2__resid<T>, const int *, const int *, const int *, const T *, const T *, const float *, const float *,
-              T *, int, float) = C % 4 == 0 && C <= 1024   ? gpt2__residual_ln_kernel<T, 1>
-                                 : C % 4 == 0 && C <= 2048 ? gpt2__residual_ln_kernel<T, 2>
-                                 : C % 4 == 0 && C <= 4096 ? gpt2__residual_ln_kernel<T, 4>
-                                                           : gpt2__residual_ln_kernel<T, 0>;
+              T *, int, float) = n <= GPT2__SK_ROWS ? (C % 4 == 0 && C <= 1024   ? gpt2__residual_ln_kernel<T, 1, true>
+                                                       : C % 4 == 0 && C <= 2048 ? gpt2__residual_ln_kernel<T, 2, true>
+                                                       : C % 4 == 0 && C <= 4096 ? gpt2__residual_ln_kernel<T, 4, true>
+                                                                                 : gpt2__residual_ln_kernel<T, 0, true>)
+                                                    : (C % 4 == 0 && C <= 1024   ? gpt2__residual_ln_kernel<T, 1, false>
+                                                       : C % 4 == 0 && C <= 2048 ? gpt2__residual_ln_kernel<T, 2, false>
+                                                       : C % 4 == 0 && C <= 4096 ? gpt2__residual_ln_kernel<T, 4, false>
+                                                                                 : gpt2__residual_ln_kernel<T, 0, false>);
     return gpt2__launch(k, dim3((unsigned)n), dim3(256), 0, st, pdl, x, ad, rows, tok, pos, wte, wpe, g, b, out, C, eps);
 }
 
