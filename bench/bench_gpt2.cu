@@ -1,7 +1,8 @@
 /* bench_gpt2 — DESIGN.md's standard workloads on the CUDA backend, random weights made in process.
 
    Usage: bench/bench_gpt2 [124M|355M|774M|1558M ...] [--dtype f16|bf16|f32] [--only latency|throughput|prefill] [--reps N]
-                         [--no-lookahead] [--no-pdl] [--no-skinny] [--no-lnf]
+                         [--no-lookahead] [--no-pdl] [--no-skinny] [--no-lnf] [--halves ROWS (0: never)]
+                         [--at POS]
    bench/bench_gpt2 --gemm: the linear layers alone (timed inside CUDA graphs), cuBLASLt pinned for prompt rows and
                             for decode rows, against each row count's own pick
    bench/bench_gpt2 --breakdown [SIZE]: where one step's time goes, per phase
@@ -121,6 +122,8 @@ static int g_lookahead = 1; /* --no-lookahead: gpt2_generate waits for each step
 static int g_pdl = 1;       /* --no-pdl: no programmatic dependent launches */
 static int g_skinny = 1;    /* --no-skinny: every decode product through cuBLASLt */
 static int g_lnf = 1;       /* --no-lnf: every layer norm a kernel of its own (no gpt2__lnf) */
+static int g_halves = -1;   /* --halves ROWS: decode steps of at least ROWS rows run as two halves (0: never; -1: default) */
+static int g_at = 160;        /* --at POS: --breakdown's many-row decode step at this position */
 
 static gpt2_model *random_model(const char *size, gpt2_dtype dt, int max_batch, int max_seq, int prefill_tokens) {
     int L = 12, C = 768, H = 12;
@@ -154,12 +157,14 @@ static gpt2_model *random_model(const char *size, gpt2_dtype dt, int max_batch, 
     gpt2__cuda_state *S = (gpt2__cuda_state *)m->cuda;
     if (!g_skinny) S->skinny = 0;
     if (!g_lnf) S->lnf = 0;
+    if (g_halves >= 0) S->halves_rows = g_halves;
     static int told = 0;
     if (!told++) {
         printf("skinny decode products verified bit-identical to cuBLASLt (%s):", size);
         for (int i = 0; i < S->sk_n; i++) printf(" %dx%d/%d", S->sk_ok[i][0], S->sk_ok[i][1], S->sk_ok[i][2]);
-        printf("%s; layer norms folded into products at <= %d rows: %s\n", S->skinny ? "" : " (off: --no-skinny)",
-               GPT2__LNF_ROWS, S->lnf ? "yes" : g_lnf ? "no (this GPU)" : "no (--no-lnf)");
+        printf("%s; layer norms folded into products at <= %d rows: %s; decode steps as two halves from %d rows\n",
+               S->skinny ? "" : " (off: --no-skinny)", GPT2__LNF_ROWS, S->lnf ? "yes" : g_lnf ? "no (this GPU)" : "no (--no-lnf)",
+               S->halves_rows);
     }
     return m;
 }
@@ -280,8 +285,8 @@ static void ph_sampler(gpt2_model *m, int) {
 }
 static void ph_step(gpt2_model *m, int) {
     gpt2__cuda_state *S = (gpt2__cuda_state *)m->cuda;
-    if (g_P == 0 && S->use_graphs) CHECK(gpt2__cuda_decode_graph(m, &g_d, g_n) == GPT2_OK);
-    else CHECK(gpt2__cuda_step_body(m, &g_d, g_N, g_P, g_n) == GPT2_OK);
+    if (g_P == 0 && S->use_graphs) CHECK(gpt2__cuda_decode_graph(m, &g_d, g_n, S->halves_last) == GPT2_OK);
+    else CHECK(gpt2__cuda_step_body(m, &g_d, g_N, g_P, g_n, S->halves_last) == GPT2_OK);
 }
 
 /* one step of n sequences: prompt chunks of T tokens (T > 1) or decode rows at position T (T < 0: -T) */
@@ -917,7 +922,7 @@ static void step_timing(const char *size) {
         cudaEvent_t e0, e1;
         cudaEventCreate(&e0); cudaEventCreate(&e1);
         cudaEventRecord(e0, S->stream);
-        for (int k = 0; k < K; k++) CHECK(gpt2__cuda_decode_graph(m, &d, 1) == GPT2_OK);
+        for (int k = 0; k < K; k++) CHECK(gpt2__cuda_decode_graph(m, &d, 1, 0) == GPT2_OK);
         cudaEventRecord(e1, S->stream);
         CU(cudaEventSynchronize(e1));
         float graph_ms;
@@ -945,6 +950,8 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--no-pdl")) g_pdl = 0;
         else if (!strcmp(argv[i], "--no-skinny")) g_skinny = 0;
         else if (!strcmp(argv[i], "--no-lnf")) g_lnf = 0;
+        else if (!strcmp(argv[i], "--halves") && i + 1 < argc) g_halves = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--at") && i + 1 < argc) g_at = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--steps")) { for (int j = i + 1; j < argc; j++) step_timing(argv[j]); return 0; }
         else if (!strcmp(argv[i], "--gemm")) { gemm_table(); return 0; }
         else if (!strcmp(argv[i], "--algo-classes")) { algo_classes(); return 0; }
@@ -958,10 +965,10 @@ int main(int argc, char **argv) {
             const char *size = i + 1 < argc ? argv[i + 1] : "124M";
             const int B = !strcmp(size, "1558M") ? 256 : 1024;
             char label[64];
-            snprintf(label, sizeof label, "%s decode %d x ctx 160", size, B);
+            snprintf(label, sizeof label, "%s decode %d x ctx %d", size, B, g_at);
             gpt2_model *m = random_model(size, GPT2_DTYPE_F16, B, 256, 0);
             CHECK(m);
-            breakdown(label, m, B, -160);
+            breakdown(label, m, B, -g_at);
             snprintf(label, sizeof label, "%s decode 1 x ctx 192", size);
             breakdown(label, m, 1, -192);
             gpt2_free(m);
