@@ -1909,8 +1909,14 @@ static constexpr int gpt2__min_arch_of(int i, int n) {
 #define GPT2__MAX_GEMMS 256
 #define GPT2__SPLIT_LEN 256        /* keys per block of decode attention */
 #define GPT2__ATT_PREFETCH (16 << 20) /* decode attention prefetches the cache into L2 up to this many bytes */
-#ifndef GPT2__HALVES_ROWS
-#define GPT2__HALVES_ROWS 512      /* decode steps of at least this many rows run as two halves at once (gpt2__cuda_halves) */
+#ifndef GPT2__MAX_PARTS
+#define GPT2__MAX_PARTS 2          /* a decode step runs as up to this many parts at once (gpt2__cuda_parts; streams made), */
+#endif
+#ifndef GPT2__PARTS
+#define GPT2__PARTS 2              /* by default up to this many (4 measured slower: RESULTS.md item 45), */
+#endif
+#ifndef GPT2__PART_ROWS
+#define GPT2__PART_ROWS 256        /* each of at least this many rows */
 #endif
 
 /* a linear layer's epilogue: none, + bias, + bias then GELU */
@@ -3064,7 +3070,7 @@ typedef struct gpt2__cuda_meta {
     int n_att, n_tiles;      /* host values, set by gpt2__plan_attention */
 } gpt2__cuda_meta;
 
-typedef struct gpt2__cuda_graph { int n, r1; cudaGraphExec_t exec; unsigned long long used; } gpt2__cuda_graph;
+typedef struct gpt2__cuda_graph { int n, np; cudaGraphExec_t exec; unsigned long long used; } gpt2__cuda_graph;
 
 typedef struct gpt2__cuda_state {
     int device, sms;
@@ -3111,12 +3117,12 @@ typedef struct gpt2__cuda_state {
                                            (gpt2__lnf; tests turn it off to compare) */
     float *x2;                          /* [GPT2__LNF_ROWS][C]: the residual's other buffer on that path */
     int lnf_smem;                       /* shared memory a block may have on this GPU (that path's limit) */
-    int halves_rows;                    /* decode steps of at least this many rows run as two halves on two streams
-                                           (gpt2__cuda_halves; 0: never; tests lower it or turn it off to compare) */
-    cudaStream_t stream2;               /* the second half's stream, */
-    void *lt_ws2;                       /* its cuBLASLt workspace, */
-    cudaEvent_t fork, join;             /* and the events that tie it to the step */
-    int halves_last;                    /* the first half's rows in the step launched last (0: one run) */
+    int part_rows, parts;               /* decode steps run as up to `parts` parts of at least part_rows rows at once
+                                           (gpt2__cuda_parts; part_rows 0: never; tests and bench_gpt2 change them) */
+    cudaStream_t pstream[GPT2__MAX_PARTS]; /* part i > 0's stream, */
+    void *plt_ws[GPT2__MAX_PARTS];      /* its cuBLASLt workspace, */
+    cudaEvent_t fork, pjoin[GPT2__MAX_PARTS]; /* and the events that tie the parts to the step */
+    int parts_last;                     /* parts of the step launched last (1: one run) */
 } gpt2__cuda_state;
 
 static size_t gpt2__align256(size_t n) { return (n + 255) & ~(size_t)255; }
@@ -3710,16 +3716,21 @@ static gpt2_status gpt2__cuda_run(gpt2_model *m, const gpt2__cuda_meta *d, int N
     return gpt2__cuda_run_t<float>(m, S, d, N, P, n_out, all_rows);
 }
 
-/* Rows of the first half when a step of N fed rows, P of them prompt rows, runs as two halves (gpt2__cuda_halves),
-   else 0. Only pure decode steps (P == 0: every row its sequence's only row, att_rows and out_row the identity) of
-   at least halves_rows rows: each half reads every weight, which costs nothing only where a half's products are
-   bound by the tensor cores rather than by their weight reads (~256 rows and more on the H100; RESULTS.md item 45). */
-static int gpt2__halves_split(const gpt2__cuda_state *S, int N, int P) {
-    if (S->halves_rows <= 0 || P != 0 || N < S->halves_rows || N < 16) return 0;
-    return (N / 2 + 7) & ~7;
+/* How many parts a step of N fed rows, P of them prompt rows, runs as (gpt2__cuda_parts; 1: one run). Only pure
+   decode steps (P == 0: every row its sequence's only row, att_rows and out_row the identity), as many parts as
+   have part_rows rows each, up to `parts`: each part reads every weight, which costs nothing only where a part's
+   products are bound by the tensor cores rather than by their weight reads (~256 rows and more on the H100;
+   RESULTS.md item 45). Part i starts at row gpt2__part_at(N, np, i). */
+static int gpt2__parts_of(const gpt2__cuda_state *S, int N, int P) {
+    if (S->part_rows <= 0 || P != 0) return 1;
+    int np = N / S->part_rows;
+    if (np > S->parts) np = S->parts;
+    if (np > GPT2__MAX_PARTS) np = GPT2__MAX_PARTS;
+    return np < 1 || N / np < 8 ? 1 : np;
 }
+static int gpt2__part_at(int N, int np, int i) { return i >= np ? N : i * ((N / np) & ~7); }
 
-/* Where a run of rows keeps its row-indexed workspace; gpt2__cuda_halves moves it to the second half's rows. */
+/* Where a run of rows keeps its row-indexed workspace; gpt2__cuda_parts moves it to a part's rows. */
 typedef struct gpt2__cuda_rows {
     float *x, *logits, *part;
     void *ln, *qkv, *att, *proj, *fc, *lt_ws;
@@ -3736,65 +3747,71 @@ static void gpt2__rows_set(gpt2__cuda_state *S, const gpt2__cuda_rows *r) {
     S->proj = r->proj; S->fc = r->fc; S->lt_ws = r->lt_ws; S->att_count = r->att_count; S->stream = r->stream;
 }
 
-/* A pure decode step of N rows as two independent halves, rows [0, r1) on S->stream and [r1, N) on S->stream2, each
-   the whole forward of its rows (gpt2__cuda_run_t over its own slice of every row-indexed buffer, its own cuBLASLt
-   workspace). A row computes what it computes in one run of all N rows (every decode kernel's arithmetic per row
-   is independent of the rows beside it; test cuda_halves_match_whole), but the halves overlap on the GPU: one half's
-   attention, bound by memory (the KV cache), can run beside the other's products, bound by the tensor cores, where
-   one run of N rows does them in turn, and one half's kernels fill the other's tails. Forked from and joined into
-   S->stream, also inside a graph capture. The host wrote out_row and att_rows of rows >= r1 relative to r1
-   (gpt2__cuda_launch). */
-static gpt2_status gpt2__cuda_halves(gpt2_model *m, const gpt2__cuda_meta *d, int N, int r1) {
+/* A pure decode step of N rows as np independent parts (gpt2__part_at), part 0 on S->stream and part i on
+   S->pstream[i], each the whole forward of its rows (gpt2__cuda_run_t over its own slice of every row-indexed buffer,
+   its own cuBLASLt workspace). A row computes what it computes in one run of all N rows (every decode kernel's
+   arithmetic per row is independent of the rows beside it; test cuda_parts_match_whole), but the parts overlap on
+   the GPU: one part's attention, bound by memory (the KV cache), can run beside another's products, bound by the
+   tensor cores, where one run of N rows does them in turn, and one part's kernels fill another's tails. Forked
+   from and joined into S->stream, also inside a graph capture. The host wrote out_row and att_rows of each part
+   relative to its first row (gpt2__cuda_launch). */
+static gpt2_status gpt2__cuda_parts(gpt2_model *m, const gpt2__cuda_meta *d, int N, int np) {
     gpt2__cuda_state *S = (gpt2__cuda_state *)m->cuda;
     const size_t C = (size_t)m->cfg.n_embd, F = (size_t)m->n_inner, H = (size_t)m->cfg.n_head, es = S->esize;
-    const size_t r = (size_t)r1, part_per_row = S->part_floats / (size_t)S->max_rows;
+    const size_t part_per_row = S->part_floats / (size_t)S->max_rows;
     GPT2__CU(cudaEventRecord(S->fork, S->stream));
-    GPT2__CU(cudaStreamWaitEvent(S->stream2, S->fork, 0));
-    gpt2__cuda_meta d1 = *d, d2 = *d;
-    d1.n_att = r1;
-    d2.tok += r1; d2.pos += r1; d2.slot += r1; d2.att_rows += r1; d2.out_row += r1; d2.picks += r1;
-    d2.n_att = N - r1; /* d2.next stays: a fed token -1 - i names the step-wide row i */
-    gpt2_status st = gpt2__cuda_run(m, &d1, r1, 0, r1, 0);
-    if (st) return st;
     const gpt2__cuda_rows whole = gpt2__rows_of(S);
-    gpt2__cuda_rows half = whole;
-    half.x += r * C; half.logits += r * (size_t)S->ldv; half.part += r * part_per_row;
-    half.ln = (char *)half.ln + r * C * es; half.att = (char *)half.att + r * C * es; half.proj = (char *)half.proj + r * C * es;
-    half.qkv = (char *)half.qkv + r * 3 * C * es; half.fc = (char *)half.fc + r * F * es;
-    half.att_count += r * H; half.lt_ws = S->lt_ws2; half.stream = S->stream2;
-    gpt2__rows_set(S, &half);
-    st = gpt2__cuda_run(m, &d2, N - r1, 0, N - r1, 0);
-    gpt2__rows_set(S, &whole);
-    if (st) return st;
-    GPT2__CU(cudaEventRecord(S->join, S->stream2));
-    GPT2__CU(cudaStreamWaitEvent(S->stream, S->join, 0));
+    for (int i = 0; i < np; i++) {
+        const int r0 = gpt2__part_at(N, np, i), n = gpt2__part_at(N, np, i + 1) - r0;
+        const size_t r = (size_t)r0;
+        gpt2__cuda_meta dp = *d;
+        dp.tok += r0; dp.pos += r0; dp.slot += r0; dp.att_rows += r0; dp.out_row += r0; dp.picks += r0;
+        dp.n_att = n; /* dp.next stays: a fed token -1 - j names the step-wide row j */
+        gpt2__cuda_rows part = whole;
+        if (i > 0) {
+            GPT2__CU(cudaStreamWaitEvent(S->pstream[i], S->fork, 0));
+            part.x += r * C; part.logits += r * (size_t)S->ldv; part.part += r * part_per_row;
+            part.ln = (char *)part.ln + r * C * es; part.att = (char *)part.att + r * C * es;
+            part.proj = (char *)part.proj + r * C * es; part.qkv = (char *)part.qkv + r * 3 * C * es;
+            part.fc = (char *)part.fc + r * F * es; part.att_count += r * H;
+            part.lt_ws = S->plt_ws[i]; part.stream = S->pstream[i];
+        }
+        gpt2__rows_set(S, &part);
+        const gpt2_status st = gpt2__cuda_run(m, &dp, n, 0, n, 0);
+        gpt2__rows_set(S, &whole);
+        if (st) return st;
+    }
+    for (int i = 1; i < np; i++) {
+        GPT2__CU(cudaEventRecord(S->pjoin[i], S->pstream[i]));
+        GPT2__CU(cudaStreamWaitEvent(S->stream, S->pjoin[i], 0));
+    }
     return GPT2_OK;
 }
 
 /* One step's device work, in stream order: forward, then sampling into d->next. d: the step's inputs on the device
    (d_meta, already copied over; n_att and n_tiles as planned on the host). */
-static gpt2_status gpt2__cuda_step_body(gpt2_model *m, const gpt2__cuda_meta *d, int N, int P, int n, int r1) {
+static gpt2_status gpt2__cuda_step_body(gpt2_model *m, const gpt2__cuda_meta *d, int N, int P, int n, int np) {
     gpt2__cuda_state *S = (gpt2__cuda_state *)m->cuda;
     gpt2_status st;
-    if ((st = r1 ? gpt2__cuda_halves(m, d, N, r1) : gpt2__cuda_run(m, d, N, P, n, 0))) return st;
-    return gpt2__launch(gpt2__sample_kernel, dim3((unsigned)n), dim3(GPT2__SAMPLE_THREADS), 0, S->stream, r1 ? 0 : S->pdl, S->logits,
+    if ((st = np > 1 ? gpt2__cuda_parts(m, d, N, np) : gpt2__cuda_run(m, d, N, P, n, 0))) return st;
+    return gpt2__launch(gpt2__sample_kernel, dim3((unsigned)n), dim3(GPT2__SAMPLE_THREADS), 0, S->stream, np > 1 ? 0 : S->pdl, S->logits,
                         m->cfg.n_vocab, S->ldv, (const gpt2__pick *)d->picks, d->next);
 }
 
-/* The pure-decode step of n sequences (two halves from row r1 when r1 > 0) as a CUDA graph, captured on first use
-   and kept (least recently used goes when GPT2__MAX_GRAPHS are held). */
-static gpt2_status gpt2__cuda_decode_graph(gpt2_model *m, const gpt2__cuda_meta *d, int n, int r1) {
+/* The pure-decode step of n sequences (in np parts: gpt2__cuda_parts) as a CUDA graph, captured on first use and
+   kept (least recently used goes when GPT2__MAX_GRAPHS are held). */
+static gpt2_status gpt2__cuda_decode_graph(gpt2_model *m, const gpt2__cuda_meta *d, int n, int np) {
     gpt2__cuda_state *S = (gpt2__cuda_state *)m->cuda;
     gpt2__cuda_graph *hit = NULL, *victim = &S->graphs[0];
     for (int i = 0; i < GPT2__MAX_GRAPHS && !hit; i++) {
         gpt2__cuda_graph *g = &S->graphs[i];
-        if (g->exec && g->n == n && g->r1 == r1) hit = g;
+        if (g->exec && g->n == n && g->np == np) hit = g;
         if (!g->exec ? victim->exec != NULL : (victim->exec && g->used < victim->used)) victim = g;
     }
     if (!hit) {
         if (victim->exec) { cudaGraphExecDestroy(victim->exec); victim->exec = NULL; }
         GPT2__CU(cudaStreamBeginCapture(S->stream, cudaStreamCaptureModeThreadLocal));
-        gpt2_status st = gpt2__cuda_step_body(m, d, n, 0, n, r1);
+        gpt2_status st = gpt2__cuda_step_body(m, d, n, 0, n, np);
         cudaGraph_t graph = NULL;
         cudaError_t e = cudaStreamEndCapture(S->stream, &graph);
         if (st) { if (graph) cudaGraphDestroy(graph); return st; }
@@ -3809,7 +3826,7 @@ static gpt2_status gpt2__cuda_decode_graph(gpt2_model *m, const gpt2__cuda_meta 
             return gpt2__fail(GPT2_ERR_DEVICE, "%s:%d: cudaGraphInstantiate: %s", __FILE__, __LINE__, cudaGetErrorString(e));
         }
         victim->n = n;
-        victim->r1 = r1;
+        victim->np = np;
         hit = victim;
     }
     hit->used = ++S->tick;
@@ -3855,7 +3872,7 @@ static void gpt2__cuda_free(gpt2_model *m) {
     if (!S) return;
     cudaSetDevice(S->device);
     if (S->stream) cudaStreamSynchronize(S->stream);
-    if (S->stream2) cudaStreamSynchronize(S->stream2);
+    for (int i = 1; i < GPT2__MAX_PARTS; i++) if (S->pstream[i]) cudaStreamSynchronize(S->pstream[i]);
     for (int i = 0; i < GPT2__MAX_GRAPHS; i++) if (S->graphs[i].exec) cudaGraphExecDestroy(S->graphs[i].exec);
     for (int i = 0; i < S->n_gemm; i++) {
         if (S->gemm[i].desc) cublasLtMatmulDescDestroy(S->gemm[i].desc);
@@ -3865,7 +3882,7 @@ static void gpt2__cuda_free(gpt2_model *m) {
     }
     if (S->lt) cublasLtDestroy(S->lt);
     cudaFree(S->lt_ws);
-    cudaFree(S->lt_ws2);
+    for (int i = 1; i < GPT2__MAX_PARTS; i++) cudaFree(S->plt_ws[i]);
     cudaFree(S->warena);
     cudaFree(S->k_cache);
     cudaFree(S->v_cache);
@@ -3874,8 +3891,10 @@ static void gpt2__cuda_free(gpt2_model *m) {
     if (S->h_meta[0]) cudaFreeHost(S->h_meta[0]);
     for (int i = 0; i < 2; i++) if (S->fly_done[i]) cudaEventDestroy(S->fly_done[i]);
     if (S->fork) cudaEventDestroy(S->fork);
-    if (S->join) cudaEventDestroy(S->join);
-    if (S->stream2) cudaStreamDestroy(S->stream2);
+    for (int i = 1; i < GPT2__MAX_PARTS; i++) {
+        if (S->pjoin[i]) cudaEventDestroy(S->pjoin[i]);
+        if (S->pstream[i]) cudaStreamDestroy(S->pstream[i]);
+    }
     if (S->stream) cudaStreamDestroy(S->stream);
     cudaGetLastError();
     GPT2_FREE(S->layers);
@@ -3931,7 +3950,7 @@ static gpt2_status gpt2__cuda_init_state(gpt2_model *m, gpt2__cuda_state *S) {
     /* S->part: decode attention's split partials, and (never at the same time) a projection's K pieces */
     size_t part_per_row = H * (size_t)((m->max_seq + GPT2__SPLIT_LEN - 1) / GPT2__SPLIT_LEN) * (C / H + 2);
     if (part_per_row < 4 * C) part_per_row = 4 * C;
-    size_t fixed = wbytes + 2 * S->lt_ws_size + ((size_t)64 << 20);
+    size_t fixed = wbytes + GPT2__MAX_PARTS * S->lt_ws_size + ((size_t)64 << 20);
     size_t per_row = C * 4 + (3 * C + 3 * C + F) * es + part_per_row * 4 + 4 * 4 + 64, per_slot_kv = 2 * L * (size_t)m->max_seq * C * es;
     size_t free_b = 0, total_b = 0;
     GPT2__CU(cudaMemGetInfo(&free_b, &total_b));
@@ -3956,13 +3975,16 @@ static gpt2_status gpt2__cuda_init_state(gpt2_model *m, gpt2__cuda_state *S) {
                                         "workspace), %zu MB free", dev, need >> 20, wbytes >> 20, (2 * kv_bytes) >> 20,
                           m->max_batch, m->max_seq, free_b >> 20);
     GPT2__CU(cudaStreamCreateWithFlags(&S->stream, cudaStreamNonBlocking));
-    GPT2__CU(cudaStreamCreateWithFlags(&S->stream2, cudaStreamNonBlocking));
     GPT2__CU(cudaEventCreateWithFlags(&S->fork, cudaEventDisableTiming));
-    GPT2__CU(cudaEventCreateWithFlags(&S->join, cudaEventDisableTiming));
-    S->halves_rows = GPT2__HALVES_ROWS;
+    S->part_rows = GPT2__PART_ROWS;
+    S->parts = GPT2__PARTS;
     GPT2__LT(cublasLtCreate(&S->lt));
     GPT2__CU(cudaMalloc(&S->lt_ws, S->lt_ws_size));
-    GPT2__CU(cudaMalloc(&S->lt_ws2, S->lt_ws_size));
+    for (int i = 1; i < GPT2__MAX_PARTS; i++) {
+        GPT2__CU(cudaStreamCreateWithFlags(&S->pstream[i], cudaStreamNonBlocking));
+        GPT2__CU(cudaEventCreateWithFlags(&S->pjoin[i], cudaEventDisableTiming));
+        GPT2__CU(cudaMalloc(&S->plt_ws[i], S->lt_ws_size));
+    }
     GPT2__CU(cudaMalloc(&S->warena, wbytes));
     GPT2__CU(cudaMalloc(&S->k_cache, kv_bytes));
     GPT2__CU(cudaMalloc(&S->v_cache, kv_bytes));
@@ -4085,7 +4107,7 @@ static void gpt2__cuda_drain(gpt2_model *m) {
     gpt2__cuda_state *S = (gpt2__cuda_state *)m->cuda;
     if (!S || !S->flying) return;
     cudaStreamSynchronize(S->stream);
-    cudaStreamSynchronize(S->stream2);
+    for (int i = 1; i < GPT2__MAX_PARTS; i++) cudaStreamSynchronize(S->pstream[i]);
     S->flying = 0;
 }
 
@@ -4134,16 +4156,17 @@ static gpt2_status gpt2__cuda_launch(gpt2_model *m, const gpt2__seq *seqs, int n
         pk->draw = q->draw;
     }
     gpt2__plan_attention(&h, N, S->flash);
-    /* two halves (gpt2__cuda_halves): the second half's rows count from its first */
-    const int r1 = gpt2__halves_split(S, N, P);
-    S->halves_last = r1;
-    for (int r = r1 ? r1 : N; r < N; r++) h.att_rows[r] -= r1, h.out_row[r] -= r1;
+    /* parts (gpt2__cuda_parts): a part's rows count from its first */
+    const int np = gpt2__parts_of(S, N, P);
+    S->parts_last = np;
+    for (int i = 1; i < np; i++)
+        for (int r = gpt2__part_at(N, np, i), r0 = r; r < gpt2__part_at(N, np, i + 1); r++) h.att_rows[r] -= r0, h.out_row[r] -= r0;
     d.n_att = h.n_att;
     d.n_tiles = h.n_tiles;
     gpt2_status st = GPT2_OK;
     cudaError_t e = cudaMemcpyAsync(S->d_meta, S->h_meta[b], h.bytes, cudaMemcpyHostToDevice, S->stream);
     if (e == cudaSuccess)
-        st = decode && !P && S->use_graphs ? gpt2__cuda_decode_graph(m, &d, n, r1) : gpt2__cuda_step_body(m, &d, N, P, n, r1);
+        st = decode && !P && S->use_graphs ? gpt2__cuda_decode_graph(m, &d, n, np) : gpt2__cuda_step_body(m, &d, N, P, n, np);
     if (e == cudaSuccess && !st) e = cudaMemcpyAsync(h.next, d.next, (size_t)n * sizeof(int), cudaMemcpyDeviceToHost, S->stream);
     if (e == cudaSuccess && !st) e = cudaEventRecord(S->fly_done[b], S->stream);
     if (st || e != cudaSuccess) {

@@ -1,7 +1,7 @@
 /* bench_gpt2 — DESIGN.md's standard workloads on the CUDA backend, random weights made in process.
 
    Usage: bench/bench_gpt2 [124M|355M|774M|1558M ...] [--dtype f16|bf16|f32] [--only latency|throughput|prefill] [--reps N]
-                         [--no-lookahead] [--no-pdl] [--no-skinny] [--no-lnf] [--halves ROWS (0: never)]
+                         [--no-lookahead] [--no-pdl] [--no-skinny] [--no-lnf] [--parts N] [--part-rows R]
                          [--at POS]
    bench/bench_gpt2 --gemm: the linear layers alone (timed inside CUDA graphs), cuBLASLt pinned for prompt rows and
                             for decode rows, against each row count's own pick
@@ -122,7 +122,9 @@ static int g_lookahead = 1; /* --no-lookahead: gpt2_generate waits for each step
 static int g_pdl = 1;       /* --no-pdl: no programmatic dependent launches */
 static int g_skinny = 1;    /* --no-skinny: every decode product through cuBLASLt */
 static int g_lnf = 1;       /* --no-lnf: every layer norm a kernel of its own (no gpt2__lnf) */
-static int g_halves = -1;   /* --halves ROWS: decode steps of at least ROWS rows run as two halves (0: never; -1: default) */
+static int g_parts = -1;    /* --parts N: decode steps in up to N parts at once (gpt2__cuda_parts; 1: one run; -1: default;
+                               more than 2 needs -DGPT2__MAX_PARTS) */
+static int g_part_rows = -1; /* --part-rows R: ... of at least R rows each */
 static int g_at = 160;        /* --at POS: --breakdown's many-row decode step at this position */
 
 static gpt2_model *random_model(const char *size, gpt2_dtype dt, int max_batch, int max_seq, int prefill_tokens) {
@@ -157,14 +159,15 @@ static gpt2_model *random_model(const char *size, gpt2_dtype dt, int max_batch, 
     gpt2__cuda_state *S = (gpt2__cuda_state *)m->cuda;
     if (!g_skinny) S->skinny = 0;
     if (!g_lnf) S->lnf = 0;
-    if (g_halves >= 0) S->halves_rows = g_halves;
+    if (g_parts >= 1) S->parts = g_parts;
+    if (g_part_rows >= 0) S->part_rows = g_part_rows;
     static int told = 0;
     if (!told++) {
         printf("skinny decode products verified bit-identical to cuBLASLt (%s):", size);
         for (int i = 0; i < S->sk_n; i++) printf(" %dx%d/%d", S->sk_ok[i][0], S->sk_ok[i][1], S->sk_ok[i][2]);
-        printf("%s; layer norms folded into products at <= %d rows: %s; decode steps as two halves from %d rows\n",
+        printf("%s; layer norms folded into products at <= %d rows: %s; decode steps in up to %d parts of >= %d rows\n",
                S->skinny ? "" : " (off: --no-skinny)", GPT2__LNF_ROWS, S->lnf ? "yes" : g_lnf ? "no (this GPU)" : "no (--no-lnf)",
-               S->halves_rows);
+               S->parts, S->part_rows);
     }
     return m;
 }
@@ -285,8 +288,8 @@ static void ph_sampler(gpt2_model *m, int) {
 }
 static void ph_step(gpt2_model *m, int) {
     gpt2__cuda_state *S = (gpt2__cuda_state *)m->cuda;
-    if (g_P == 0 && S->use_graphs) CHECK(gpt2__cuda_decode_graph(m, &g_d, g_n, S->halves_last) == GPT2_OK);
-    else CHECK(gpt2__cuda_step_body(m, &g_d, g_N, g_P, g_n, S->halves_last) == GPT2_OK);
+    if (g_P == 0 && S->use_graphs) CHECK(gpt2__cuda_decode_graph(m, &g_d, g_n, S->parts_last) == GPT2_OK);
+    else CHECK(gpt2__cuda_step_body(m, &g_d, g_N, g_P, g_n, S->parts_last) == GPT2_OK);
 }
 
 /* one step of n sequences: prompt chunks of T tokens (T > 1) or decode rows at position T (T < 0: -T) */
@@ -922,7 +925,7 @@ static void step_timing(const char *size) {
         cudaEvent_t e0, e1;
         cudaEventCreate(&e0); cudaEventCreate(&e1);
         cudaEventRecord(e0, S->stream);
-        for (int k = 0; k < K; k++) CHECK(gpt2__cuda_decode_graph(m, &d, 1, 0) == GPT2_OK);
+        for (int k = 0; k < K; k++) CHECK(gpt2__cuda_decode_graph(m, &d, 1, 1) == GPT2_OK);
         cudaEventRecord(e1, S->stream);
         CU(cudaEventSynchronize(e1));
         float graph_ms;
@@ -950,7 +953,8 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--no-pdl")) g_pdl = 0;
         else if (!strcmp(argv[i], "--no-skinny")) g_skinny = 0;
         else if (!strcmp(argv[i], "--no-lnf")) g_lnf = 0;
-        else if (!strcmp(argv[i], "--halves") && i + 1 < argc) g_halves = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--parts") && i + 1 < argc) g_parts = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--part-rows") && i + 1 < argc) g_part_rows = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--at") && i + 1 < argc) g_at = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--steps")) { for (int j = i + 1; j < argc; j++) step_timing(argv[j]); return 0; }
         else if (!strcmp(argv[i], "--gemm")) { gemm_table(); return 0; }
