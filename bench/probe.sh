@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# bench/probe.sh build|run — what each kind of kernel adds to a batch-1 decode step (the profile behind
+# RESULTS.md's "where a batch-1 step's time goes"). `build` (here, nvcc only) makes bench_gpt2 variants from
+# copies of gpt2.cuh in which one kind of kernel returns right after its programmatic-dependent-launch wait
+# (its pre-wait weight/K-V streaming stays; its dependent work goes): att (decode attention), chain (the
+# skinny products without a fused LN: attention and MLP projections, lm_head: X load, MMA chain, epilogue),
+# lnf (the products with the LN folded in: qkv and the MLP's first: LN, chain, epilogue), ln (residual + LN
+# kernels: the embedding and the final LN), samp (the sampler). `run` (on the GPU) times a batch-1 step,
+# graph replayed back to back (bench_gpt2 --steps), for the real binary and each variant. The outputs of a
+# variant are garbage; only its time means something: the real step minus the variant's is what that kind
+# of kernel's work after its wait adds to the step.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+vars="att chain lnf ln samp"
+if [ "${1:-run}" = build ]; then
+  for v in $vars; do
+    mkdir -p bench/probe/$v
+    python3 - "$v" <<'PY'
+import sys
+v = sys.argv[1]
+s = open('gpt2.cuh').read()
+def ins(at, add):  # add right after the first line of the unique context `at`
+    global s
+    assert s.count(at) == 1, at
+    first, rest = at.split("\n", 1)
+    s = s.replace(at, first + "\n" + add + "\n" + rest)
+# the variants' products give garbage: keep them on gpt2.cuh's kernel anyway (gpt2__skinny_check would not)
+old = "            if (!st) same = !memcmp(h1, h2, bytes);"
+assert s.count(old) == 1
+s = s.replace(old, "            if (!st) same = 1;")
+if v == 'att':
+    ins("    gpt2__pdl_trigger();\n    const int nc = hd / VE", "    return;")
+elif v == 'chain':
+    ins("    gpt2__pdl_trigger();\n    if constexpr (LNE > 0) {", "    if (LNE == 0) { gpt2__cp_wait<0>(); return; }")
+elif v == 'lnf':
+    ins("    gpt2__pdl_trigger();\n    if constexpr (LNE > 0) {", "    if (LNE > 0) { gpt2__cp_wait<0>(); return; }")
+elif v == 'ln':
+    ins("    gpt2__pdl_trigger();\n    const int t = mode == 0", "    return;")
+elif v == 'samp':
+    ins("    gpt2__pdl_wait();\n    const int row = blockIdx.x, tid = threadIdx.x, nt = blockDim.x", "    return;")
+open('bench/probe/%s/gpt2.cuh' % v, 'w').write(s)
+PY
+    nvcc -x cu -O3 -std=c++17 -gencode arch=compute_90,code=sm_90 -Xcompiler -fopenmp -Ibench/probe/$v -I. \
+      bench/bench_gpt2.cu -o bench/probe/$v/bench_gpt2 -lcublasLt -lcublas
+  done
+  exit 0
+fi
+echo "real: $(bench/bench_gpt2 --steps 124M 1558M | grep 'graph back' | tr '\n' ' ')"
+for v in $vars; do echo "$v: $(bench/probe/$v/bench_gpt2 --steps 124M 1558M | grep 'graph back' | tr '\n' ' ')"; done
+echo "real: $(bench/bench_gpt2 --steps 124M 1558M | grep 'graph back' | tr '\n' ' ')"
