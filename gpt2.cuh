@@ -1872,7 +1872,9 @@ static gpt2_status gpt2__cpu_step(gpt2_model *m, const gpt2__seq *seqs, int n, i
      the wait
    - a step of at most 2 decode rows (gpt2__lnf_use) runs no separate residual + LN inside a layer: the
      product that reads it (qkv, the MLP's first) computes it in 256-thread blocks that play
-     gpt2__residual_ln_kernel's threads in its order (gpt2__lnf_row), so the bits are the same */
+     gpt2__residual_ln_kernel's threads in its order (gpt2__lnf_row), so the bits are the same
+   - a pure decode step of at least 2 x 256 rows runs as two parts, each the whole forward of its rows on its
+     own stream (gpt2__cuda_parts), so one part's kernels fill the other's tails; the same bits */
 
 /* Every CUDA and cuBLASLt call is checked; a failure returns GPT2_ERR_DEVICE with the call, file and line. */
 #define GPT2__CU(call)                                                                                     \
