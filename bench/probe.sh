@@ -4,14 +4,15 @@
 # copies of gpt2.cuh in which one kind of kernel returns right after its programmatic-dependent-launch wait
 # (its pre-wait weight/K-V streaming stays; its dependent work goes): att (decode attention), chain (the
 # skinny products without a fused LN: attention and MLP projections, lm_head: X load, MMA chain, epilogue),
-# lnf (the products with the LN folded in: qkv and the MLP's first: LN, chain, epilogue), ln (residual + LN
+# lnf (the products with the LN folded in: qkv and the MLP's first: LN, chain, epilogue), lnfln (the same
+# products without their LN: what the LN alone adds), ln (residual + LN
 # kernels: the embedding and the final LN), samp (the sampler). `run` (on the GPU) times a batch-1 step,
 # graph replayed back to back (bench_gpt2 --steps), for the real binary and each variant. The outputs of a
 # variant are garbage; only its time means something: the real step minus the variant's is what that kind
 # of kernel's work after its wait adds to the step.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-vars="att chain lnf ln samp"
+vars="att chain lnf lnfln ln samp"
 if [ "${1:-run}" = build ]; then
   for v in $vars; do
     mkdir -p bench/probe/$v
@@ -34,6 +35,10 @@ elif v == 'chain':
     ins("    gpt2__pdl_trigger();\n    if constexpr (LNE > 0) {", "    if (LNE == 0) { gpt2__cp_wait<0>(); return; }")
 elif v == 'lnf':
     ins("    gpt2__pdl_trigger();\n    if constexpr (LNE > 0) {", "    if (LNE > 0) { gpt2__cp_wait<0>(); return; }")
+elif v == 'lnfln':
+    old = "        for (int r = 0; r < n; r++)\n            gpt2__lnf_row<T, NW, LE>"
+    assert s.count(old) == 1
+    s = s.replace(old, "        for (int r = 0; r < 0 * n; r++)\n            gpt2__lnf_row<T, NW, LE>")
 elif v == 'ln':
     ins("    gpt2__pdl_trigger();\n    const int t = mode == 0", "    return;")
 elif v == 'samp':
