@@ -20,29 +20,26 @@ if [ "${1:-run}" = build ]; then
 import sys
 v = sys.argv[1]
 s = open('gpt2.cuh').read()
-def ins(at, add):  # add right after the first line of the unique context `at`
+def sub(old, new):  # replace the one place `old` occurs
     global s
-    assert s.count(at) == 1, at
+    assert s.count(old) == 1, old
+    s = s.replace(old, new)
+def ins(at, add):  # add right after the first line of the unique context `at`
     first, rest = at.split("\n", 1)
-    s = s.replace(at, first + "\n" + add + "\n" + rest)
+    sub(at, first + "\n" + add + "\n" + rest)
 # the variants' products give garbage: keep them on gpt2.cuh's kernel anyway (gpt2__skinny_check would not)
-old = "            if (!st) same = !memcmp(h1, h2, bytes);"
-assert s.count(old) == 1
-s = s.replace(old, "            if (!st) same = 1;")
-if v == 'att':
-    ins("    gpt2__pdl_trigger();\n    const int nc = hd / VE", "    return;")
-elif v == 'chain':
-    ins("    gpt2__pdl_trigger();\n    if constexpr (LNE > 0) {", "    if (LNE == 0) { gpt2__cp_wait<0>(); return; }")
-elif v == 'lnf':
-    ins("    gpt2__pdl_trigger();\n    if constexpr (LNE > 0) {", "    if (LNE > 0) { gpt2__cp_wait<0>(); return; }")
-elif v == 'lnfln':
-    old = "        for (int r = 0; r < n; r++)\n            gpt2__lnf_row<T, NW, LE>"
-    assert s.count(old) == 1
-    s = s.replace(old, "        for (int r = 0; r < 0 * n; r++)\n            gpt2__lnf_row<T, NW, LE>")
-elif v == 'ln':
-    ins("    gpt2__pdl_trigger();\n    const int t = mode == 0", "    return;")
-elif v == 'samp':
-    ins("    gpt2__pdl_wait();\n    const int row = blockIdx.x, tid = threadIdx.x, nt = blockDim.x", "    return;")
+sub("            if (!st) same = !memcmp(h1, h2, bytes);", "            if (!st) same = 1;")
+# per variant: (unique context, what goes right after its first line) or ('=', old, new)
+cut = {
+    'att': ("    gpt2__pdl_trigger();\n    const int nc = hd / VE", "    return;"),
+    'chain': ("    gpt2__pdl_trigger();\n    if constexpr (LNE > 0) {", "    if (LNE == 0) { gpt2__cp_wait<0>(); return; }"),
+    'lnf': ("    gpt2__pdl_trigger();\n    if constexpr (LNE > 0) {", "    if (LNE > 0) { gpt2__cp_wait<0>(); return; }"),
+    'lnfln': ('=', "for (int r = 0; r < n; r++)\n            gpt2__lnf_row", "for (int r = 0; r < 0; r++)\n            gpt2__lnf_row"),
+    'ln': ("    gpt2__pdl_trigger();\n    const int t = mode == 0", "    return;"),
+    'samp': ("    gpt2__pdl_wait();\n    const int row = blockIdx.x, tid = threadIdx.x", "    return;"),
+}[v]
+if cut[0] == '=': sub(cut[1], cut[2])
+else: ins(cut[0], cut[1])
 open('bench/probe/%s/gpt2.cuh' % v, 'w').write(s)
 PY
     nvcc -x cu -O3 -std=c++17 -gencode arch=compute_90,code=sm_90 -Xcompiler -fopenmp -Ibench/probe/$v -I. \
