@@ -244,44 +244,50 @@ static double time_ms(cudaStream_t st, void (*fn)(gpt2_model *, int), gpt2_model
 }
 static gpt2__cuda_meta g_d;   /* the device-side view of the last staged step */
 static int g_N, g_P, g_n; /* fed rows, prompt rows among them, sequences */
-static void ph_attention(gpt2_model *m, int) {
-    for (int l = 0; l < m->cfg.n_layer; l++) CHECK(gpt2__attention<__half>((gpt2__cuda_state *)m->cuda, m, l, &g_d, g_N, g_P) == GPT2_OK);
+/* the phases in the model's dtype (F16 or BF16) */
+template <typename T> static void ph_attention_t(gpt2_model *m) {
+    for (int l = 0; l < m->cfg.n_layer; l++) CHECK(gpt2__attention<T>((gpt2__cuda_state *)m->cuda, m, l, &g_d, g_N, g_P) == GPT2_OK);
 }
-static void ph_gemms(gpt2_model *m, int) {
+template <typename T> static void ph_gemms_t(gpt2_model *m) {
     gpt2__cuda_state *S = (gpt2__cuda_state *)m->cuda;
     const int C = m->cfg.n_embd, F = m->n_inner, N = g_N;
     for (int l = 0; l < m->cfg.n_layer; l++) {
         const gpt2__cuda_layer *y = &S->layers[l];
-        CHECK(gpt2__linear<__half>(m, S, S->qkv, y->qkv_w, S->ln, y->qkv_b, 3 * C, N, g_P, C, GPT2__EPI_BIAS, 0, 0, NULL) == GPT2_OK);
-        CHECK(gpt2__linear<__half>(m, S, S->proj, y->proj_w, S->att, y->proj_b, C, N, g_P, C, GPT2__EPI_BIAS, 0, 0, S->part) == GPT2_OK);
-        CHECK(gpt2__linear<__half>(m, S, S->fc, y->fc_w, S->ln, y->fc_b, F, N, g_P, C, GPT2__EPI_BIAS_GELU, 0, 0, NULL) == GPT2_OK);
-        CHECK(gpt2__linear<__half>(m, S, S->proj, y->fcp_w, S->fc, y->fcp_b, C, N, g_P, F, GPT2__EPI_BIAS, 0, 0, S->part) == GPT2_OK);
+        CHECK(gpt2__linear<T>(m, S, S->qkv, y->qkv_w, S->ln, y->qkv_b, 3 * C, N, g_P, C, GPT2__EPI_BIAS, 0, 0, NULL) == GPT2_OK);
+        CHECK(gpt2__linear<T>(m, S, S->proj, y->proj_w, S->att, y->proj_b, C, N, g_P, C, GPT2__EPI_BIAS, 0, 0, S->part) == GPT2_OK);
+        CHECK(gpt2__linear<T>(m, S, S->fc, y->fc_w, S->ln, y->fc_b, F, N, g_P, C, GPT2__EPI_BIAS_GELU, 0, 0, NULL) == GPT2_OK);
+        CHECK(gpt2__linear<T>(m, S, S->proj, y->fcp_w, S->fc, y->fcp_b, C, N, g_P, F, GPT2__EPI_BIAS, 0, 0, S->part) == GPT2_OK);
     }
 }
-static void ph_logits(gpt2_model *m, int) {
+template <typename T> static void ph_logits_t(gpt2_model *m) {
     gpt2__cuda_state *S = (gpt2__cuda_state *)m->cuda;
-    CHECK(gpt2__linear<__half>(m, S, S->logits, S->wte, S->ln, NULL, S->ldv, g_n, 0, m->cfg.n_embd, GPT2__EPI_NONE, 1, S->ldv, NULL) ==
+    CHECK(gpt2__linear<T>(m, S, S->logits, S->wte, S->ln, NULL, S->ldv, g_n, 0, m->cfg.n_embd, GPT2__EPI_NONE, 1, S->ldv, NULL) ==
           GPT2_OK);
 }
-static void ph_norms(gpt2_model *m, int) {
+template <typename T> static void ph_norms_t(gpt2_model *m) {
     gpt2__cuda_state *S = (gpt2__cuda_state *)m->cuda;
     const int C = m->cfg.n_embd;
     for (int l = 0; l < 2 * m->cfg.n_layer; l++) {
         const int K = l & 1 ? m->n_inner : C;
-        const gpt2__resid<__half> ad = {(const __half *)S->proj, S->part, (const __half *)S->layers[l / 2].proj_b,
+        const gpt2__resid<T> ad = {(const T *)S->proj, S->part, (const T *)S->layers[l / 2].proj_b,
                                         (size_t)(g_N - g_P) * C, gpt2__decode_splits(K), g_P, NULL};
-        CHECK(gpt2__residual_ln<__half>(S->stream, g_N, S->x, ad, NULL, NULL, NULL, NULL, NULL, S->lnf_w, S->lnf_b, (__half *)S->ln, C, 1e-5f, S->pdl) ==
+        CHECK(gpt2__residual_ln<T>(S->stream, g_N, S->x, ad, NULL, NULL, NULL, NULL, NULL, S->lnf_w, S->lnf_b, (T *)S->ln, C, 1e-5f, S->pdl) ==
               GPT2_OK);
     }
 }
 /* the separate K/V store: prompt rows only when decode rows store their own (gpt2__attention) */
-static void ph_kv_store(gpt2_model *m, int) {
+template <typename T> static void ph_kv_store_t(gpt2_model *m) {
     gpt2__cuda_state *S = (gpt2__cuda_state *)m->cuda;
     const int C = m->cfg.n_embd, H = m->cfg.n_head;
     for (int l = 0; l < m->cfg.n_layer; l++)
-        CHECK(gpt2__kv_store<__half>(S->stream, S->sms, (const __half *)S->qkv, (__half *)S->k_cache, (__half *)S->v_cache, g_d.slot,
+        CHECK(gpt2__kv_store<T>(S->stream, S->sms, (const T *)S->qkv, (T *)S->k_cache, (T *)S->v_cache, g_d.slot,
                                      g_d.pos, S->flash ? g_P : g_N, C, H, m->max_seq) == GPT2_OK);
 }
+static void ph_attention(gpt2_model *m, int) { m->dtype == GPT2_DTYPE_BF16 ? ph_attention_t<__nv_bfloat16>(m) : ph_attention_t<__half>(m); }
+static void ph_gemms(gpt2_model *m, int) { m->dtype == GPT2_DTYPE_BF16 ? ph_gemms_t<__nv_bfloat16>(m) : ph_gemms_t<__half>(m); }
+static void ph_logits(gpt2_model *m, int) { m->dtype == GPT2_DTYPE_BF16 ? ph_logits_t<__nv_bfloat16>(m) : ph_logits_t<__half>(m); }
+static void ph_norms(gpt2_model *m, int) { m->dtype == GPT2_DTYPE_BF16 ? ph_norms_t<__nv_bfloat16>(m) : ph_norms_t<__half>(m); }
+static void ph_kv_store(gpt2_model *m, int) { m->dtype == GPT2_DTYPE_BF16 ? ph_kv_store_t<__nv_bfloat16>(m) : ph_kv_store_t<__half>(m); }
 static void ph_sampler(gpt2_model *m, int) {
     gpt2__cuda_state *S = (gpt2__cuda_state *)m->cuda;
     gpt2__sample_kernel<<<g_n, GPT2__SAMPLE_THREADS, 0, S->stream>>>(S->logits, m->cfg.n_vocab, S->ldv, g_d.picks, g_d.next);
@@ -357,9 +363,11 @@ template <typename F> static double graph_calls_us(cudaStream_t st, int calls, F
 }
 template <typename F> static double graph_us(cudaStream_t st, F fn) { return graph_calls_us(st, 10, [&](int) { return fn(); }); }
 
+static cudaDataType_t g_gemm_dt = CUDA_R_16F; /* --gemm's dtype: --dtype bf16 before it for BF16 */
 static double time_us(gpt2__cuda_state *S, int which, void *D, const void *W, const void *X, const void *b, int O, int N, int I) {
+    const int logits = O > 10000; /* the logits: no bias, fp32 out, as the engine runs them */
     return graph_us(S->stream, [&]() {
-        return gpt2__gemm_run(S, CUDA_R_16F, D, W, X, b, O, N, I, GPT2__EPI_BIAS, 0, 0,
+        return gpt2__gemm_run(S, g_gemm_dt, D, W, X, logits ? NULL : b, O, N, I, logits ? GPT2__EPI_NONE : GPT2__EPI_BIAS, logits, 0,
                               which == 1 ? 4096 : which == 2 ? GPT2_GEMM_REF_ROWS : N, 1) == GPT2_OK;
     });
 }
@@ -384,15 +392,16 @@ static void gemm_table(void) {
     const int rows[] = {1, 4, 16, 64, 256, 1024};
     __half *W, *X, *D, *b;
     CU(cudaMalloc(&W, (size_t)50264 * 1600 * 2)); CU(cudaMalloc(&X, (size_t)1024 * 6400 * 2));
-    CU(cudaMalloc(&D, (size_t)1024 * 50264 * 2)); CU(cudaMalloc(&b, (size_t)50264 * 2));
+    CU(cudaMalloc(&D, (size_t)1024 * 50264 * 4)); CU(cudaMalloc(&b, (size_t)50264 * 2));
     fill_random_t<__half><<<1024, 256>>>(W, (size_t)50264 * 1600, 3, 1.0f); fill_random_t<__half><<<1024, 256>>>(X, (size_t)1024 * 6400, 4, 1.0f);
     fill_random_t<__half><<<256, 256>>>(b, 50264, 5, 1.0f);
-    printf("%-12s %5s | %-26s | %-26s | %-26s | plan for 128: how, tile, stages\n", "O x I", "rows", "cuBLASLt(4096) us GB/s TF",
+    printf("%s: %-12s %5s | %-26s | %-26s | %-26s | plan for 128: how, algo id, tile, stages\n", g_gemm_dt == CUDA_R_16BF ? "BF16" : "F16",
+           "O x I", "rows", "cuBLASLt(4096) us GB/s TF",
            "cuBLASLt(128) us GB/s TF", "own rows (not invariant)");
     for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++)
         for (size_t ri = 0; ri < sizeof rows / sizeof rows[0]; ri++) {
             const int O = shapes[si][0], I = shapes[si][1], N = rows[ri];
-            if (O > 10000 && N > 64) continue;
+            if (O > 10000 && N > 64 && N < 1024) continue;
             char name[32];
             snprintf(name, sizeof name, "%dx%d", O, I);
             printf("%-12s %5d", name, N);
@@ -403,11 +412,12 @@ static void gemm_table(void) {
             for (int i = 0; i < S->n_gemm; i++) {
                 const gpt2__gemm *g = &S->gemm[i];
                 if (g->O != O || g->I != I || g->N != N || g->ref != GPT2_GEMM_REF_ROWS || g->splits != 1) continue;
-                int tile = -1, stages = -1;
+                int id = -1, tile = -1, stages = -1;
                 size_t got = 0;
+                cublasLtMatmulAlgoConfigGetAttribute(&g->algo, CUBLASLT_ALGO_CONFIG_ID, &id, sizeof id, &got);
                 cublasLtMatmulAlgoConfigGetAttribute(&g->algo, CUBLASLT_ALGO_CONFIG_TILE_ID, &tile, sizeof tile, &got);
                 cublasLtMatmulAlgoConfigGetAttribute(&g->algo, CUBLASLT_ALGO_CONFIG_STAGES_ID, &stages, sizeof stages, &got);
-                printf(" | %d %d %d", g->how, tile, stages);
+                printf(" | %d %d %d %d", g->how, id, tile, stages);
             }
             printf("\n");
         }
@@ -957,27 +967,32 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--part-rows") && i + 1 < argc) g_part_rows = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--at") && i + 1 < argc) g_at = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--steps")) { for (int j = i + 1; j < argc; j++) step_timing(argv[j]); return 0; }
-        else if (!strcmp(argv[i], "--gemm")) { gemm_table(); return 0; }
+        else if (!strcmp(argv[i], "--gemm")) {
+            if (dt == GPT2_DTYPE_BF16) g_gemm_dt = CUDA_R_16BF;
+            gemm_table();
+            return 0;
+        }
         else if (!strcmp(argv[i], "--algo-classes")) { algo_classes(); return 0; }
         else if (!strcmp(argv[i], "--algo-search")) { algo_search(); return 0; }
         else if (!strcmp(argv[i], "--class-pool")) { class_pool(); return 0; }
         else if (!strcmp(argv[i], "--skinny")) { skinny_table(); return 0; }
         else if (!strcmp(argv[i], "--gelu-match")) { gelu_match(); return 0; }
         else if (!strcmp(argv[i], "--breakdown")) {
-            /* F16 (124M, or the size after it): a decode step of the throughput batch (1024; 256 for 1558M) at
+            /* F16 (--dtype bf16 before it: BF16; 124M, or the size after it): a decode step of the throughput batch (1024; 256 for 1558M) at
                position 160, one of 1 at position 192, a prefill step of 4 x 1024 */
             const char *size = i + 1 < argc ? argv[i + 1] : "124M";
             const int B = !strcmp(size, "1558M") ? 256 : 1024;
+            if (dt == GPT2_DTYPE_F32) { printf("--breakdown: F16 or BF16\n"); return 1; }
             char label[64];
             snprintf(label, sizeof label, "%s decode %d x ctx %d", size, B, g_at);
-            gpt2_model *m = random_model(size, GPT2_DTYPE_F16, B, 256, 0);
+            gpt2_model *m = random_model(size, dt, B, 256, 0);
             CHECK(m);
             breakdown(label, m, B, -g_at);
             snprintf(label, sizeof label, "%s decode 1 x ctx 192", size);
             breakdown(label, m, 1, -192);
             gpt2_free(m);
             snprintf(label, sizeof label, "%s prefill 4 x 1024", size);
-            m = random_model(size, GPT2_DTYPE_F16, 16, 1024, 0);
+            m = random_model(size, dt, 16, 1024, 0);
             CHECK(m);
             breakdown(label, m, 4, 1024);
             gpt2_free(m);
