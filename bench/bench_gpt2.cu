@@ -395,9 +395,9 @@ static void gemm_table(void) {
     CU(cudaMalloc(&D, (size_t)1024 * 50264 * 4)); CU(cudaMalloc(&b, (size_t)50264 * 2));
     fill_random_t<__half><<<1024, 256>>>(W, (size_t)50264 * 1600, 3, 1.0f); fill_random_t<__half><<<1024, 256>>>(X, (size_t)1024 * 6400, 4, 1.0f);
     fill_random_t<__half><<<256, 256>>>(b, 50264, 5, 1.0f);
-    printf("%s: %-12s %5s | %-26s | %-26s | %-26s | plan for 128: how, algo id, tile, stages\n", g_gemm_dt == CUDA_R_16BF ? "BF16" : "F16",
-           "O x I", "rows", "cuBLASLt(4096) us GB/s TF",
-           "cuBLASLt(128) us GB/s TF", "own rows (not invariant)");
+    printf("%s: %-12s %5s | %-26s | %-26s | %-26s | %-17s | plan for 128: how, algo id, tile, stages\n",
+           g_gemm_dt == CUDA_R_16BF ? "BF16" : "F16", "O x I", "rows", "cuBLASLt(4096) us GB/s TF", "cuBLASLt(128) us GB/s TF",
+           "own rows (not invariant)", "as K pieces: us");
     for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++)
         for (size_t ri = 0; ri < sizeof rows / sizeof rows[0]; ri++) {
             const int O = shapes[si][0], I = shapes[si][1], N = rows[ri];
@@ -409,6 +409,14 @@ static void gemm_table(void) {
                 double us = time_us(S, which, D, W, X, b, O, N, I);
                 printf(" | %8.1f %7.0f %8.1f", us, (double)O * I * 2 / (us * 1e-6) / 1e9, 2.0 * O * I * N / (us * 1e-6) / 1e12);
             }
+            /* a projection into the residual as decode rows run it: fp32 K pieces, no bias (gpt2__linear with part) */
+            const int sp = gpt2__decode_splits(I);
+            if (O <= 1600 && sp > 1) {
+                const double us = graph_us(S->stream, [&]() {
+                    return gpt2__gemm_run(S, g_gemm_dt, D, W, X, NULL, O, N, I, GPT2__EPI_NONE, 1, O, GPT2_GEMM_REF_ROWS, sp) == GPT2_OK;
+                });
+                printf(" | %d pieces %6.1f", sp, us);
+            } else printf(" | %17s", "-");
             for (int i = 0; i < S->n_gemm; i++) {
                 const gpt2__gemm *g = &S->gemm[i];
                 if (g->O != O || g->I != I || g->N != N || g->ref != GPT2_GEMM_REF_ROWS || g->splits != 1) continue;
