@@ -2333,7 +2333,7 @@ __global__ void __launch_bounds__(128) gpt2__attn_kernel(const T *__restrict__ q
 }
 
 /* A tile of up to 64 consecutive fed rows of one sequence (positions pos0..pos0+n-1 of slot `slot`). */
-typedef struct gpt2__tile { int row0, n, slot, pos0; } gpt2__tile;
+typedef struct gpt2__tile { int row0, n, slot, pos0, first; } gpt2__tile; /* first: position of the run's first row */
 
 #ifndef GPT2__FQ
 #define GPT2__FQ 64 /* query rows per prefill tile: a warp per 16 */
@@ -2391,41 +2391,58 @@ static __device__ __forceinline__ uint32_t gpt2__pack2(float a, float b, float *
 }
 
 /* Causal attention for prompt chunks, flash style on the tensor cores (fp16/bf16, head size HD in {32, 64, 128}); no
-   score matrix leaves the registers. Grid: (n_tiles, H); block: 128 threads = 4 warps, warp w owning query rows
+   score matrix leaves the registers. Grid: n_tiles * H blocks, one per tile and head (gpt2__plan_attention sorts the
+   tiles longest first; the GPU starts blocks in order). heads_inner: block b serves tile b / H, head b % H, so the
+   longest tiles of every head start before any shorter one (the last wave is short; for steps whose prompt K/V fit in
+   L2); else tile b % n_tiles, head b / n_tiles: a head's tiles together, their K/V shared in L2 while they run; block: 128 threads = 4 warps, warp w owning query rows
    16w..16w+15 of the tile (lane: rows g = lane/4 and g+8, columns 2(lane%4)+{0,1} of each 8-wide MMA tile).
    Per step of 64 keys (this layer's cache [slot][h][pos][HD], cp.async double buffered; a warp skips keys past its
    last query): S = Q K^T (mma m16n8k16, fp32) -> online softmax per row in fp32 (log2 units; key <= query position)
    -> P rounded to T, reused in registers as the A operand -> O = O * correction + P V (fp32 registers).
    out[row][h*HD..] = O / l, l the sum of the rounded P. Matches the attention loop of gpt2__cpu_run. */
 template <typename T, int HD>
-__global__ void __launch_bounds__(2 * GPT2__FQ) gpt2__attn_prefill_kernel(const T *__restrict__ qkv, const T *__restrict__ kc,
-                                                                   const T *__restrict__ vc, T *__restrict__ out,
+__global__ void __launch_bounds__(2 * GPT2__FQ) gpt2__attn_prefill_kernel(const T *__restrict__ qkv, T *__restrict__ kc,
+                                                                   T *__restrict__ vc, T *__restrict__ out,
                                                                    const gpt2__tile *__restrict__ tiles, int C, int H,
-                                                                   int max_seq, float scale_log2) {
+                                                                   int max_seq, float scale_log2, int heads_inner) {
 #if __CUDA_ARCH__ >= 800
     constexpr int LD = HD + 8, CH = 8, NT = HD / 8, KK = HD / 16;
     extern __shared__ __align__(16) unsigned char gpt2__prefill_sh[];
     T *Qs = (T *)gpt2__prefill_sh, *Ks = Qs + GPT2__FQ * LD, *Vs = Ks + 2 * GPT2__FK * LD;
-    const gpt2__tile tl = tiles[blockIdx.x];
-    const int h = blockIdx.y, tid = threadIdx.x, w = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
+    const int n_tiles = (int)(gridDim.x / H), tile = heads_inner ? blockIdx.x / H : blockIdx.x % n_tiles;
+    const gpt2__tile tl = tiles[tile];
+    const int h = heads_inner ? blockIdx.x % H : blockIdx.x / n_tiles, tid = threadIdx.x, w = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
     const size_t head = ((size_t)tl.slot * H + h) * max_seq * HD;
     const int kend = tl.pos0 + tl.n, nsteps = (kend + GPT2__FK - 1) / GPT2__FK;
+    /* Q of the tile's rows into shared memory; their K and V (this head) into the cache for later steps */
     for (int i = tid; i < GPT2__FQ * (HD / CH); i += blockDim.x) {
         const int rr = i / (HD / CH), c = i % (HD / CH);
         uint4 v = make_uint4(0, 0, 0, 0);
-        if (rr < tl.n) v = *(const uint4 *)(qkv + (size_t)(tl.row0 + rr) * 3 * C + (size_t)h * HD + c * CH);
+        if (rr < tl.n) {
+            const T *q = qkv + (size_t)(tl.row0 + rr) * 3 * C + (size_t)h * HD + c * CH;
+            const size_t at = head + (size_t)(tl.pos0 + rr) * HD + c * CH;
+            v = *(const uint4 *)q;
+            *(uint4 *)(kc + at) = *(const uint4 *)(q + C);
+            *(uint4 *)(vc + at) = *(const uint4 *)(q + 2 * C);
+        }
         *(uint4 *)(Qs + rr * LD + c * CH) = v;
     }
-    /* keys [step*64, +64) into buffer b */
+    /* keys [step*64, +64) into buffer b: positions before the run's first row from the cache, the run's own (this
+       step's, which other blocks are storing meanwhile) from qkv */
 #define GPT2__LOAD_KV(step, b)                                                                          \
     do {                                                                                                \
         const int k0_ = (step) * GPT2__FK;                                                              \
         for (int i = tid; i < GPT2__FK * (HD / CH); i += blockDim.x) {                                  \
-            const int j = i / (HD / CH), c = i % (HD / CH);                                             \
-            const bool ok = k0_ + j < kend;                                                             \
-            const size_t off = head + (size_t)(ok ? k0_ + j : 0) * HD + c * CH;                         \
-            gpt2__cp16(Ks + ((b) * GPT2__FK + j) * LD + c * CH, kc + off, ok);                          \
-            gpt2__cp16(Vs + ((b) * GPT2__FK + j) * LD + c * CH, vc + off, ok);                          \
+            const int j = i / (HD / CH), c = i % (HD / CH), kp = k0_ + j;                               \
+            const bool ok = kp < kend;                                                                  \
+            const T *ks = kc + head + (size_t)(ok ? kp : 0) * HD + c * CH;                              \
+            const T *vs = vc + head + (size_t)(ok ? kp : 0) * HD + c * CH;                              \
+            if (ok && kp >= tl.first) {                                                                 \
+                ks = qkv + (size_t)(tl.row0 - tl.pos0 + kp) * 3 * C + C + (size_t)h * HD + c * CH;      \
+                vs = ks + C;                                                                            \
+            }                                                                                           \
+            gpt2__cp16(Ks + ((b) * GPT2__FK + j) * LD + c * CH, ks, ok);                                \
+            gpt2__cp16(Vs + ((b) * GPT2__FK + j) * LD + c * CH, vs, ok);                                \
         }                                                                                               \
         gpt2__cp_commit();                                                                              \
     } while (0)
@@ -3070,6 +3087,7 @@ typedef struct gpt2__cuda_meta {
     int *next;               /* per sequence [n]: the sampled token */
     size_t bytes;            /* what the host copies over: everything but next */
     int n_att, n_tiles;      /* host values, set by gpt2__plan_attention */
+    long tile_keys;          /* host value: keys the prompt tiles' sequences hold, each sequence once */
 } gpt2__cuda_meta;
 
 typedef struct gpt2__cuda_graph { int n, np; cudaGraphExec_t exec; unsigned long long used; } gpt2__cuda_graph;
@@ -3125,6 +3143,9 @@ typedef struct gpt2__cuda_state {
     void *plt_ws[GPT2__MAX_PARTS];      /* its cuBLASLt workspace, */
     cudaEvent_t fork, pjoin[GPT2__MAX_PARTS]; /* and the events that tie the parts to the step */
     int parts_last;                     /* parts of the step launched last (1: one run) */
+    int prefill_order;                  /* gpt2__attn_prefill_kernel's block order: 1 heads inner, 0 tiles inner, -1 heads
+                                           inner when the tiles' sequences' K/V fit in L2 (RESULTS.md item 49) */
+    size_t l2_bytes;                    /* the GPU's L2 cache */
 } gpt2__cuda_state;
 
 static size_t gpt2__align256(size_t n) { return (n + 255) & ~(size_t)255; }
@@ -3132,7 +3153,8 @@ static size_t gpt2__align256(size_t n) { return (n + 255) & ~(size_t)255; }
 /* blob layout: tok, pos, slot, att_rows [N] | out_row [n_out] | (16-aligned) tiles [N] | picks [n] | next [n] */
 static size_t gpt2__meta_tiles_at(int N, int n_out) { return ((size_t)(4 * N + n_out) * sizeof(int) + 15) & ~(size_t)15; }
 static size_t gpt2__meta_size(int N, int n_out, int n) {
-    return gpt2__meta_tiles_at(N, n_out) + (size_t)N * sizeof(gpt2__tile) + (size_t)n * (sizeof(gpt2__pick) + sizeof(int));
+    return gpt2__meta_tiles_at(N, n_out) + (((size_t)N * sizeof(gpt2__tile) + 15) & ~(size_t)15) +
+           (size_t)n * (sizeof(gpt2__pick) + sizeof(int));
 }
 static gpt2__cuda_meta gpt2__meta_at(void *base, int N, int n_out, int n) {
     gpt2__cuda_meta d;
@@ -3143,7 +3165,7 @@ static gpt2__cuda_meta gpt2__meta_at(void *base, int N, int n_out, int n) {
     d.att_rows = d.slot + N;
     d.out_row = d.att_rows + N;
     d.tiles = (gpt2__tile *)(b + gpt2__meta_tiles_at(N, n_out));
-    d.picks = (gpt2__pick *)(d.tiles + N);
+    d.picks = (gpt2__pick *)((char *)d.tiles + (((size_t)N * sizeof(gpt2__tile) + 15) & ~(size_t)15)); /* 16-byte aligned */
     d.next = (int *)(d.picks + n);
     d.bytes = (size_t)((char *)d.next - b);
     d.n_att = N;
@@ -3162,13 +3184,16 @@ static int gpt2__tile_cmp(const void *a, const void *b) {
    all rows without flash) to the row kernel. Fills h's att_rows, tiles and counts from its slot and pos. */
 static void gpt2__plan_attention(gpt2__cuda_meta *h, int N, int flash) {
     h->n_att = h->n_tiles = 0;
+    h->tile_keys = 0;
     for (int r = 0; r < N;) {
         int e = r + 1;
         while (e < N && h->slot[e] == h->slot[r] && h->pos[e] == h->pos[e - 1] + 1) e++;
+        if (flash && e - r > 1) h->tile_keys += h->pos[e - 1] + 1;
         if (flash && e - r > 1)
             for (int t = r; t < e; t += GPT2__FQ) {
                 gpt2__tile *ti = &h->tiles[h->n_tiles++];
                 ti->row0 = t; ti->n = e - t < GPT2__FQ ? e - t : GPT2__FQ; ti->slot = h->slot[r]; ti->pos0 = h->pos[t];
+                ti->first = h->pos[r];
             }
         else
             for (int t = r; t < e; t++) h->att_rows[h->n_att++] = t;
@@ -3573,10 +3598,12 @@ static gpt2_status gpt2__attn_launch(gpt2__cuda_state *S, const gpt2_model *m, T
 }
 
 template <typename T, int HD>
-static gpt2_status gpt2__prefill_launch(gpt2__cuda_state *S, const gpt2_model *m, const T *kc, const T *vc, const gpt2__cuda_meta *d) {
+static gpt2_status gpt2__prefill_launch(gpt2__cuda_state *S, const gpt2_model *m, T *kc, T *vc, const gpt2__cuda_meta *d) {
     const int C = m->cfg.n_embd, H = m->cfg.n_head;
-    gpt2__attn_prefill_kernel<T, HD><<<dim3((unsigned)d->n_tiles, (unsigned)H), 2 * GPT2__FQ, gpt2__prefill_smem<T, HD>(), S->stream>>>(
-        (const T *)S->qkv, kc, vc, (T *)S->att, d->tiles, C, H, m->max_seq, 1.4426950408889634f / sqrtf((float)HD));
+    const double kv = 2.0 * (double)d->tile_keys * C * sizeof(T);
+    const int heads_inner = S->prefill_order >= 0 ? S->prefill_order : kv <= (double)S->l2_bytes;
+    gpt2__attn_prefill_kernel<T, HD><<<dim3((unsigned)d->n_tiles * (unsigned)H), 2 * GPT2__FQ, gpt2__prefill_smem<T, HD>(), S->stream>>>(
+        (const T *)S->qkv, kc, vc, (T *)S->att, d->tiles, C, H, m->max_seq, 1.4426950408889634f / sqrtf((float)HD), heads_inner);
     GPT2__LAUNCHED();
     return GPT2_OK;
 }
@@ -3603,11 +3630,11 @@ static int gpt2__prefill_usable(gpt2_dtype dt, int hd, int device) {
     return ok;
 }
 
-static gpt2_status gpt2__prefill(gpt2__cuda_state *, const gpt2_model *, const float *, const float *, const gpt2__cuda_meta *) {
+static gpt2_status gpt2__prefill(gpt2__cuda_state *, const gpt2_model *, float *, float *, const gpt2__cuda_meta *) {
     return gpt2__fail(GPT2_ERR_DEVICE, "%s:%d: the tiled prefill attention has no F32 form", __FILE__, __LINE__);
 }
 template <typename T>
-static gpt2_status gpt2__prefill(gpt2__cuda_state *S, const gpt2_model *m, const T *kc, const T *vc, const gpt2__cuda_meta *d) {
+static gpt2_status gpt2__prefill(gpt2__cuda_state *S, const gpt2_model *m, T *kc, T *vc, const gpt2__cuda_meta *d) {
     const int hd = m->cfg.n_embd / m->cfg.n_head;
     return hd == 32 ? gpt2__prefill_launch<T, 32>(S, m, kc, vc, d) : hd == 64 ? gpt2__prefill_launch<T, 64>(S, m, kc, vc, d)
                     : gpt2__prefill_launch<T, 128>(S, m, kc, vc, d);
@@ -3627,16 +3654,19 @@ static gpt2_status gpt2__kv_store(cudaStream_t st, int sms, const T *qkv, T *kc,
     return GPT2_OK;
 }
 
-/* Layer l's attention step over the N fed rows planned in d (the first P of them prompt rows): K and V of the rows
-   into the cache, then the kernels. With the tiled prefill kernel on, every row the row kernel serves is the only
-   new row of its sequence, so the row kernel stores its own K and V (and reads them from qkv): gpt2__kv_store_kernel
-   runs over the prompt rows only, and not at all in a decode step. */
+/* Layer l's attention step over the N fed rows planned in d: K and V of the rows into the cache, then the kernels.
+   With the tiled prefill kernel on, each kernel stores the K and V of the rows it serves: a tile's rows
+   (gpt2__attn_prefill_kernel, which reads the keys fed in this step from qkv), a row that is the only new row of its
+   sequence (gpt2__attn_kernel, which reads its own key from qkv); gpt2__kv_store_kernel then never runs. Without it
+   (F32, or a GPU before sm_80) gpt2__kv_store_kernel stores every row's first. */
 template <typename T>
-static gpt2_status gpt2__attention(gpt2__cuda_state *S, const gpt2_model *m, int l, const gpt2__cuda_meta *d, int N_fed, int P) {
+static gpt2_status gpt2__attention(gpt2__cuda_state *S, const gpt2_model *m, int l, const gpt2__cuda_meta *d, int N_fed) {
     const int C = m->cfg.n_embd, H = m->cfg.n_head, hd = C / H, VE = 16 / (int)sizeof(T), N = d->n_att;
     const size_t per_layer = (size_t)m->max_batch * m->max_seq * C;
     T *kc = (T *)S->k_cache + (size_t)l * per_layer, *vc = (T *)S->v_cache + (size_t)l * per_layer;
-    const int store = S->flash, n_kv = store ? P : N_fed;
+    /* with the tiled kernel, every row stores its own K and V (gpt2__attn_prefill_kernel a tile's rows,
+       gpt2__attn_kernel a single row's); else gpt2__kv_store_kernel stores them all first */
+    const int store = S->flash, n_kv = store ? 0 : N_fed;
     gpt2_status st = GPT2_OK;
     if (n_kv > 0 && (st = gpt2__kv_store<T>(S->stream, S->sms, (const T *)S->qkv, kc, vc, d->slot, d->pos, n_kv, C, H, m->max_seq)))
         return st;
@@ -3686,7 +3716,7 @@ static gpt2_status gpt2__cuda_run_t(gpt2_model *m, gpt2__cuda_state *S, const gp
             st = gpt2__lnf_run<T>(S, qkv, y->qkv_w, y->qkv_b, 3 * C, N, C, 0, f);
         } else st = gpt2__linear<T>(m, S, qkv, y->qkv_w, ln, y->qkv_b, 3 * C, N, P, C, GPT2__EPI_BIAS, 0, 0, NULL);
         if (st) return st;
-        if ((st = gpt2__attention<T>(S, m, l, d, N, P))) return st;
+        if ((st = gpt2__attention<T>(S, m, l, d, N))) return st;
         if ((st = gpt2__linear<T>(m, S, proj, y->proj_w, att, y->proj_b, C, N, P, C, GPT2__EPI_BIAS, 0, 0, S->part))) return st;
         ad.bias = (const T *)y->proj_b;
         ad.splits = gpt2__decode_splits(C);
@@ -3932,6 +3962,7 @@ static gpt2_status gpt2__cuda_init_state(gpt2_model *m, gpt2__cuda_state *S) {
     cudaDeviceProp pr;
     GPT2__CU(cudaGetDeviceProperties(&pr, dev));
     S->sms = pr.multiProcessorCount;
+    S->l2_bytes = (size_t)pr.l2CacheSize;
     S->esize = m->dtype == GPT2_DTYPE_F32 ? 4 : 2;
     S->use_graphs = 1;
     S->lookahead = 1;
@@ -3980,6 +4011,7 @@ static gpt2_status gpt2__cuda_init_state(gpt2_model *m, gpt2__cuda_state *S) {
     GPT2__CU(cudaEventCreateWithFlags(&S->fork, cudaEventDisableTiming));
     S->part_rows = GPT2__PART_ROWS;
     S->parts = GPT2__PARTS;
+    S->prefill_order = -1;
     GPT2__LT(cublasLtCreate(&S->lt));
     GPT2__CU(cudaMalloc(&S->lt_ws, S->lt_ws_size));
     for (int i = 1; i < GPT2__MAX_PARTS; i++) {
@@ -4093,7 +4125,7 @@ static gpt2_status gpt2__cuda_forward(gpt2_model *m, const int *tokens, int B, i
         }
         gpt2__plan_attention(&h, N, S->flash);
         d.n_att = h.n_att;
-        d.n_tiles = h.n_tiles;
+        d.n_tiles = h.n_tiles; d.tile_keys = h.tile_keys;
         GPT2__CU(cudaMemcpyAsync(S->d_meta, S->h_meta[0], h.bytes, cudaMemcpyHostToDevice, S->stream));
         gpt2_status st = gpt2__cuda_run(m, &d, N, N, N, 1);
         if (st) { cudaStreamSynchronize(S->stream); return st; }
@@ -4164,7 +4196,7 @@ static gpt2_status gpt2__cuda_launch(gpt2_model *m, const gpt2__seq *seqs, int n
     for (int i = 1; i < np; i++)
         for (int r = gpt2__part_at(N, np, i), r0 = r; r < gpt2__part_at(N, np, i + 1); r++) h.att_rows[r] -= r0, h.out_row[r] -= r0;
     d.n_att = h.n_att;
-    d.n_tiles = h.n_tiles;
+    d.n_tiles = h.n_tiles; d.tile_keys = h.tile_keys;
     gpt2_status st = GPT2_OK;
     cudaError_t e = cudaMemcpyAsync(S->d_meta, S->h_meta[b], h.bytes, cudaMemcpyHostToDevice, S->stream);
     if (e == cudaSuccess)

@@ -1,7 +1,7 @@
 /* bench_gpt2 — DESIGN.md's standard workloads on the CUDA backend, random weights made in process.
 
    Usage: bench/bench_gpt2 [124M|355M|774M|1558M ...] [--dtype f16|bf16|f32] [--only latency|throughput|prefill] [--reps N]
-                         [--no-lookahead] [--no-pdl] [--no-skinny] [--no-lnf] [--parts N] [--part-rows R]
+                         [--no-lookahead] [--no-pdl] [--no-skinny] [--no-lnf] [--parts N] [--part-rows R] [--prefill-order 0|1] [--prefill-seqs N]
                          [--at POS]
    bench/bench_gpt2 --gemm: the linear layers alone (timed inside CUDA graphs), cuBLASLt pinned for prompt rows and
                             for decode rows, against each row count's own pick
@@ -125,6 +125,8 @@ static int g_lnf = 1;       /* --no-lnf: every layer norm a kernel of its own (n
 static int g_parts = -1;    /* --parts N: decode steps in up to N parts at once (gpt2__cuda_parts; 1: one run; -1: default;
                                more than 2 needs -DGPT2__MAX_PARTS) */
 static int g_part_rows = -1; /* --part-rows R: ... of at least R rows each */
+static int g_prefill_order = -1; /* --prefill-order 0|1: prefill attention's block order (tiles / heads inner) */
+static int g_prefill_seqs = 4; /* --prefill-seqs N: --breakdown's prefill step of N x 1024 */
 static int g_at = 160;        /* --at POS: --breakdown's many-row decode step at this position */
 
 static gpt2_model *random_model(const char *size, gpt2_dtype dt, int max_batch, int max_seq, int prefill_tokens) {
@@ -161,6 +163,7 @@ static gpt2_model *random_model(const char *size, gpt2_dtype dt, int max_batch, 
     if (!g_lnf) S->lnf = 0;
     if (g_parts >= 1) S->parts = g_parts;
     if (g_part_rows >= 0) S->part_rows = g_part_rows;
+    if (g_prefill_order >= 0) S->prefill_order = g_prefill_order;
     static int told = 0;
     if (!told++) {
         printf("skinny decode products verified bit-identical to cuBLASLt (%s):", size);
@@ -246,7 +249,7 @@ static gpt2__cuda_meta g_d;   /* the device-side view of the last staged step */
 static int g_N, g_P, g_n; /* fed rows, prompt rows among them, sequences */
 /* the phases in the model's dtype (F16 or BF16) */
 template <typename T> static void ph_attention_t(gpt2_model *m) {
-    for (int l = 0; l < m->cfg.n_layer; l++) CHECK(gpt2__attention<T>((gpt2__cuda_state *)m->cuda, m, l, &g_d, g_N, g_P) == GPT2_OK);
+    for (int l = 0; l < m->cfg.n_layer; l++) CHECK(gpt2__attention<T>((gpt2__cuda_state *)m->cuda, m, l, &g_d, g_N) == GPT2_OK);
 }
 template <typename T> static void ph_gemms_t(gpt2_model *m) {
     gpt2__cuda_state *S = (gpt2__cuda_state *)m->cuda;
@@ -275,13 +278,13 @@ template <typename T> static void ph_norms_t(gpt2_model *m) {
               GPT2_OK);
     }
 }
-/* the separate K/V store: prompt rows only when decode rows store their own (gpt2__attention) */
+/* the separate K/V store: no rows when the attention kernels store their own (gpt2__attention) */
 template <typename T> static void ph_kv_store_t(gpt2_model *m) {
     gpt2__cuda_state *S = (gpt2__cuda_state *)m->cuda;
     const int C = m->cfg.n_embd, H = m->cfg.n_head;
     for (int l = 0; l < m->cfg.n_layer; l++)
         CHECK(gpt2__kv_store<T>(S->stream, S->sms, (const T *)S->qkv, (T *)S->k_cache, (T *)S->v_cache, g_d.slot,
-                                     g_d.pos, S->flash ? g_P : g_N, C, H, m->max_seq) == GPT2_OK);
+                                     g_d.pos, S->flash ? 0 : g_N, C, H, m->max_seq) == GPT2_OK);
 }
 static void ph_attention(gpt2_model *m, int) { m->dtype == GPT2_DTYPE_BF16 ? ph_attention_t<__nv_bfloat16>(m) : ph_attention_t<__half>(m); }
 static void ph_gemms(gpt2_model *m, int) { m->dtype == GPT2_DTYPE_BF16 ? ph_gemms_t<__nv_bfloat16>(m) : ph_gemms_t<__half>(m); }
@@ -313,7 +316,7 @@ static void breakdown(const char *label, gpt2_model *m, int n, int T) {
     gpt2__cuda_meta h = gpt2__meta_at(S->h_meta[S->stage], g_N, n, n);
     gpt2__plan_attention(&h, g_N, S->flash);
     g_d = gpt2__meta_at(S->d_meta, g_N, n, n);
-    g_d.n_att = h.n_att; g_d.n_tiles = h.n_tiles;
+    g_d.n_att = h.n_att; g_d.n_tiles = h.n_tiles; g_d.tile_keys = h.tile_keys;
     phase_t ph[] = {{"step", time_ms(S->stream, ph_step, m, 0)}, {"attention", time_ms(S->stream, ph_attention, m, 0)},
                     {"gemms", time_ms(S->stream, ph_gemms, m, 0)}, {"logits", time_ms(S->stream, ph_logits, m, 0)},
                     {"norms", time_ms(S->stream, ph_norms, m, 0)}, {"kv_store", time_ms(S->stream, ph_kv_store, m, 0)},
@@ -973,6 +976,8 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--no-lnf")) g_lnf = 0;
         else if (!strcmp(argv[i], "--parts") && i + 1 < argc) g_parts = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--part-rows") && i + 1 < argc) g_part_rows = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--prefill-order") && i + 1 < argc) g_prefill_order = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--prefill-seqs") && i + 1 < argc) g_prefill_seqs = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--at") && i + 1 < argc) g_at = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--steps")) { for (int j = i + 1; j < argc; j++) step_timing(argv[j]); return 0; }
         else if (!strcmp(argv[i], "--gemm")) {
@@ -992,17 +997,20 @@ int main(int argc, char **argv) {
             const int B = !strcmp(size, "1558M") ? 256 : 1024;
             if (dt == GPT2_DTYPE_F32) { printf("--breakdown: F16 or BF16\n"); return 1; }
             char label[64];
-            snprintf(label, sizeof label, "%s decode %d x ctx %d", size, B, g_at);
-            gpt2_model *m = random_model(size, dt, B, 256, 0);
+            gpt2_model *m = NULL;
+            if (!only || strcmp(only, "prefill")) { /* --only prefill before --breakdown: the prefill step alone */
+                snprintf(label, sizeof label, "%s decode %d x ctx %d", size, B, g_at);
+                m = random_model(size, dt, B, 256, 0);
+                CHECK(m);
+                breakdown(label, m, B, -g_at);
+                snprintf(label, sizeof label, "%s decode 1 x ctx 192", size);
+                breakdown(label, m, 1, -192);
+                gpt2_free(m);
+            }
+            snprintf(label, sizeof label, "%s prefill %d x 1024", size, g_prefill_seqs);
+            m = random_model(size, dt, 16, 1024, g_prefill_seqs > 4 ? g_prefill_seqs * 1024 : 0);
             CHECK(m);
-            breakdown(label, m, B, -g_at);
-            snprintf(label, sizeof label, "%s decode 1 x ctx 192", size);
-            breakdown(label, m, 1, -192);
-            gpt2_free(m);
-            snprintf(label, sizeof label, "%s prefill 4 x 1024", size);
-            m = random_model(size, dt, 16, 1024, 0);
-            CHECK(m);
-            breakdown(label, m, 4, 1024);
+            breakdown(label, m, g_prefill_seqs, 1024);
             gpt2_free(m);
             return 0;
         }
