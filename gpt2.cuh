@@ -1909,7 +1909,9 @@ static constexpr int gpt2__min_arch_of(int i, int n) {
 #define GPT2__ARGMAX_LD 4          /* 16-byte loads per thread in flight in the sampler's argmax */
 #define GPT2__MAX_GRAPHS 16
 #define GPT2__MAX_GEMMS 256
+#ifndef GPT2__SPLIT_LEN
 #define GPT2__SPLIT_LEN 256        /* keys per block of decode attention */
+#endif
 #define GPT2__ATT_PREFETCH (16 << 20) /* decode attention prefetches the cache into L2 up to this many bytes */
 #ifndef GPT2__MAX_PARTS
 #define GPT2__MAX_PARTS 2          /* a decode step runs as up to this many parts at once (gpt2__cuda_parts; streams made), */
