@@ -1855,8 +1855,10 @@ static gpt2_status gpt2__cpu_step(gpt2_model *m, const gpt2__seq *seqs, int n, i
      decode rows of the two projections into the residual split K into a fixed number of fp32 pieces per shape
      (gpt2__decode_splits), which the residual + layer-norm kernel adds in order
    - attention: prompt chunks go to a flash-style tensor-core kernel in 64-row tiles (F16/BF16, head size
-     32/64/128), every other row to a row kernel split along the sequence in fixed 256-key pieces (which also
-     stores a decode row's own K and V), again whatever the batch
+     32/64/128; longest tiles of every head first while the step's K/V fit in L2; it stores its tile's K and V
+     and reads the keys fed in the same step from qkv), every other row to a row kernel split along the
+     sequence in fixed 256-key pieces (which also stores a decode row's own K and V), again whatever the batch;
+     only without the tiled kernel (F32) does a separate pass store K and V first
    - a step's per-row and per-sequence inputs (tokens, positions, slots, sampling parameters) live in one
      device blob, copied from pinned memory (two staging blobs in turn); the pure-decode step is a CUDA graph
      replayed per batch size; only the sampled ids come back to the host, and gpt2_generate launches the next
@@ -2136,7 +2138,8 @@ __global__ void __launch_bounds__(256) gpt2__residual_ln_kernel(float *__restric
     }
 }
 
-/* K and V of every fed row into this layer's cache. qkv: [N][3C] (q | k | v); kc, vc: [max_batch][H][max_seq][hd].
+/* K and V of every fed row into this layer's cache (only where the tiled prefill kernel does not serve: F32, GPUs
+   before sm_80; gpt2__attention). qkv: [N][3C] (q | k | v); kc, vc: [max_batch][H][max_seq][hd].
    Row r goes to slot row_slot[r], position row_pos[r]; VE elements (16 bytes when hd allows) per thread and step.
    Grid-stride over N*C/VE chunks. Matches the cache writes of gpt2__cpu_run (there laid out [slot][pos][C]). */
 template <typename T, int VE>
