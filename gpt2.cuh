@@ -2160,6 +2160,26 @@ __global__ void gpt2__kv_store_kernel(const T *qkv, T *kc, T *vc, const int *row
     }
 }
 
+/* 16 bytes global -> shared, asynchronously (sm_80+); zeros when !ok */
+static __device__ __forceinline__ void gpt2__cp16(void *dst, const void *src, bool ok) {
+#if __CUDA_ARCH__ >= 800
+    unsigned a = (unsigned)__cvta_generic_to_shared(dst);
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(a), "l"(src), "r"(ok ? 16 : 0));
+#else /* a plain copy on older GPUs */
+    *(uint4 *)dst = ok ? *(const uint4 *)src : make_uint4(0, 0, 0, 0);
+#endif
+}
+static __device__ __forceinline__ void gpt2__cp_commit(void) {
+#if __CUDA_ARCH__ >= 800
+    asm volatile("cp.async.commit_group;\n" ::);
+#endif
+}
+template <int N> static __device__ __forceinline__ void gpt2__cp_wait(void) {
+#if __CUDA_ARCH__ >= 800
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+#endif
+}
+
 /* Causal attention of one query row against its slot's cached keys, split along the sequence.
    qkv: [N][3C]; kc, vc: this layer's cache [max_batch][H][max_seq][hd]; row r (position p = row_pos[r]) attends to
    positions 0..p of slot row_slot[r].
@@ -2173,10 +2193,12 @@ __global__ void gpt2__kv_store_kernel(const T *qkv, T *kc, T *vc, const int *row
    part[z][h][s][hd+2], and the last live split of (z, h) to finish (counter count[z*H+h], zero between launches)
    merges the live splits s <= p/split_len in order: out = sum_s acc_s 2^(m_s-M) / sum_s l_s 2^(m_s-M), M = max m_s.
    With store set, row r's own key and value (position p) are read from qkv and written to the cache here (the
-   caller then skips gpt2__kv_store_kernel for these rows). Scores are kept in log2 units
+   caller then skips gpt2__kv_store_kernel for these rows). STG (store set, few rows): the block's cached keys and
+   values before p come into shared memory (2 * split_len * hd of T after the merge buffers) before the PDL wait,
+   and the loop reads them there. Scores are kept in log2 units
    (scale_log2 = log2(e)/sqrt(hd)).
    Matches the attention loop of gpt2__cpu_run. */
-template <typename T, int VE, int MAXC>
+template <typename T, int VE, int MAXC, bool STG>
 __global__ void __launch_bounds__(128) gpt2__attn_kernel(const T *__restrict__ qkv, T *__restrict__ kc,
                                                            T *__restrict__ vc, T *__restrict__ out,
                                                            float *__restrict__ part, const int *__restrict__ rows,
@@ -2192,9 +2214,23 @@ __global__ void __launch_bounds__(128) gpt2__attn_kernel(const T *__restrict__ q
     const int k1 = min(k0 + split_len, p + 1);
     const size_t head = ((size_t)row_slot[r] * H + h) * max_seq * hd;
     T *kh = kc + head, *vh = vc + head;
+    const int G_ = blockDim.x / lpk;
+    /* STG (few rows, each its sequence's only new row: store set): the keys and values before position p, written
+       by earlier steps, into shared memory while the kernel before finishes (16-byte copies; the loop below then
+       reads them there, in the same order: the same bits) */
+    T *sk = (T *)(gpt2__attn_sh + (size_t)G_ * hd + 2 * G_), *sv = sk + (size_t)split_len * hd;
+    if (STG) {
+        const int cpk = hd * (int)sizeof(T) / 16, n = (min(k1, p) - k0) * cpk; /* 16-byte chunks per key, in all */
+        for (int i = threadIdx.x; i < n; i += blockDim.x) {
+            const size_t at = (size_t)(i / cpk) * hd + (size_t)(i % cpk) * (16 / sizeof(T));
+            gpt2__cp16(sk + at, kh + (size_t)k0 * hd + at, true);
+            gpt2__cp16(sv + at, vh + (size_t)k0 * hd + at, true);
+        }
+        gpt2__cp_commit();
+    }
     /* the keys and values before position p were written by earlier steps: while the kernel before finishes, bring
        them into L2 (few rows: the step is latency-bound; the host sets prefetch only when they fit in L2 easily) */
-    if (prefetch) {
+    else if (prefetch) {
         const int per = (hd * (int)sizeof(T) + 127) / 128, n = (min(k1, p) - k0) * per; /* 128-byte lines per key */
         for (int i = threadIdx.x; i < n; i += blockDim.x) {
             const size_t at = (size_t)(k0 + i / per) * hd + (size_t)(i % per) * (128 / sizeof(T));
@@ -2206,6 +2242,10 @@ __global__ void __launch_bounds__(128) gpt2__attn_kernel(const T *__restrict__ q
     gpt2__pdl_trigger();
     const int nc = hd / VE, gl = threadIdx.x & (lpk - 1), g = threadIdx.x / lpk, G = blockDim.x / lpk;
     const T *q = qkv + (size_t)r * 3 * C + (size_t)h * hd, *kn = q + C, *vn = q + 2 * C;
+    if (STG) {
+        gpt2__cp_wait<0>();
+        __syncthreads();
+    }
     /* store: this row's own key and value come from qkv, and the block holding position p puts them in the cache */
     if (store && p < k1)
         for (int e = threadIdx.x; e < hd; e += blockDim.x) { kh[(size_t)p * hd + e] = kn[e]; vh[(size_t)p * hd + e] = vn[e]; }
@@ -2235,7 +2275,8 @@ __global__ void __launch_bounds__(128) gpt2__attn_kernel(const T *__restrict__ q
             for (int c = 0; c < MAXC; c++) {
                 int ci = gl + c * lpk;
                 const bool ok = j < k1 && ci < nc, own = store && j == p;
-                const T *kp = (own ? kn : kh + (size_t)j * hd) + ci * VE, *vp = (own ? vn : vh + (size_t)j * hd) + ci * VE;
+                const T *kp = (own ? kn : STG ? sk + (size_t)(j - k0) * hd : kh + (size_t)j * hd) + ci * VE;
+                const T *vp = (own ? vn : STG ? sv + (size_t)(j - k0) * hd : vh + (size_t)j * hd) + ci * VE;
                 if (VE * sizeof(T) == 16) {
                     const uint4 zero = make_uint4(0, 0, 0, 0);
                     *(uint4 *)kr[u][c] = ok ? *(const uint4 *)kp : zero;
@@ -2374,13 +2415,6 @@ static __device__ __forceinline__ void gpt2__ldsm4_t(uint32_t *r, const void *p)
     unsigned a = (unsigned)__cvta_generic_to_shared(p);
     asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n" : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(a));
 }
-/* 16 bytes global -> shared, asynchronously; zeros when !ok */
-static __device__ __forceinline__ void gpt2__cp16(void *dst, const void *src, bool ok) {
-    unsigned a = (unsigned)__cvta_generic_to_shared(dst);
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(a), "l"(src), "r"(ok ? 16 : 0));
-}
-static __device__ __forceinline__ void gpt2__cp_commit(void) { asm volatile("cp.async.commit_group;\n" ::); }
-template <int N> static __device__ __forceinline__ void gpt2__cp_wait(void) { asm volatile("cp.async.wait_group %0;\n" ::"n"(N)); }
 /* two floats -> a packed pair of T (the first in the low half), and back to the sum of the rounded pair */
 static __device__ __forceinline__ uint32_t gpt2__pack2(float a, float b, float *sum, __half) {
     __half2 v = __floats2half2_rn(a, b);
@@ -3148,6 +3182,9 @@ typedef struct gpt2__cuda_state {
     void *plt_ws[GPT2__MAX_PARTS];      /* its cuBLASLt workspace, */
     cudaEvent_t fork, pjoin[GPT2__MAX_PARTS]; /* and the events that tie the parts to the step */
     int parts_last;                     /* parts of the step launched last (1: one run) */
+    int att_stage, att_stage_smem;      /* decode attention of few rows stages their cached K/V in shared memory
+                                           before its PDL wait (gpt2__attn_kernel STG; 0: off, tests and bench), up to
+                                           att_stage_smem bytes a block */
     int prefill_order;                  /* gpt2__attn_prefill_kernel's block order: 1 heads inner, 0 tiles inner, -1 heads
                                            inner when the tiles' sequences' K/V fit in L2 (RESULTS.md item 49) */
     size_t l2_bytes;                    /* the GPU's L2 cache */
@@ -3585,6 +3622,21 @@ static gpt2_status gpt2__skinny_check(gpt2_model *m, gpt2__cuda_state *S) {
 /* Attention for layer l over the rows planned in d: gpt2__attn_prefill_kernel for the prompt tiles, gpt2__attn_kernel
    for the other rows, split along the sequence (the last split of a row merges them).
    Splits are GPT2__SPLIT_LEN keys whatever the batch: a row computes the same in any batch, graph or eager. */
+/* Raises the shared-memory limit of gpt2__attn_kernel's staging forms (T's 16-byte lanes) to all a block may have
+   on this GPU; sets S->att_stage_smem to it, 0 when that fails (no staging then) */
+template <typename T>
+static void gpt2__attn_stage_enable(gpt2__cuda_state *S) {
+    int optin = 0;
+    if (cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, S->device) != cudaSuccess) optin = 0;
+    const int ok = optin > 0 &&
+                   cudaFuncSetAttribute(gpt2__attn_kernel<T, 16 / sizeof(T), 1, true>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                        optin - 1024) == cudaSuccess &&
+                   cudaFuncSetAttribute(gpt2__attn_kernel<T, 16 / sizeof(T), 4, true>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                        optin - 1024) == cudaSuccess;
+    cudaGetLastError();
+    S->att_stage_smem = ok ? optin - 1024 : 0;
+}
+
 template <typename T, int VE, int MAXC>
 static gpt2_status gpt2__attn_launch(gpt2__cuda_state *S, const gpt2_model *m, T *kc, T *vc, const gpt2__cuda_meta *d,
                                      int n_split, int split_len, int store) {
@@ -3597,7 +3649,14 @@ static gpt2_status gpt2__attn_launch(gpt2__cuda_state *S, const gpt2_model *m, T
     dim3 grid((unsigned)n_split, (unsigned)H, (unsigned)d->n_att);
     /* L2 prefetch of the cached keys and values when every row's whole cache is at most GPT2__ATT_PREFETCH bytes */
     const int prefetch = (double)d->n_att * 2.0 * m->max_seq * C * sizeof(T) <= GPT2__ATT_PREFETCH;
-    return gpt2__launch(gpt2__attn_kernel<T, VE, MAXC>, grid, dim3(128), smem, S->stream, S->pdl, (const T *)S->qkv, kc, vc,
+    /* and into shared memory, when each row is the only new row of its sequence (store) and a split's keys fit */
+    const size_t stage = smem + 2 * (size_t)split_len * hd * sizeof(T);
+    if (VE * sizeof(T) == 16 && prefetch && store && S->att_stage && stage <= (size_t)S->att_stage_smem)
+        return gpt2__launch(gpt2__attn_kernel<T, VE, MAXC, VE * sizeof(T) == 16>, grid, dim3(128), stage, S->stream, S->pdl,
+                            (const T *)S->qkv, kc, vc, (T *)S->att, S->part, (const int *)d->att_rows, (const int *)d->slot,
+                            (const int *)d->pos, C, H, hd, m->max_seq, split_len, n_split, lpk, scale_log2, S->att_count, store,
+                            prefetch);
+    return gpt2__launch(gpt2__attn_kernel<T, VE, MAXC, false>, grid, dim3(128), smem, S->stream, S->pdl, (const T *)S->qkv, kc, vc,
                         (T *)S->att, S->part, (const int *)d->att_rows, (const int *)d->slot, (const int *)d->pos, C, H, hd,
                         m->max_seq, split_len, n_split, lpk, scale_log2, S->att_count, store, prefetch);
 }
@@ -4094,6 +4153,10 @@ static gpt2_status gpt2__cuda_init_state(gpt2_model *m, gpt2__cuda_state *S) {
     if (st) return st;
     GPT2__CU(cudaGetLastError());
     S->skinny = 1;
+    S->att_stage = 1;
+    if (m->dtype == GPT2_DTYPE_F16) gpt2__attn_stage_enable<__half>(S);
+    else if (m->dtype == GPT2_DTYPE_BF16) gpt2__attn_stage_enable<__nv_bfloat16>(S);
+    else gpt2__attn_stage_enable<float>(S);
     if (m->dtype == GPT2_DTYPE_F16) { S->lnf = gpt2__lnf_enable<__half>(S); return gpt2__skinny_check<__half>(m, S); }
     if (m->dtype == GPT2_DTYPE_BF16) { S->lnf = gpt2__lnf_enable<__nv_bfloat16>(S); return gpt2__skinny_check<__nv_bfloat16>(m, S); }
     return GPT2_OK;

@@ -1,11 +1,12 @@
 /* bench_gpt2 — DESIGN.md's standard workloads on the CUDA backend, random weights made in process.
 
    Usage: bench/bench_gpt2 [124M|355M|774M|1558M ...] [--dtype f16|bf16|f32] [--only latency|throughput|prefill] [--reps N]
-                         [--no-lookahead] [--no-pdl] [--no-skinny] [--no-lnf] [--parts N] [--part-rows R] [--prefill-order 0|1] [--prefill-seqs N]
+                         [--no-lookahead] [--no-pdl] [--no-skinny] [--no-lnf] [--no-stage] [--parts N] [--part-rows R] [--prefill-order 0|1] [--prefill-seqs N]
                          [--at POS]
    bench/bench_gpt2 --gemm: the linear layers alone (timed inside CUDA graphs), cuBLASLt pinned for prompt rows and
                             for decode rows, against each row count's own pick
    bench/bench_gpt2 --breakdown [SIZE]: where one step's time goes, per phase
+   bench/bench_gpt2 [--rows R] --prompt-gemms: cuBLASLt's first pick for prompt rows against the fastest of its top 16
    bench/bench_gpt2 --steps SIZE...: a batch-1 decode step's wall time, graph alone against staged, pipelined, generate
                             (flags such as --no-lnf go before --steps)
    bench/bench_gpt2 --algo-classes | --algo-search | --class-pool: which cuBLASLt algorithms compute alike, every
@@ -122,6 +123,7 @@ static int g_lookahead = 1; /* --no-lookahead: gpt2_generate waits for each step
 static int g_pdl = 1;       /* --no-pdl: no programmatic dependent launches */
 static int g_skinny = 1;    /* --no-skinny: every decode product through cuBLASLt */
 static int g_lnf = 1;       /* --no-lnf: every layer norm a kernel of its own (no gpt2__lnf) */
+static int g_stage = 1;     /* --no-stage: decode attention reads few rows' cached K/V from global memory (L2) */
 static int g_parts = -1;    /* --parts N: decode steps in up to N parts at once (gpt2__cuda_parts; 1: one run; -1: default;
                                more than 2 needs -DGPT2__MAX_PARTS) */
 static int g_part_rows = -1; /* --part-rows R: ... of at least R rows each */
@@ -161,6 +163,7 @@ static gpt2_model *random_model(const char *size, gpt2_dtype dt, int max_batch, 
     gpt2__cuda_state *S = (gpt2__cuda_state *)m->cuda;
     if (!g_skinny) S->skinny = 0;
     if (!g_lnf) S->lnf = 0;
+    if (!g_stage) S->att_stage = 0;
     if (g_parts >= 1) S->parts = g_parts;
     if (g_part_rows >= 0) S->part_rows = g_part_rows;
     if (g_prefill_order >= 0) S->prefill_order = g_prefill_order;
@@ -455,6 +458,16 @@ static cublasLtMatmulDesc_t lt_desc(const __half *b) {
     return desc;
 }
 
+/* every product shape of 124M and 1558M (out x in): qkv, attention projection, MLP first, MLP projection */
+static const int g_shapes[8][2] = {{2304, 768}, {768, 768}, {3072, 768}, {768, 3072}, {4800, 1600}, {1600, 1600}, {6400, 1600}, {1600, 6400}};
+/* random F16 operands for every shape at up to N rows: W [6400 x 1600], X and D [N x 6400], bias [6400] */
+static void gemm_operands(int N, __half **W, __half **X, __half **D, __half **b) {
+    CU(cudaMalloc(W, (size_t)6400 * 1600 * 2)); CU(cudaMalloc(X, (size_t)N * 6400 * 2));
+    CU(cudaMalloc(D, (size_t)N * 6400 * 2)); CU(cudaMalloc(b, 6400 * 2));
+    fill_random_t<__half><<<1024, 256>>>(*W, (size_t)6400 * 1600, 3, 1.0f); fill_random_t<__half><<<1024, 256>>>(*X, (size_t)N * 6400, 4, 1.0f);
+    fill_random_t<__half><<<64, 256>>>(*b, 6400, 5, 1.0f);
+}
+
 /* ---- which cuBLASLt algorithms compute bit-identical rows: for each weight shape and row count, cuBLASLt's top
    candidates run on the same X and W; each candidate's rows are compared bit for bit with the algorithm pinned for
    GPT2_GEMM_REF_ROWS rows (what decode rows use now). Prints id, tile, split-K, stages, time, equal or not. */
@@ -464,7 +477,7 @@ static void algo_classes(void) {
     void *ws;
     size_t ws_size;
     lt_setup(&st, &lt, &ws, &ws_size);
-    const int shapes[][2] = {{2304, 768}, {768, 768}, {3072, 768}, {768, 3072}, {4800, 1600}, {1600, 1600}, {6400, 1600}, {1600, 6400}};
+    const int (*shapes)[2] = g_shapes;
     const int rows[] = {1, 8, 64, 256, 1024};
     __half *W, *X, *D0, *D1, *b;
     CU(cudaMalloc(&W, (size_t)6400 * 1600 * 2)); CU(cudaMalloc(&X, (size_t)1024 * 6400 * 2));
@@ -472,7 +485,7 @@ static void algo_classes(void) {
     fill_random_t<__half><<<1024, 256>>>(W, (size_t)6400 * 1600, 3, 1.0f); fill_random_t<__half><<<1024, 256>>>(X, (size_t)1024 * 6400, 4, 1.0f);
     fill_random_t<__half><<<64, 256>>>(b, 6400, 5, 1.0f);
     unsigned short *h0 = (unsigned short *)malloc((size_t)1024 * 6400 * 2), *h1 = (unsigned short *)malloc((size_t)1024 * 6400 * 2);
-    for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
+    for (size_t si = 0; si < 8; si++) {
         const int O = shapes[si][0], I = shapes[si][1];
         cublasLtMatmulDesc_t desc = lt_desc(b);
         cublasLtMatrixLayout_t la;
@@ -543,6 +556,55 @@ static void algo_classes(void) {
    algorithm id with every tile and stage count it offers, K unsplit, timed at 1, 128 and 1024 rows (graph_us, F16,
    bias epilogue): per id its best time per row count, to see whether one id (one arithmetic class) is
    fast at one row and at many. */
+/* ---- prompt rows: how far cuBLASLt's first pick (what gpt2.cuh runs for prompt rows) is from the fastest of its top
+   16 candidates, at the rows of a full prompt step (4096 by default; --rows R), per product shape of 124M and 1558M */
+static int g_prompt_rows = 4096;
+static void prompt_gemms(void) {
+    const int N = g_prompt_rows;
+    __half *W, *X, *D, *b;
+    gemm_operands(N, &W, &X, &D, &b);
+    cudaStream_t st;
+    cublasLtHandle_t lt;
+    void *ws;
+    size_t ws_size;
+    lt_setup(&st, &lt, &ws, &ws_size);
+    for (size_t si = 0; si < 8; si++) {
+        const int O = g_shapes[si][0], I = g_shapes[si][1];
+        cublasLtMatmulDesc_t desc = lt_desc(b);
+        cublasLtMatrixLayout_t la, lb, ld;
+        cublasLtMatrixLayoutCreate(&la, CUDA_R_16F, I, O, I);
+        cublasLtMatrixLayoutCreate(&lb, CUDA_R_16F, I, N, I);
+        cublasLtMatrixLayoutCreate(&ld, CUDA_R_16F, O, N, O);
+        const float one = 1.0f, zero = 0.0f;
+        cublasLtMatmulPreference_t pref;
+        cublasLtMatmulPreferenceCreate(&pref);
+        cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws_size, sizeof ws_size);
+        cublasLtMatmulHeuristicResult_t hr[16];
+        int found = 0;
+        cublasLtMatmulAlgoGetHeuristic(lt, desc, la, lb, ld, ld, pref, 16, hr, &found);
+        double t0 = 0, tb = 1e30;
+        int best = -1, id0 = -1, idb = -1;
+        for (int k = 0; k < found; k++) {
+            const double us = graph_us(st, [&]() {
+                return cublasLtMatmul(lt, desc, &one, W, la, X, lb, &zero, D, ld, D, ld, &hr[k].algo, ws, ws_size, st) == CUBLAS_STATUS_SUCCESS;
+            });
+            int id = -1;
+            size_t sz;
+            cublasLtMatmulAlgoConfigGetAttribute(&hr[k].algo, CUBLASLT_ALGO_CONFIG_ID, &id, sizeof id, &sz);
+            if (k == 0) { t0 = us; id0 = id; }
+            if (us < tb) { tb = us; best = k; idb = id; }
+        }
+        const double fl = 2.0 * N * O * I;
+        printf("prompt gemm %5dx%-5d at %d rows: first pick %.1f us (id %d, %.0f TFLOP/s); fastest of %d: #%d %.1f us (id %d, %.0f TFLOP/s)\n",
+               O, I, N, t0, id0, fl / t0 / 1e6, found, best, tb, idb, fl / tb / 1e6);
+        cublasLtMatmulPreferenceDestroy(pref);
+        cublasLtMatrixLayoutDestroy(la); cublasLtMatrixLayoutDestroy(lb); cublasLtMatrixLayoutDestroy(ld);
+        cublasLtMatmulDescDestroy(desc);
+        cudaGetLastError();
+    }
+    cudaFree(W); cudaFree(X); cudaFree(D); cudaFree(b);
+}
+
 static void algo_search(void) {
     cudaStream_t st;
     cublasLtHandle_t lt;
@@ -552,10 +614,7 @@ static void algo_search(void) {
     const int shapes[][2] = {{2304, 768}, {3072, 768}, {4800, 1600}, {6400, 1600}};
     const int rows[] = {1, 128, 1024};
     __half *W, *X, *D, *b;
-    CU(cudaMalloc(&W, (size_t)6400 * 1600 * 2)); CU(cudaMalloc(&X, (size_t)1024 * 6400 * 2));
-    CU(cudaMalloc(&D, (size_t)1024 * 6400 * 2)); CU(cudaMalloc(&b, 6400 * 2));
-    fill_random_t<__half><<<1024, 256>>>(W, (size_t)6400 * 1600, 3, 1.0f); fill_random_t<__half><<<1024, 256>>>(X, (size_t)1024 * 6400, 4, 1.0f);
-    fill_random_t<__half><<<64, 256>>>(b, 6400, 5, 1.0f);
+    gemm_operands(1024, &W, &X, &D, &b);
     int ids[256], nid = 0;
     CHECK(cublasLtMatmulAlgoGetIds(lt, CUBLAS_COMPUTE_32F, CUDA_R_32F, CUDA_R_16F, CUDA_R_16F, CUDA_R_16F, CUDA_R_16F, 256, ids,
                                    &nid) == CUBLAS_STATUS_SUCCESS);
@@ -974,6 +1033,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--no-pdl")) g_pdl = 0;
         else if (!strcmp(argv[i], "--no-skinny")) g_skinny = 0;
         else if (!strcmp(argv[i], "--no-lnf")) g_lnf = 0;
+        else if (!strcmp(argv[i], "--no-stage")) g_stage = 0;
         else if (!strcmp(argv[i], "--parts") && i + 1 < argc) g_parts = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--part-rows") && i + 1 < argc) g_part_rows = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--prefill-order") && i + 1 < argc) g_prefill_order = atoi(argv[++i]);
@@ -987,6 +1047,8 @@ int main(int argc, char **argv) {
         }
         else if (!strcmp(argv[i], "--algo-classes")) { algo_classes(); return 0; }
         else if (!strcmp(argv[i], "--algo-search")) { algo_search(); return 0; }
+        else if (!strcmp(argv[i], "--rows") && i + 1 < argc) g_prompt_rows = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--prompt-gemms")) { prompt_gemms(); return 0; }
         else if (!strcmp(argv[i], "--class-pool")) { class_pool(); return 0; }
         else if (!strcmp(argv[i], "--skinny")) { skinny_table(); return 0; }
         else if (!strcmp(argv[i], "--gelu-match")) { gelu_match(); return 0; }
