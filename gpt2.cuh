@@ -1870,8 +1870,8 @@ static gpt2_status gpt2__cpu_step(gpt2_model *m, const gpt2__seq *seqs, int n, i
    - on sm_90+ the kernels that follow a product start as programmatic dependent launches (gpt2__launch,
      gpt2__pdl_wait), and residual + LN and decode attention let the next kernel launch early
      (gpt2__pdl_trigger), so a skinny product streams its weights while they finish; every load that does not
-     depend on the kernel before (LN gain and shift, biases, a few rows' cached K/V into L2) is issued before
-     the wait
+     depend on the kernel before (LN gain and shift, biases, a few rows' cached K/V into shared memory or
+     L2) is issued before the wait
    - a step of at most 2 decode rows (gpt2__lnf_use) runs no separate residual + LN inside a layer: the
      product that reads it (qkv, the MLP's first) computes it in 256-thread blocks that play
      gpt2__residual_ln_kernel's threads in its order (gpt2__lnf_row), so the bits are the same
