@@ -2214,11 +2214,11 @@ __global__ void __launch_bounds__(128) gpt2__attn_kernel(const T *__restrict__ q
     const int k1 = min(k0 + split_len, p + 1);
     const size_t head = ((size_t)row_slot[r] * H + h) * max_seq * hd;
     T *kh = kc + head, *vh = vc + head;
-    const int G_ = blockDim.x / lpk;
+    const int G = blockDim.x / lpk; /* groups of lpk lanes */
     /* STG (few rows, each its sequence's only new row: store set): the keys and values before position p, written
        by earlier steps, into shared memory while the kernel before finishes (16-byte copies; the loop below then
        reads them there, in the same order: the same bits) */
-    T *sk = (T *)(gpt2__attn_sh + (size_t)G_ * hd + 2 * G_), *sv = sk + (size_t)split_len * hd;
+    T *sk = (T *)(gpt2__attn_sh + (size_t)G * hd + 2 * G), *sv = sk + (size_t)split_len * hd;
     if (STG) {
         const int cpk = hd * (int)sizeof(T) / 16, n = (min(k1, p) - k0) * cpk; /* 16-byte chunks per key, in all */
         for (int i = threadIdx.x; i < n; i += blockDim.x) {
@@ -2240,7 +2240,7 @@ __global__ void __launch_bounds__(128) gpt2__attn_kernel(const T *__restrict__ q
     }
     gpt2__pdl_wait();
     gpt2__pdl_trigger();
-    const int nc = hd / VE, gl = threadIdx.x & (lpk - 1), g = threadIdx.x / lpk, G = blockDim.x / lpk;
+    const int nc = hd / VE, gl = threadIdx.x & (lpk - 1), g = threadIdx.x / lpk;
     const T *q = qkv + (size_t)r * 3 * C + (size_t)h * hd, *kn = q + C, *vn = q + 2 * C;
     if (STG) {
         gpt2__cp_wait<0>();
@@ -2432,9 +2432,9 @@ static __device__ __forceinline__ uint32_t gpt2__pack2(float a, float b, float *
 /* Causal attention for prompt chunks, flash style on the tensor cores (fp16/bf16, head size HD in {32, 64, 128}); no
    score matrix leaves the registers. Grid: n_tiles * H blocks, one per tile and head (gpt2__plan_attention sorts the
    tiles longest first; the GPU starts blocks in order). heads_inner: block b serves tile b / H, head b % H, so the
-   longest tiles of every head start before any shorter one (the last wave is short; for steps whose prompt K/V fit in
-   L2); else tile b % n_tiles, head b / n_tiles: a head's tiles together, their K/V shared in L2 while they run; block: 128 threads = 4 warps, warp w owning query rows
-   16w..16w+15 of the tile (lane: rows g = lane/4 and g+8, columns 2(lane%4)+{0,1} of each 8-wide MMA tile).
+   longest tiles of every head start before any shorter one (the last wave is short; for steps whose prompt K/V fit
+   in L2); else tile b % n_tiles, head b / n_tiles: a head's tiles together, their K/V shared in L2 while they run.
+   Block: 128 threads = 4 warps, warp w owning query rows 16w..16w+15 of the tile (lane: rows g = lane/4 and g+8, columns 2(lane%4)+{0,1} of each 8-wide MMA tile).
    Per step of 64 keys (this layer's cache [slot][h][pos][HD], cp.async double buffered; a warp skips keys past its
    last query): S = Q K^T (mma m16n8k16, fp32) -> online softmax per row in fp32 (log2 units; key <= query position)
    -> P rounded to T, reused in registers as the A operand -> O = O * correction + P V (fp32 registers).
@@ -3186,7 +3186,7 @@ typedef struct gpt2__cuda_state {
                                            before its PDL wait (gpt2__attn_kernel STG; 0: off, tests and bench), up to
                                            att_stage_smem bytes a block */
     int prefill_order;                  /* gpt2__attn_prefill_kernel's block order: 1 heads inner, 0 tiles inner, -1 heads
-                                           inner when the tiles' sequences' K/V fit in L2 (RESULTS.md item 49) */
+                                           inner when the tiles' sequences' K/V fit in L2 (RESULTS.md item 50) */
     size_t l2_bytes;                    /* the GPU's L2 cache */
 } gpt2__cuda_state;
 
@@ -3619,9 +3619,6 @@ static gpt2_status gpt2__skinny_check(gpt2_model *m, gpt2__cuda_state *S) {
     return st;
 }
 
-/* Attention for layer l over the rows planned in d: gpt2__attn_prefill_kernel for the prompt tiles, gpt2__attn_kernel
-   for the other rows, split along the sequence (the last split of a row merges them).
-   Splits are GPT2__SPLIT_LEN keys whatever the batch: a row computes the same in any batch, graph or eager. */
 /* Raises the shared-memory limit of gpt2__attn_kernel's staging forms (T's 16-byte lanes) to all a block may have
    on this GPU; sets S->att_stage_smem to it, 0 when that fails (no staging then) */
 template <typename T>
@@ -3637,6 +3634,9 @@ static void gpt2__attn_stage_enable(gpt2__cuda_state *S) {
     S->att_stage_smem = ok ? optin - 1024 : 0;
 }
 
+/* Attention for layer l over the rows planned in d: gpt2__attn_prefill_kernel for the prompt tiles, gpt2__attn_kernel
+   for the other rows, split along the sequence (the last split of a row merges them).
+   Splits are GPT2__SPLIT_LEN keys whatever the batch: a row computes the same in any batch, graph or eager. */
 template <typename T, int VE, int MAXC>
 static gpt2_status gpt2__attn_launch(gpt2__cuda_state *S, const gpt2_model *m, T *kc, T *vc, const gpt2__cuda_meta *d,
                                      int n_split, int split_len, int store) {
@@ -3652,7 +3652,8 @@ static gpt2_status gpt2__attn_launch(gpt2__cuda_state *S, const gpt2_model *m, T
     /* and into shared memory, when each row is the only new row of its sequence (store) and a split's keys fit */
     const size_t stage = smem + 2 * (size_t)split_len * hd * sizeof(T);
     if (VE * sizeof(T) == 16 && prefetch && store && S->att_stage && stage <= (size_t)S->att_stage_smem)
-        return gpt2__launch(gpt2__attn_kernel<T, VE, MAXC, VE * sizeof(T) == 16>, grid, dim3(128), stage, S->stream, S->pdl,
+        return gpt2__launch(gpt2__attn_kernel<T, VE, MAXC, VE * sizeof(T) == 16 /* only 16-byte lanes stage */>, grid,
+                            dim3(128), stage, S->stream, S->pdl,
                             (const T *)S->qkv, kc, vc, (T *)S->att, S->part, (const int *)d->att_rows, (const int *)d->slot,
                             (const int *)d->pos, C, H, hd, m->max_seq, split_len, n_split, lpk, scale_log2, S->att_count, store,
                             prefetch);
