@@ -2440,7 +2440,7 @@ static __device__ __forceinline__ uint32_t gpt2__pack2(float a, float b, float *
    -> P rounded to T, reused in registers as the A operand -> O = O * correction + P V (fp32 registers).
    out[row][h*HD..] = O / l, l the sum of the rounded P. Matches the attention loop of gpt2__cpu_run. */
 template <typename T, int HD>
-__global__ void __launch_bounds__(2 * GPT2__FQ) gpt2__attn_prefill_kernel(const T *__restrict__ qkv, T *__restrict__ kc,
+__global__ void __launch_bounds__(2 * GPT2__FQ, HD <= 64 ? 4 : 1) gpt2__attn_prefill_kernel(const T *__restrict__ qkv, T *__restrict__ kc,
                                                                    T *__restrict__ vc, T *__restrict__ out,
                                                                    const gpt2__tile *__restrict__ tiles, int C, int H,
                                                                    int max_seq, float scale_log2, int heads_inner) {
@@ -2453,39 +2453,59 @@ __global__ void __launch_bounds__(2 * GPT2__FQ) gpt2__attn_prefill_kernel(const 
     const int h = heads_inner ? blockIdx.x % H : blockIdx.x / n_tiles, tid = threadIdx.x, w = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
     const size_t head = ((size_t)tl.slot * H + h) * max_seq * HD;
     const int kend = tl.pos0 + tl.n, nsteps = (kend + GPT2__FK - 1) / GPT2__FK;
-    /* Q of the tile's rows into shared memory; their K and V (this head) into the cache for later steps */
-    for (int i = tid; i < GPT2__FQ * (HD / CH); i += blockDim.x) {
-        const int rr = i / (HD / CH), c = i % (HD / CH);
-        uint4 v = make_uint4(0, 0, 0, 0);
-        if (rr < tl.n) {
-            const T *q = qkv + (size_t)(tl.row0 + rr) * 3 * C + (size_t)h * HD + c * CH;
-            const size_t at = head + (size_t)(tl.pos0 + rr) * HD + c * CH;
-            v = *(const uint4 *)q;
-            *(uint4 *)(kc + at) = *(const uint4 *)(q + C);
-            *(uint4 *)(vc + at) = *(const uint4 *)(q + 2 * C);
+    /* thread tid moves the 16-byte chunk c of rows jr, jr + RPI, ... of every tile it copies */
+    constexpr int NTH = 2 * GPT2__FQ, CPR = HD / CH, RPI = NTH / CPR;
+    const int jr = tid / CPR, c = tid % CPR;
+    T *kcb = kc + head + c * CH, *vcb = vc + head + c * CH;     /* + key * HD: a cached key */
+    const T *qb = qkv + (size_t)h * HD + c * CH;                   /* + row * 3C: a fed row's q (k at + C, v at + 2C) */
+    /* keys [step*64, +64) into buffer bf: positions before the run's first row from the cache, the run's own (this
+       step's, which other blocks are storing meanwhile) from qkv; past kend zero-filled */
+    auto load_kv = [&](int step, int bf) {
+        T *kd = Ks + (bf * GPT2__FK + jr) * LD + c * CH, *vd = Vs + (bf * GPT2__FK + jr) * LD + c * CH;
+#pragma unroll
+        for (int it = 0; it < GPT2__FK / RPI; it++) {
+            const int kp = step * GPT2__FK + jr + it * RPI;
+            const bool ok = kp < kend;
+            const int key = ok ? kp : 0;
+            const T *ks = kcb + (size_t)key * HD, *vs = vcb + (size_t)key * HD;
+            if (key >= tl.first) {
+                ks = qb + (size_t)(tl.row0 - tl.pos0 + key) * 3 * C + C;
+                vs = ks + C;
+            }
+            gpt2__cp16(kd + it * RPI * LD, ks, ok);
+            gpt2__cp16(vd + it * RPI * LD, vs, ok);
         }
-        *(uint4 *)(Qs + rr * LD + c * CH) = v;
+    };
+    /* the first keys and the tile's Q (rows past the tile zero) in flight together (one cp.async group); meanwhile
+       the tile's rows' K and V (this head) go into the cache for later steps, every load before any store */
+#pragma unroll
+    for (int it = 0; it < GPT2__FQ / RPI; it++) {
+        const int rr = jr + it * RPI;
+        gpt2__cp16(Qs + rr * LD + c * CH, qb + (size_t)(tl.row0 + (rr < tl.n ? rr : 0)) * 3 * C, rr < tl.n);
     }
-    /* keys [step*64, +64) into buffer b: positions before the run's first row from the cache, the run's own (this
-       step's, which other blocks are storing meanwhile) from qkv */
-#define GPT2__LOAD_KV(step, b)                                                                          \
-    do {                                                                                                \
-        const int k0_ = (step) * GPT2__FK;                                                              \
-        for (int i = tid; i < GPT2__FK * (HD / CH); i += blockDim.x) {                                  \
-            const int j = i / (HD / CH), c = i % (HD / CH), kp = k0_ + j;                               \
-            const bool ok = kp < kend;                                                                  \
-            const T *ks = kc + head + (size_t)(ok ? kp : 0) * HD + c * CH;                              \
-            const T *vs = vc + head + (size_t)(ok ? kp : 0) * HD + c * CH;                              \
-            if (ok && kp >= tl.first) {                                                                 \
-                ks = qkv + (size_t)(tl.row0 - tl.pos0 + kp) * 3 * C + C + (size_t)h * HD + c * CH;      \
-                vs = ks + C;                                                                            \
-            }                                                                                           \
-            gpt2__cp16(Ks + ((b) * GPT2__FK + j) * LD + c * CH, ks, ok);                                \
-            gpt2__cp16(Vs + ((b) * GPT2__FK + j) * LD + c * CH, vs, ok);                                \
-        }                                                                                               \
-        gpt2__cp_commit();                                                                              \
-    } while (0)
-    GPT2__LOAD_KV(0, 0);
+    load_kv(0, 0);
+    gpt2__cp_commit();
+    {
+        uint4 kv[GPT2__FQ / RPI][2];
+#pragma unroll
+        for (int it = 0; it < GPT2__FQ / RPI; it++) {
+            const int rr = jr + it * RPI;
+            if (rr < tl.n) {
+                const T *q = qb + (size_t)(tl.row0 + rr) * 3 * C;
+                kv[it][0] = *(const uint4 *)(q + C);
+                kv[it][1] = *(const uint4 *)(q + 2 * C);
+            }
+        }
+#pragma unroll
+        for (int it = 0; it < GPT2__FQ / RPI; it++) {
+            const int rr = jr + it * RPI;
+            if (rr < tl.n) {
+                const size_t at = (size_t)(tl.pos0 + rr) * HD;
+                *(uint4 *)(kcb + at) = kv[it][0];
+                *(uint4 *)(vcb + at) = kv[it][1];
+            }
+        }
+    }
     const bool warp_live = w * 16 < tl.n;
     const bool live0 = w * 16 + g < tl.n, live1 = w * 16 + g + 8 < tl.n;
     const int qpos0 = tl.pos0 + w * 16 + g, qpos1 = qpos0 + 8;
@@ -2495,7 +2515,7 @@ __global__ void __launch_bounds__(2 * GPT2__FQ) gpt2__attn_prefill_kernel(const 
     for (int d = 0; d < NT; d++) o[d][0] = o[d][1] = o[d][2] = o[d][3] = 0.0f;
     uint32_t qf[KK][4];
     for (int st = 0; st < nsteps; st++) {
-        if (st + 1 < nsteps) { GPT2__LOAD_KV(st + 1, (st + 1) & 1); gpt2__cp_wait<1>(); }
+        if (st + 1 < nsteps) { load_kv(st + 1, (st + 1) & 1); gpt2__cp_commit(); gpt2__cp_wait<1>(); }
         else gpt2__cp_wait<0>();
         __syncthreads();
         if (st == 0 && warp_live)
@@ -2572,7 +2592,6 @@ __global__ void __launch_bounds__(2 * GPT2__FQ) gpt2__attn_prefill_kernel(const 
         }
         __syncthreads();
     }
-#undef GPT2__LOAD_KV
     l0 += __shfl_xor_sync(0xffffffffu, l0, 1);
     l0 += __shfl_xor_sync(0xffffffffu, l0, 2);
     l1 += __shfl_xor_sync(0xffffffffu, l1, 1);
