@@ -2476,8 +2476,7 @@ __global__ void __launch_bounds__(2 * GPT2__FQ, HD <= 64 ? 4 : 1) gpt2__attn_pre
             gpt2__cp16(vd + it * RPI * LD, vs, ok);
         }
     };
-    /* the first keys and the tile's Q (rows past the tile zero) in flight together (one cp.async group); meanwhile
-       the tile's rows' K and V (this head) go into the cache for later steps, every load before any store */
+    /* the tile's Q (rows past the tile zero) and the first keys: one cp.async group */
 #pragma unroll
     for (int it = 0; it < GPT2__FQ / RPI; it++) {
         const int rr = jr + it * RPI;
@@ -2485,27 +2484,6 @@ __global__ void __launch_bounds__(2 * GPT2__FQ, HD <= 64 ? 4 : 1) gpt2__attn_pre
     }
     load_kv(0, 0);
     gpt2__cp_commit();
-    {
-        uint4 kv[GPT2__FQ / RPI][2];
-#pragma unroll
-        for (int it = 0; it < GPT2__FQ / RPI; it++) {
-            const int rr = jr + it * RPI;
-            if (rr < tl.n) {
-                const T *q = qb + (size_t)(tl.row0 + rr) * 3 * C;
-                kv[it][0] = *(const uint4 *)(q + C);
-                kv[it][1] = *(const uint4 *)(q + 2 * C);
-            }
-        }
-#pragma unroll
-        for (int it = 0; it < GPT2__FQ / RPI; it++) {
-            const int rr = jr + it * RPI;
-            if (rr < tl.n) {
-                const size_t at = (size_t)(tl.pos0 + rr) * HD;
-                *(uint4 *)(kcb + at) = kv[it][0];
-                *(uint4 *)(vcb + at) = kv[it][1];
-            }
-        }
-    }
     const bool warp_live = w * 16 < tl.n;
     const bool live0 = w * 16 + g < tl.n, live1 = w * 16 + g + 8 < tl.n;
     const int qpos0 = tl.pos0 + w * 16 + g, qpos1 = qpos0 + 8;
@@ -2518,11 +2496,24 @@ __global__ void __launch_bounds__(2 * GPT2__FQ, HD <= 64 ? 4 : 1) gpt2__attn_pre
         if (st + 1 < nsteps) { load_kv(st + 1, (st + 1) & 1); gpt2__cp_commit(); gpt2__cp_wait<1>(); }
         else gpt2__cp_wait<0>();
         __syncthreads();
+        const int k0 = st * GPT2__FK;
+        /* the tile's own rows among these keys (the last step or two) go from shared memory into the cache, for
+           later steps: stores alone, no load on the way */
+        if (k0 + GPT2__FK > tl.pos0) {
+            const T *kb = Ks + ((st & 1) * GPT2__FK + jr) * LD + c * CH, *vb = Vs + ((st & 1) * GPT2__FK + jr) * LD + c * CH;
+#pragma unroll
+            for (int it = 0; it < GPT2__FK / RPI; it++) {
+                const int kp = k0 + jr + it * RPI;
+                if (kp >= tl.pos0 && kp < kend) {
+                    *(uint4 *)(kcb + (size_t)kp * HD) = *(const uint4 *)(kb + it * RPI * LD);
+                    *(uint4 *)(vcb + (size_t)kp * HD) = *(const uint4 *)(vb + it * RPI * LD);
+                }
+            }
+        }
         if (st == 0 && warp_live)
 #pragma unroll
             for (int kk = 0; kk < KK; kk++)
                 gpt2__ldsm4(qf[kk], Qs + (w * 16 + ((lane >> 3) & 1) * 8 + (lane & 7)) * LD + kk * 16 + (lane >> 4) * 8);
-        const int k0 = st * GPT2__FK;
         if (warp_live && k0 <= warp_last) {
             const T *Kb = Ks + (st & 1) * GPT2__FK * LD, *Vb = Vs + (st & 1) * GPT2__FK * LD;
             float s[8][4];
