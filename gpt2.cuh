@@ -2440,7 +2440,7 @@ static __device__ __forceinline__ uint32_t gpt2__pack2(float a, float b, float *
    -> P rounded to T, reused in registers as the A operand -> O = O * correction + P V (fp32 registers).
    out[row][h*HD..] = O / l, l the sum of the rounded P. Matches the attention loop of gpt2__cpu_run. */
 template <typename T, int HD>
-__global__ void __launch_bounds__(2 * GPT2__FQ, HD <= 64 ? 4 : 1) gpt2__attn_prefill_kernel(const T *__restrict__ qkv, T *__restrict__ kc,
+__global__ void __launch_bounds__(2 * GPT2__FQ, HD <= 64 ? 256 / GPT2__FQ : 1) gpt2__attn_prefill_kernel(const T *__restrict__ qkv, T *__restrict__ kc,
                                                                    T *__restrict__ vc, T *__restrict__ out,
                                                                    const gpt2__tile *__restrict__ tiles, int C, int H,
                                                                    int max_seq, float scale_log2, int heads_inner) {
