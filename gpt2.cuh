@@ -2462,9 +2462,23 @@ __global__ void __launch_bounds__(2 * GPT2__FQ, HD <= 64 ? 256 / GPT2__FQ : 1) g
        step's, which other blocks are storing meanwhile) from qkv; past kend zero-filled */
     auto load_kv = [&](int step, int bf) {
         T *kd = Ks + (bf * GPT2__FK + jr) * LD + c * CH, *vd = Vs + (bf * GPT2__FK + jr) * LD + c * CH;
+        const int k0 = step * GPT2__FK;
+        /* a step's keys all live and all from one source (the usual case): a pointer and a fixed stride */
+        if (k0 + GPT2__FK <= kend && (k0 + GPT2__FK <= tl.first || k0 >= tl.first)) {
+            const bool fed = k0 >= tl.first;
+            const size_t stride = fed ? (size_t)3 * C : (size_t)HD;
+            const T *ks = fed ? qb + (size_t)(tl.row0 - tl.pos0 + k0 + jr) * 3 * C + C : kcb + (size_t)(k0 + jr) * HD;
+            const T *vs = fed ? ks + C : vcb + (size_t)(k0 + jr) * HD;
+#pragma unroll
+            for (int it = 0; it < GPT2__FK / RPI; it++) {
+                gpt2__cp16(kd + it * RPI * LD, ks + it * RPI * stride, true);
+                gpt2__cp16(vd + it * RPI * LD, vs + it * RPI * stride, true);
+            }
+            return;
+        }
 #pragma unroll
         for (int it = 0; it < GPT2__FK / RPI; it++) {
-            const int kp = step * GPT2__FK + jr + it * RPI;
+            const int kp = k0 + jr + it * RPI;
             const bool ok = kp < kend;
             const int key = ok ? kp : 0;
             const T *ks = kcb + (size_t)key * HD, *vs = vcb + (size_t)key * HD;
