@@ -2434,11 +2434,15 @@ static __device__ __forceinline__ uint32_t gpt2__pack2(float a, float b, float *
    tiles longest first; the GPU starts blocks in order). heads_inner: block b serves tile b / H, head b % H, so the
    longest tiles of every head start before any shorter one (the last wave is short; for steps whose prompt K/V fit
    in L2); else tile b % n_tiles, head b / n_tiles: a head's tiles together, their K/V shared in L2 while they run.
-   Block: 128 threads = 4 warps, warp w owning query rows 16w..16w+15 of the tile (lane: rows g = lane/4 and g+8, columns 2(lane%4)+{0,1} of each 8-wide MMA tile).
-   Per step of 64 keys (this layer's cache [slot][h][pos][HD], cp.async double buffered; a warp skips keys past its
-   last query): S = Q K^T (mma m16n8k16, fp32) -> online softmax per row in fp32 (log2 units; key <= query position)
-   -> P rounded to T, reused in registers as the A operand -> O = O * correction + P V (fp32 registers).
-   out[row][h*HD..] = O / l, l the sum of the rounded P. Matches the attention loop of gpt2__cpu_run. */
+   Block: 2 FQ threads = FQ / 16 warps (4 at FQ 64, 4 blocks per SM), warp w owning query rows 16w..16w+15 of the
+   tile (lane: rows g = lane/4 and g+8, columns 2(lane%4)+{0,1} of each 8-wide MMA tile).
+   The tile's Q and the first keys arrive by cp.async in one group; every copy is 16 bytes, thread tid always the
+   same column chunk of the same rows. Per step of 64 keys (this layer's cache [slot][h][pos][HD], or qkv for keys
+   fed in this step; cp.async double buffered; a warp skips keys past its last query): the tile's own rows among
+   the keys go from shared memory into the cache (for later steps), then S = Q K^T (mma m16n8k16, fp32) -> online
+   softmax per row in fp32 (log2 units; key <= query position) -> P rounded to T, reused in registers as the A
+   operand -> O = O * correction + P V (fp32 registers). out[row][h*HD..] = O / l, l the sum of the rounded P.
+   Matches the attention loop of gpt2__cpu_run. Tuned on the H100: RESULTS.md items 50 and 56-63. */
 template <typename T, int HD>
 __global__ void __launch_bounds__(2 * GPT2__FQ, HD <= 64 ? 256 / GPT2__FQ : 1) gpt2__attn_prefill_kernel(const T *__restrict__ qkv, T *__restrict__ kc,
                                                                    T *__restrict__ vc, T *__restrict__ out,
