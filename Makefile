@@ -89,7 +89,10 @@ bench/bench_gpt2: bench/bench_gpt2.cu $(HEADERS)
 bench/bench_mixed: bench/bench_mixed.cu $(HEADERS)
 	$(BUILD) bench/bench_mixed.cu -o $@ $(LIBS)
 
+bench/logits_hash: bench/logits_hash.cu $(HEADERS)
+	$(BUILD) bench/logits_hash.cu -o $@ $(LIBS)
+
 clean:
-	rm -f demo_c examples/hello tests/mpi/test_mpi demo demo_mpi test_gpt2 test_gpt2_c test_gpt2_asan test_gpt2_asan.log bench/bench_gpt2 bench/bench_mixed
+	rm -f demo_c examples/hello tests/mpi/test_mpi demo demo_mpi test_gpt2 test_gpt2_c test_gpt2_asan test_gpt2_asan.log bench/bench_gpt2 bench/bench_mixed bench/logits_hash
 
 .PHONY: all test fuzz bench clean
