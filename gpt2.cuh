@@ -2180,6 +2180,22 @@ template <int N> static __device__ __forceinline__ void gpt2__cp_wait(void) {
 #endif
 }
 
+/* Block-wide, once a split's record is written: whether this block is the last of the `live` splits of its (row,
+   head) to finish (counter *cnt, which the last one resets to zero); that one then reads the others' records. */
+static __device__ __forceinline__ bool gpt2__split_last(unsigned *cnt, int live) {
+    __shared__ int last;
+    __threadfence();
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        last = atomicAdd(cnt, 1u) == (unsigned)live - 1;
+        if (last) *cnt = 0;
+    }
+    __syncthreads();
+    const bool mine = last;
+    if (mine) __threadfence();
+    return mine;
+}
+
 /* Causal attention of one query row against its slot's cached keys, split along the sequence.
    qkv: [N][3C]; kc, vc: this layer's cache [max_batch][H][max_seq][hd]; row r (position p = row_pos[r]) attends to
    positions 0..p of slot row_slot[r].
@@ -2356,16 +2372,7 @@ __global__ void __launch_bounds__(128) gpt2__attn_kernel(const T *__restrict__ q
     }
     /* the last live split of (row, head) to finish merges them all, in split order (counter reset by it) */
     const int live = p / split_len + 1;
-    __shared__ int last;
-    __threadfence();
-    __syncthreads();
-    if (threadIdx.x == 0) {
-        last = atomicAdd(&count[z * H + h], 1u) == (unsigned)live - 1;
-        if (last) count[z * H + h] = 0;
-    }
-    __syncthreads();
-    if (!last) return;
-    __threadfence();
+    if (!gpt2__split_last(&count[z * H + h], live)) return;
     const float *ph = part + ((size_t)z * H + h) * n_split * (hd + 2);
     M = -INFINITY;
     for (int s = 0; s < live; s++) M = fmaxf(M, __ldcg(ph + s * (hd + 2) + hd));
@@ -2428,6 +2435,344 @@ static __device__ __forceinline__ uint32_t gpt2__pack2(float a, float b, float *
     *sum += f.x + f.y;
     return *(uint32_t *)&v;
 }
+
+/* Decode attention on the tensor cores (head size 64, fp16/bf16; what gpt2__attention runs for decode rows when the
+   tiled prefill kernel is on, RESULTS.md item 66). Its arithmetic, the same bits in both kernels below whatever the
+   batch: a split's keys [k0, k1) (split_len 256) in 8 chunks of 32 (chunk c: keys k0 + 32c ..), each chunk alone:
+   S = q K^T by mma m16n8k16 with q as row 0 of the A operand (rows 1..15 zero; their results are never read) and K
+   as the B operand (lane g = lane/4, t = lane%4 holds key 8i+g's dims 16t..16t+15; k-step s takes dims 16t+4s..+3,
+   the same permutation for q), m = max S (log2 units, scale_log2 = log2(e)/sqrt(64), keys past k1 at -inf),
+   P = 2^(S-m) rounded to T, l = sum of the rounded P, O = P V by mma with P reused from S's registers as the A
+   operand and V as the B operand (lane holds dims 8g..8g+7 of its four keys of a 16-key k-step; output column g of
+   n-tile nt is dim 8g+nt, so lane t of row 0 ends with dims 16t..16t+15). The 8 chunk records then merge in
+   order: M = max m_c, w_c = 2^(m_c - M), L = sum l_c w_c, O = sum O_c w_c; one live split writes O / L, else
+   (O, M, L) goes to part[z][h][split][66] and the last live split merges them as gpt2__attn_kernel does.
+   A row's own key and value (position p) come from qkv, and go into the cache here.
+   Matches the attention loop of gpt2__cpu_run (P rounded to T as in gpt2__attn_prefill_kernel). */
+template <typename T>
+static __device__ __forceinline__ uint4 gpt2__ld16(const T *p, bool ok) {
+    return ok ? *(const uint4 *)p : make_uint4(0, 0, 0, 0);
+}
+
+/* One chunk from its operands: kr[i] = lane's 32 bytes of key kb+8i+g, vr[s][u] = lane's 16 bytes of key
+   kb + 16s + 8(u>>1) + 2t + (u&1); o (row 0: lanes 0..3), m and l (every lane of the quad) out. */
+template <typename T>
+static __device__ __forceinline__ void gpt2__amma_chunk(const uint32_t *qa, const uint4 (*kr)[2], const uint4 (*vr)[4], int kb,
+                                                        int k1, float scale_log2, float (*o)[4], float &m, float &l) {
+    const int t = threadIdx.x & 3;
+    float s[4][4];
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+        s[i][0] = s[i][1] = s[i][2] = s[i][3] = 0.0f;
+        const uint32_t w[8] = {kr[i][0].x, kr[i][0].y, kr[i][0].z, kr[i][0].w, kr[i][1].x, kr[i][1].y, kr[i][1].z, kr[i][1].w};
+#pragma unroll
+        for (int ks = 0; ks < 4; ks++) {
+            const uint32_t a[4] = {qa[2 * ks], 0u, qa[2 * ks + 1], 0u};
+            gpt2__mma(s[i], a, w[2 * ks], w[2 * ks + 1], T());
+        }
+    }
+    float mx = -INFINITY;
+#pragma unroll
+    for (int i = 0; i < 4; i++)
+#pragma unroll
+        for (int e = 0; e < 2; e++) {
+            const int j = kb + 8 * i + 2 * t + e;
+            s[i][e] = j < k1 ? s[i][e] * scale_log2 : -INFINITY;
+            mx = fmaxf(mx, s[i][e]);
+        }
+    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+    m = mx;
+    l = 0.0f;
+#pragma unroll
+    for (int nt = 0; nt < 8; nt++) o[nt][0] = o[nt][1] = o[nt][2] = o[nt][3] = 0.0f;
+#pragma unroll
+    for (int s2 = 0; s2 < 2; s2++) {
+        uint32_t pa[4];
+        pa[0] = gpt2__pack2(gpt2__ex2(s[2 * s2][0] - mx), gpt2__ex2(s[2 * s2][1] - mx), &l, T());
+        pa[2] = gpt2__pack2(gpt2__ex2(s[2 * s2 + 1][0] - mx), gpt2__ex2(s[2 * s2 + 1][1] - mx), &l, T());
+        pa[1] = pa[3] = 0u;
+        const uint4 *v = vr[s2];
+#pragma unroll
+        for (int nt = 0; nt < 8; nt++) {
+            const unsigned sel = (nt & 1) ? 0x7632u : 0x5410u;
+            const uint32_t w0 = ((const uint32_t *)&v[0])[nt >> 1], w1 = ((const uint32_t *)&v[1])[nt >> 1];
+            const uint32_t w2 = ((const uint32_t *)&v[2])[nt >> 1], w3 = ((const uint32_t *)&v[3])[nt >> 1];
+            gpt2__mma(o[nt], pa, __byte_perm(w0, w1, sel), __byte_perm(w2, w3, sel), T());
+        }
+    }
+    l += __shfl_xor_sync(0xffffffffu, l, 1);
+    l += __shfl_xor_sync(0xffffffffu, l, 2);
+}
+
+/* the chunk's row 0 into a record: o_rec[64] (dims), m, l (lanes 0..3 of the warp write) */
+static __device__ __forceinline__ void gpt2__amma_keep(const float (*o)[4], float m, float l, float *o_rec, float *m_rec, float *l_rec) {
+    const int lane = threadIdx.x & 31, t = lane & 3;
+    if (lane < 4) {
+#pragma unroll
+        for (int nt = 0; nt < 8; nt++) { o_rec[16 * t + nt] = o[nt][0]; o_rec[16 * t + 8 + nt] = o[nt][1]; }
+        if (t == 0) { *m_rec = m; *l_rec = l; }
+    }
+}
+
+/* the split's 8 chunk records merged in order, for dim dd: L and O (unnormalised), M */
+static __device__ __forceinline__ void gpt2__amma_merge(const float *sh_o, const float *sh_m, const float *sh_l, int dd, float &M,
+                                                        float &L, float &O) {
+    M = -INFINITY;
+#pragma unroll
+    for (int i = 0; i < 8; i++) M = fmaxf(M, sh_m[i]);
+    L = 0.0f;
+    O = 0.0f;
+#pragma unroll
+    for (int i = 0; i < 8; i++) {
+        const float w = gpt2__ex2(sh_m[i] - M);
+        L += sh_l[i] * w;
+        O += sh_o[i * 64 + dd] * w;
+    }
+}
+
+/* the live splits of (row z, head h) merged in order, for dim dd (part: [z][h][split][66]) */
+static __device__ __forceinline__ float gpt2__amma_splits(const float *ph, int live, int dd) {
+    float M = -INFINITY;
+    for (int s = 0; s < live; s++) M = fmaxf(M, __ldcg(ph + s * 66 + 64));
+    float L = 0.0f;
+    for (int s = 0; s < live; s++) L += __ldcg(ph + s * 66 + 65) * exp2f(__ldcg(ph + s * 66 + 64) - M);
+    float o2 = 0.0f;
+    for (int s = 0; s < live; s++) o2 += __ldcg(ph + s * 66 + dd) * exp2f(__ldcg(ph + s * 66 + 64) - M);
+    return o2 / L;
+}
+
+/* q of row r, head h as the A operand's row 0 (lanes 0..3; zeros elsewhere) */
+template <typename T>
+static __device__ __forceinline__ void gpt2__amma_q(const T *q, uint32_t *qa) {
+    const int lane = threadIdx.x & 31, t = lane & 3;
+    const uint4 a = gpt2__ld16(q + 16 * t, lane < 4), b = gpt2__ld16(q + 16 * t + 8, lane < 4);
+    qa[0] = a.x; qa[1] = a.y; qa[2] = a.z; qa[3] = a.w; qa[4] = b.x; qa[5] = b.y; qa[6] = b.z; qa[7] = b.w;
+}
+
+/* Few rows (their cache fits in L2 easily): grid (n_split, H, n_rows), block 256 threads = 8 warps, warp w the split's
+   chunk w, its operands straight into registers. STG: the cached keys and values before p come into shared memory
+   (2 * 256 * 64 of T after the 8 records) before the PDL wait, while the kernel before finishes, and are read there;
+   else prefetch sets an L2 prefetch of them. Then the records merge through shared memory. Tuned on the H100: a
+   batch-1 step 8% faster at 124M and 6% at 1558M than with gpt2__attn_kernel (RESULTS.md item 66). */
+template <typename T, bool STG>
+__global__ void __launch_bounds__(256) gpt2__attn_mma_kernel(const T *__restrict__ qkv, T *__restrict__ kc, T *__restrict__ vc,
+                                                               T *__restrict__ out, float *__restrict__ part,
+                                                               const int *__restrict__ rows, const int *__restrict__ row_slot,
+                                                               const int *__restrict__ row_pos, int C, int H, int max_seq,
+                                                               int split_len, int n_split, float scale_log2,
+                                                               unsigned *__restrict__ count, int store, int prefetch) {
+#if __CUDA_ARCH__ >= 800
+    constexpr int HD = 64;
+    extern __shared__ float gpt2__amma_sh[];
+    const int sp = blockIdx.x, h = blockIdx.y, z = blockIdx.z, r = rows[z];
+    const int p = row_pos[r], k0 = sp * split_len;
+    if (k0 > p) return;
+    const int k1 = min(k0 + split_len, p + 1);
+    const size_t head = ((size_t)row_slot[r] * H + h) * max_seq * HD;
+    T *kh = kc + head, *vh = vc + head;
+    float *sh_o = gpt2__amma_sh, *sh_m = sh_o + 8 * HD, *sh_l = sh_m + 8;
+    T *sk = (T *)(sh_l + 8), *sv = sk + (size_t)split_len * HD;
+    if (STG) {
+        const int n = (min(k1, p) - k0) * (HD * (int)sizeof(T) / 16);
+        for (int i = threadIdx.x; i < n; i += blockDim.x) {
+            gpt2__cp16(sk + (size_t)i * 8, kh + (size_t)k0 * HD + (size_t)i * 8, true);
+            gpt2__cp16(sv + (size_t)i * 8, vh + (size_t)k0 * HD + (size_t)i * 8, true);
+        }
+        gpt2__cp_commit();
+    } else if (prefetch) {
+        const int n = (min(k1, p) - k0) * (HD * (int)sizeof(T) / 128);
+        for (int i = threadIdx.x; i < n; i += blockDim.x) {
+            asm volatile("prefetch.global.L2 [%0];" ::"l"(kh + (size_t)k0 * HD + (size_t)i * 64));
+            asm volatile("prefetch.global.L2 [%0];" ::"l"(vh + (size_t)k0 * HD + (size_t)i * 64));
+        }
+    }
+    gpt2__pdl_wait();
+    gpt2__pdl_trigger();
+    const T *q = qkv + (size_t)r * 3 * C + (size_t)h * HD, *kn = q + C, *vn = q + 2 * C;
+    /* this row's own key and value (position p) into the cache; the chunks read them from qkv */
+    if (store && p < k1 && threadIdx.x < 16) {
+        const int c = threadIdx.x & 7;
+        *(uint4 *)((threadIdx.x < 8 ? kh : vh) + (size_t)p * HD + c * 8) = *(const uint4 *)((threadIdx.x < 8 ? kn : vn) + c * 8);
+    }
+    if (STG) {
+        gpt2__cp_wait<0>();
+        __syncthreads();
+    }
+    const int own = store ? p : -1;
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+    const T *kb_ = STG ? sk : kh, *vb_ = STG ? sv : vh;
+    const int kbase = STG ? k0 : 0, kb = k0 + 32 * warp;
+    float o[8][4], m = -INFINITY, l = 0.0f;
+    if (kb < k1) {
+        uint32_t qa[8];
+        gpt2__amma_q(q, qa);
+        uint4 kr[4][2], vr[2][4];
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            const int j = kb + 8 * i + g;
+            const T *src = (j == own ? kn : kb_ + (size_t)(j - kbase) * HD) + 16 * t;
+            kr[i][0] = gpt2__ld16(src, j < k1);
+            kr[i][1] = gpt2__ld16(src + 8, j < k1);
+        }
+#pragma unroll
+        for (int s2 = 0; s2 < 2; s2++)
+#pragma unroll
+            for (int u = 0; u < 4; u++) {
+                const int j = kb + 16 * s2 + 8 * (u >> 1) + 2 * t + (u & 1);
+                vr[s2][u] = gpt2__ld16((j == own ? vn : vb_ + (size_t)(j - kbase) * HD) + 8 * g, j < k1);
+            }
+        gpt2__amma_chunk<T>(qa, kr, vr, kb, k1, scale_log2, o, m, l);
+    } else {
+#pragma unroll
+        for (int nt = 0; nt < 8; nt++) o[nt][0] = o[nt][1] = o[nt][2] = o[nt][3] = 0.0f;
+    }
+    gpt2__amma_keep(o, m, l, sh_o + warp * HD, sh_m + warp, sh_l + warp);
+    __syncthreads();
+    const bool alone = n_split == 1 || p < split_len;
+    if (threadIdx.x < HD) {
+        float M, L, O;
+        gpt2__amma_merge(sh_o, sh_m, sh_l, threadIdx.x, M, L, O);
+        if (alone) gpt2__put(out + (size_t)r * C + (size_t)h * HD + threadIdx.x, O / L);
+        else {
+            float *pp = part + (((size_t)z * H + h) * n_split + sp) * (HD + 2);
+            pp[threadIdx.x] = O;
+            if (threadIdx.x == 0) { pp[HD] = M; pp[HD + 1] = L; }
+        }
+    }
+    if (alone) return;
+    const int live = p / split_len + 1;
+    if (!gpt2__split_last(&count[z * H + h], live)) return;
+    const float *ph = part + ((size_t)z * H + h) * n_split * (HD + 2);
+    if (threadIdx.x < HD) gpt2__put(out + (size_t)r * C + (size_t)h * HD + threadIdx.x, gpt2__amma_splits(ph, live, threadIdx.x));
+#endif
+}
+
+/* Many rows: a warp per (row, head, split) item (item = blockIdx.x * WB + warp; split fastest, then head, then row),
+   block 32 WB threads. The warp streams its chunks through its ring of NS stages in shared memory (cp.async, 16 bytes
+   a lane; stage: 32 K rows then 32 V rows of 64, the 16-byte piece c of row j at c ^ (j & 7), so the operand reads
+   are free of bank conflicts), computes each as gpt2__amma_chunk, keeps the 8 records in shared memory and merges
+   them (lane: dims lane and lane + 32). Shared memory: WB (8 * 64 + 16) floats, then WB * NS stages. On the H100
+   (NS 3, WB 2) as fast as gpt2__attn_kernel at 1024 rows (RESULTS.md item 66). */
+template <typename T, int NS, int WB>
+__global__ void __launch_bounds__(32 * WB) gpt2__attn_stream_kernel(const T *__restrict__ qkv, T *__restrict__ kc, T *__restrict__ vc,
+                                                                  T *__restrict__ out, float *__restrict__ part,
+                                                                  const int *__restrict__ rows, const int *__restrict__ row_slot,
+                                                                  const int *__restrict__ row_pos, int C, int H, int max_seq,
+                                                                  int split_len, int n_split, int n_items, float scale_log2,
+                                                                  unsigned *__restrict__ count, int store) {
+#if __CUDA_ARCH__ >= 800
+    constexpr int HD = 64, STAGE = 2 * 32 * HD; /* elements: K rows then V rows; 16-byte piece c of key j at c ^ (j & 7) */
+    extern __shared__ float gpt2__amma_sh[];
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+    const int item = blockIdx.x * WB + warp;
+    float *rec = gpt2__amma_sh + warp * (8 * HD + 16);
+    T *ring = (T *)(gpt2__amma_sh + WB * (8 * HD + 16)) + (size_t)warp * NS * STAGE;
+    gpt2__pdl_wait();
+    gpt2__pdl_trigger();
+    if (item >= n_items) return;
+    const int sp = item % n_split, h = (item / n_split) % H, z = item / (n_split * H), r = rows[z];
+    const int p = row_pos[r], k0 = sp * split_len;
+    if (k0 > p) return;
+    const int k1 = min(k0 + split_len, p + 1), nch = (k1 - k0 + 31) / 32;
+    const size_t head = ((size_t)row_slot[r] * H + h) * max_seq * HD;
+    T *kh = kc + head, *vh = vc + head;
+    const T *q = qkv + (size_t)r * 3 * C + (size_t)h * HD, *kn = q + C, *vn = q + 2 * C;
+    const int own = store ? p : -1;
+    if (store && p < k1 && lane < 16) {
+        const int c = lane & 7;
+        *(uint4 *)((lane < 8 ? kh : vh) + (size_t)p * HD + c * 8) = *(const uint4 *)((lane < 8 ? kn : vn) + c * 8);
+    }
+    /* chunk c into stage c % NS: 32 keys x 8 pieces of 16 bytes, K and V; lane takes pieces lane, lane+32, ... */
+    auto issue = [&](int c) {
+        T *st = ring + (size_t)(c % NS) * STAGE;
+        const int kb = k0 + 32 * c;
+#pragma unroll
+        for (int i = 0; i < 8; i++) {
+            const int piece = lane + 32 * i, key = piece >> 3, col = (piece & 7) * 8, j = kb + key;
+            const int at = key * HD + (((piece & 7) ^ (key & 7)) * 8);
+            const bool ok = j < k1;
+            const T *ks = j == own ? kn + col : kh + (size_t)(ok ? j : k0) * HD + col;
+            const T *vs = j == own ? vn + col : vh + (size_t)(ok ? j : k0) * HD + col;
+            gpt2__cp16(st + at, ks, ok);
+            gpt2__cp16(st + 32 * HD + at, vs, ok);
+        }
+        gpt2__cp_commit();
+    };
+#pragma unroll
+    for (int c = 0; c < NS - 1; c++) {
+        if (c < nch) issue(c);
+        else gpt2__cp_commit();
+    }
+    uint32_t qa[8];
+    gpt2__amma_q(q, qa);
+    for (int c = 0; c < 8; c++) {
+        float o[8][4], m = -INFINITY, l = 0.0f;
+        if (c < nch) {
+            if (c + NS - 1 < nch) issue(c + NS - 1);
+            else gpt2__cp_commit();
+            gpt2__cp_wait<NS - 1>();
+            __syncwarp();
+            const T *st = ring + (size_t)(c % NS) * STAGE;
+            uint4 kr[4][2], vr[2][4];
+#pragma unroll
+            for (int i = 0; i < 4; i++) {
+                const T *src = st + (8 * i + g) * HD;
+                kr[i][0] = *(const uint4 *)(src + ((2 * t) ^ g) * 8);
+                kr[i][1] = *(const uint4 *)(src + ((2 * t + 1) ^ g) * 8);
+            }
+#pragma unroll
+            for (int s2 = 0; s2 < 2; s2++)
+#pragma unroll
+                for (int u = 0; u < 4; u++) {
+                    const int kv = 16 * s2 + 8 * (u >> 1) + 2 * t + (u & 1);
+                    vr[s2][u] = *(const uint4 *)(st + (32 + kv) * HD + ((g ^ (kv & 7)) * 8));
+                }
+            gpt2__amma_chunk<T>(qa, kr, vr, k0 + 32 * c, k1, scale_log2, o, m, l);
+            __syncwarp(); /* every lane has read the stage before it is refilled */
+        } else {
+#pragma unroll
+            for (int nt = 0; nt < 8; nt++) o[nt][0] = o[nt][1] = o[nt][2] = o[nt][3] = 0.0f;
+        }
+        gpt2__amma_keep(o, m, l, rec + c * HD, rec + 8 * HD + c, rec + 8 * HD + 8 + c);
+    }
+    __syncwarp();
+    const bool alone = n_split == 1 || p < split_len;
+    float M[2], L[2], O[2];
+#pragma unroll
+    for (int e = 0; e < 2; e++) gpt2__amma_merge(rec, rec + 8 * HD, rec + 8 * HD + 8, lane + 32 * e, M[e], L[e], O[e]);
+    if (alone) {
+#pragma unroll
+        for (int e = 0; e < 2; e++) gpt2__put(out + (size_t)r * C + (size_t)h * HD + lane + 32 * e, O[e] / L[e]);
+        return;
+    }
+    float *pp = part + (((size_t)z * H + h) * n_split + sp) * (HD + 2);
+#pragma unroll
+    for (int e = 0; e < 2; e++) pp[lane + 32 * e] = O[e];
+    if (lane == 0) { pp[HD] = M[0]; pp[HD + 1] = L[0]; }
+    const int live = p / split_len + 1;
+    __threadfence();
+    __syncwarp();
+    int last = 0;
+    if (lane == 0) {
+        last = atomicAdd(&count[z * H + h], 1u) == (unsigned)live - 1;
+        if (last) count[z * H + h] = 0;
+    }
+    last = __shfl_sync(0xffffffffu, last, 0);
+    if (!last) return;
+    __threadfence();
+    const float *ph = part + ((size_t)z * H + h) * n_split * (HD + 2);
+#pragma unroll
+    for (int e = 0; e < 2; e++) gpt2__put(out + (size_t)r * C + (size_t)h * HD + lane + 32 * e, gpt2__amma_splits(ph, live, lane + 32 * e));
+#endif
+}
+
+#ifndef GPT2__AMMA_NS
+#define GPT2__AMMA_NS 3 /* gpt2__attn_stream_kernel: chunks in flight per warp */
+#endif
+#ifndef GPT2__AMMA_WB
+#define GPT2__AMMA_WB 2 /* gpt2__attn_stream_kernel: warps per block */
+#endif
 
 /* Causal attention for prompt chunks, flash style on the tensor cores (fp16/bf16, head size HD in {32, 64, 128}); no
    score matrix leaves the registers. Grid: n_tiles * H blocks, one per tile and head (gpt2__plan_attention sorts the
@@ -3210,6 +3555,10 @@ typedef struct gpt2__cuda_state {
     void *plt_ws[GPT2__MAX_PARTS];      /* its cuBLASLt workspace, */
     cudaEvent_t fork, pjoin[GPT2__MAX_PARTS]; /* and the events that tie the parts to the step */
     int parts_last;                     /* parts of the step launched last (1: one run) */
+    int att_mma;                        /* decode attention on the tensor cores (gpt2__attn_mma_kernel for few rows,
+                                           gpt2__attn_stream_kernel for many; fixed at init: a row's bits never depend
+                                           on which); 0: gpt2__attn_kernel (head size not 64, F32, before sm_80) */
+    int att_many;                       /* tests: decode attention takes its many-rows path whatever the rows */
     int att_stage, att_stage_smem;      /* decode attention of few rows stages their cached K/V in shared memory
                                            before its PDL wait (gpt2__attn_kernel STG; 0: off, tests and bench), up to
                                            att_stage_smem bytes a block */
@@ -3662,8 +4011,52 @@ static void gpt2__attn_stage_enable(gpt2__cuda_state *S) {
     S->att_stage_smem = ok ? optin - 1024 : 0;
 }
 
-/* Attention for layer l over the rows planned in d: gpt2__attn_prefill_kernel for the prompt tiles, gpt2__attn_kernel
-   for the other rows, split along the sequence (the last split of a row merges them).
+/* Whether the tensor-core decode attention runs here (T's kernels built for sm_80+, their shared memory granted):
+   gpt2__attn_mma_kernel's staging form gets S->att_stage_smem, gpt2__attn_stream_kernel its ring. */
+template <typename T>
+static int gpt2__attn_mma_enable(gpt2__cuda_state *S) {
+    cudaFuncAttributes fa;
+    const size_t ring = GPT2__AMMA_WB * ((8 * 64 + 16) * sizeof(float) + (size_t)GPT2__AMMA_NS * 2 * 32 * 64 * sizeof(T));
+    const int ok = S->att_stage_smem > 0 &&
+                   cudaFuncSetAttribute(gpt2__attn_mma_kernel<T, true>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                        S->att_stage_smem) == cudaSuccess &&
+                   cudaFuncSetAttribute(gpt2__attn_stream_kernel<T, GPT2__AMMA_NS, GPT2__AMMA_WB>,
+                                        cudaFuncAttributeMaxDynamicSharedMemorySize, (int)ring) == cudaSuccess &&
+                   cudaFuncGetAttributes(&fa, gpt2__attn_mma_kernel<T, false>) == cudaSuccess && fa.ptxVersion >= 80;
+    cudaGetLastError();
+    return ok;
+}
+
+/* Decode attention on the tensor cores over the rows planned in d (n_split splits of 256 keys): few rows (prefetch,
+   as gpt2__attn_launch decides it) gpt2__attn_mma_kernel, staged when each row is its sequence's only new row
+   (store) and staging is on; else gpt2__attn_stream_kernel. The same bits either way. */
+template <typename T>
+static gpt2_status gpt2__attn_mma_launch(gpt2__cuda_state *S, const gpt2_model *m, T *kc, T *vc, const gpt2__cuda_meta *d,
+                                         int n_split, int split_len, int store, int prefetch) {
+    const int C = m->cfg.n_embd, H = m->cfg.n_head;
+    const float scale_log2 = 1.4426950408889634f / 8.0f; /* log2(e) / sqrt(64) */
+    if (prefetch) {
+        const size_t rec = 8 * 66 * sizeof(float), stage = rec + 2 * (size_t)split_len * 64 * sizeof(T);
+        const dim3 grid((unsigned)n_split, (unsigned)H, (unsigned)d->n_att);
+        if (store && S->att_stage && stage <= (size_t)S->att_stage_smem)
+            return gpt2__launch(gpt2__attn_mma_kernel<T, true>, grid, dim3(256), stage, S->stream, S->pdl, (const T *)S->qkv, kc, vc,
+                                (T *)S->att, S->part, (const int *)d->att_rows, (const int *)d->slot, (const int *)d->pos, C, H,
+                                m->max_seq, split_len, n_split, scale_log2, S->att_count, store, prefetch);
+        return gpt2__launch(gpt2__attn_mma_kernel<T, false>, grid, dim3(256), rec, S->stream, S->pdl, (const T *)S->qkv, kc, vc,
+                            (T *)S->att, S->part, (const int *)d->att_rows, (const int *)d->slot, (const int *)d->pos, C, H,
+                            m->max_seq, split_len, n_split, scale_log2, S->att_count, store, prefetch);
+    }
+    const int n_items = d->n_att * H * n_split;
+    const size_t ring = GPT2__AMMA_WB * ((8 * 64 + 16) * sizeof(float) + (size_t)GPT2__AMMA_NS * 2 * 32 * 64 * sizeof(T));
+    return gpt2__launch(gpt2__attn_stream_kernel<T, GPT2__AMMA_NS, GPT2__AMMA_WB>, dim3((unsigned)((n_items + GPT2__AMMA_WB - 1) / GPT2__AMMA_WB)),
+                        dim3(32 * GPT2__AMMA_WB), ring, S->stream, S->pdl, (const T *)S->qkv, kc, vc, (T *)S->att, S->part,
+                        (const int *)d->att_rows, (const int *)d->slot, (const int *)d->pos, C, H, m->max_seq, split_len, n_split,
+                        n_items, scale_log2, S->att_count, store);
+}
+
+/* Attention for layer l over the rows planned in d: gpt2__attn_prefill_kernel for the prompt tiles, and for the
+   other rows the tensor-core decode kernels (S->att_mma: gpt2__attn_mma_launch) or gpt2__attn_kernel, split along
+   the sequence (the last split of a row merges them).
    Splits are GPT2__SPLIT_LEN keys whatever the batch: a row computes the same in any batch, graph or eager. */
 template <typename T, int VE, int MAXC>
 static gpt2_status gpt2__attn_launch(gpt2__cuda_state *S, const gpt2_model *m, T *kc, T *vc, const gpt2__cuda_meta *d,
@@ -3676,7 +4069,9 @@ static gpt2_status gpt2__attn_launch(gpt2__cuda_state *S, const gpt2_model *m, T
     const float scale_log2 = 1.4426950408889634f / sqrtf((float)hd);
     dim3 grid((unsigned)n_split, (unsigned)H, (unsigned)d->n_att);
     /* L2 prefetch of the cached keys and values when every row's whole cache is at most GPT2__ATT_PREFETCH bytes */
-    const int prefetch = (double)d->n_att * 2.0 * m->max_seq * C * sizeof(T) <= GPT2__ATT_PREFETCH;
+    const int prefetch = !S->att_many && (double)d->n_att * 2.0 * m->max_seq * C * sizeof(T) <= GPT2__ATT_PREFETCH;
+    if constexpr (sizeof(T) == 2)
+        if (S->att_mma && hd == 64 && split_len == 256) return gpt2__attn_mma_launch<T>(S, m, kc, vc, d, n_split, split_len, store, prefetch);
     /* and into shared memory, when each row is the only new row of its sequence (store) and a split's keys fit */
     const size_t stage = smem + 2 * (size_t)split_len * hd * sizeof(T);
     if (VE * sizeof(T) == 16 && prefetch && store && S->att_stage && stage <= (size_t)S->att_stage_smem)
@@ -3750,15 +4145,15 @@ static gpt2_status gpt2__kv_store(cudaStream_t st, int sms, const T *qkv, T *kc,
 /* Layer l's attention step over the N fed rows planned in d: K and V of the rows into the cache, then the kernels.
    With the tiled prefill kernel on, each kernel stores the K and V of the rows it serves: a tile's rows
    (gpt2__attn_prefill_kernel, which reads the keys fed in this step from qkv), a row that is the only new row of its
-   sequence (gpt2__attn_kernel, which reads its own key from qkv); gpt2__kv_store_kernel then never runs. Without it
+   sequence (the decode kernels, which read its own key from qkv); gpt2__kv_store_kernel then never runs. Without it
    (F32, or a GPU before sm_80) gpt2__kv_store_kernel stores every row's first. */
 template <typename T>
 static gpt2_status gpt2__attention(gpt2__cuda_state *S, const gpt2_model *m, int l, const gpt2__cuda_meta *d, int N_fed) {
     const int C = m->cfg.n_embd, H = m->cfg.n_head, hd = C / H, VE = 16 / (int)sizeof(T), N = d->n_att;
     const size_t per_layer = (size_t)m->max_batch * m->max_seq * C;
     T *kc = (T *)S->k_cache + (size_t)l * per_layer, *vc = (T *)S->v_cache + (size_t)l * per_layer;
-    /* with the tiled kernel, every row stores its own K and V (gpt2__attn_prefill_kernel a tile's rows,
-       gpt2__attn_kernel a single row's); else gpt2__kv_store_kernel stores them all first */
+    /* with the tiled kernel, every row stores its own K and V (gpt2__attn_prefill_kernel a tile's rows, the decode
+       kernels a single row's); else gpt2__kv_store_kernel stores them all first */
     const int store = S->flash, n_kv = store ? 0 : N_fed;
     gpt2_status st = GPT2_OK;
     if (n_kv > 0 && (st = gpt2__kv_store<T>(S->stream, S->sms, (const T *)S->qkv, kc, vc, d->slot, d->pos, n_kv, C, H, m->max_seq)))
@@ -4186,6 +4581,10 @@ static gpt2_status gpt2__cuda_init_state(gpt2_model *m, gpt2__cuda_state *S) {
     if (m->dtype == GPT2_DTYPE_F16) gpt2__attn_stage_enable<__half>(S);
     else if (m->dtype == GPT2_DTYPE_BF16) gpt2__attn_stage_enable<__nv_bfloat16>(S);
     else gpt2__attn_stage_enable<float>(S);
+    /* tensor-core decode attention: with the tiled prefill kernel (so sm_80+, F16/BF16, its own key stored by the
+       kernel), head size 64, splits of 256 */
+    if (S->flash && C / H == 64 && GPT2__SPLIT_LEN == 256)
+        S->att_mma = m->dtype == GPT2_DTYPE_F16 ? gpt2__attn_mma_enable<__half>(S) : gpt2__attn_mma_enable<__nv_bfloat16>(S);
     if (m->dtype == GPT2_DTYPE_F16) { S->lnf = gpt2__lnf_enable<__half>(S); return gpt2__skinny_check<__half>(m, S); }
     if (m->dtype == GPT2_DTYPE_BF16) { S->lnf = gpt2__lnf_enable<__nv_bfloat16>(S); return gpt2__skinny_check<__nv_bfloat16>(m, S); }
     return GPT2_OK;
