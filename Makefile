@@ -92,7 +92,13 @@ bench/bench_mixed: bench/bench_mixed.cu $(HEADERS)
 bench/logits_hash: bench/logits_hash.cu $(HEADERS)
 	$(BUILD) bench/logits_hash.cu -o $@ $(LIBS)
 
+bench/attn_decode: bench/attn_decode.cu $(HEADERS)
+	$(BUILD) bench/attn_decode.cu -o $@ $(LIBS)
+
+bench/read_bw: bench/read_bw.cu
+	$(BUILD) bench/read_bw.cu -o $@
+
 clean:
-	rm -f demo_c examples/hello tests/mpi/test_mpi demo demo_mpi test_gpt2 test_gpt2_c test_gpt2_asan test_gpt2_asan.log bench/bench_gpt2 bench/bench_mixed bench/logits_hash
+	rm -f demo_c examples/hello tests/mpi/test_mpi demo demo_mpi test_gpt2 test_gpt2_c test_gpt2_asan test_gpt2_asan.log bench/bench_gpt2 bench/bench_mixed bench/logits_hash bench/attn_decode bench/read_bw
 
 .PHONY: all test fuzz bench clean
