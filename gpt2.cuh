@@ -1857,7 +1857,9 @@ static gpt2_status gpt2__cpu_step(gpt2_model *m, const gpt2__seq *seqs, int n, i
    - attention: prompt chunks go to a flash-style tensor-core kernel in 64-row tiles (F16/BF16, head size
      32/64/128; longest tiles of every head first while the step's K/V fit in L2; it stores its tile's K and V
      and reads the keys fed in the same step from qkv), every other row to a row kernel split along the
-     sequence in fixed 256-key pieces (which also stores a decode row's own K and V), again whatever the batch;
+     sequence in fixed 256-key pieces (which also stores a decode row's own K and V), again whatever the batch:
+     with head size 64 in F16/BF16 on the tensor cores, in 32-key chunks merged in a fixed order, by
+     gpt2__attn_mma_kernel (few rows) or gpt2__attn_stream_kernel (many), the same bits; else gpt2__attn_kernel;
      only without the tiled kernel (F32) does a separate pass store K and V first
    - a step's per-row and per-sequence inputs (tokens, positions, slots, sampling parameters) live in one
      device blob, copied from pinned memory (two staging blobs in turn); the pure-decode step is a CUDA graph
