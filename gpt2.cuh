@@ -2439,7 +2439,7 @@ static __device__ __forceinline__ uint32_t gpt2__pack2(float a, float b, float *
 }
 
 /* Decode attention on the tensor cores (head size 64, fp16/bf16; what gpt2__attention runs for decode rows when the
-   tiled prefill kernel is on, RESULTS.md item 66). Its arithmetic, the same bits in both kernels below whatever the
+   tiled prefill kernel is on, RESULTS.md item 69). Its arithmetic, the same bits in both kernels below whatever the
    batch: a split's keys [k0, k1) (split_len 256) in 8 chunks of 32 (chunk c: keys k0 + 32c ..), each chunk alone:
    S = q K^T by mma m16n8k16 with q as row 0 of the A operand (rows 1..15 zero; their results are never read) and K
    as the B operand (lane g = lane/4, t = lane%4 holds key 8i+g's dims 16t..16t+15; k-step s takes dims 16t+4s..+3,
@@ -2556,7 +2556,7 @@ static __device__ __forceinline__ void gpt2__amma_q(const T *q, uint32_t *qa) {
    chunk w, its operands straight into registers. STG: the cached keys and values before p come into shared memory
    (2 * 256 * 64 of T after the 8 records) before the PDL wait, while the kernel before finishes, and are read there;
    else prefetch sets an L2 prefetch of them. Then the records merge through shared memory. Tuned on the H100: a
-   batch-1 step 8% faster at 124M and 6% at 1558M than with gpt2__attn_kernel (RESULTS.md item 66). */
+   batch-1 step 8% faster at 124M and 5% at 1558M than with gpt2__attn_kernel (RESULTS.md item 69). */
 template <typename T, bool STG>
 __global__ void __launch_bounds__(256) gpt2__attn_mma_kernel(const T *__restrict__ qkv, T *__restrict__ kc, T *__restrict__ vc,
                                                                T *__restrict__ out, float *__restrict__ part,
@@ -2655,7 +2655,7 @@ __global__ void __launch_bounds__(256) gpt2__attn_mma_kernel(const T *__restrict
    a lane; stage: 32 K rows then 32 V rows of 64, the 16-byte piece c of row j at c ^ (j & 7), so the operand reads
    are free of bank conflicts), computes each as gpt2__amma_chunk, keeps the 8 records in shared memory and merges
    them (lane: dims lane and lane + 32). Shared memory: WB (8 * 64 + 16) floats, then WB * NS stages. On the H100
-   (NS 3, WB 2) as fast as gpt2__attn_kernel at 1024 rows (RESULTS.md item 66). */
+   (NS 3, WB 2) as fast as gpt2__attn_kernel at 1024 rows (RESULTS.md items 66 and 69). */
 template <typename T, int NS, int WB>
 __global__ void __launch_bounds__(32 * WB) gpt2__attn_stream_kernel(const T *__restrict__ qkv, T *__restrict__ kc, T *__restrict__ vc,
                                                                   T *__restrict__ out, float *__restrict__ part,
