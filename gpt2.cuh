@@ -3266,7 +3266,18 @@ typedef struct gpt2__pick {
     float temperature, top_p;
     int top_k, sample;
     uint64_t seed, draw;
+    int *out; /* where the host reads the id (its pinned staging blob, mapped; NULL: none), so no copy follows the step */
 } gpt2__pick;
+
+/* The sampler's id for one row: into next (the device's, which a fed step reads) and straight into the host's
+   staging blob (pk.out): a copy after the step would hold the next step back ~11 us on the H100 (RESULTS.md item 74). */
+static __device__ __forceinline__ void gpt2__put_id(int *next, int row, const gpt2__pick &pk, int id) {
+    next[row] = id;
+    if (pk.out) {
+        *(volatile int *)pk.out = id;
+        __threadfence_system();
+    }
+}
 
 /* A candidate's sort key: p's bits above, ~id below, so keys in descending order are p descending, ties by
    lower index first (the order of gpt2__cand_cmp). Keys are unique, and every real key is above 0. */
@@ -3350,7 +3361,7 @@ __global__ void __launch_bounds__(GPT2__SAMPLE_THREADS, 2) gpt2__sample_kernel(f
     const int row = blockIdx.x, tid = threadIdx.x, nt = blockDim.x, lane = tid & 31, w = tid >> 5, nw = nt >> 5;
     const gpt2__pick pk = picks[row];
     float *p = logits + (size_t)row * ld;
-    if (!pk.sample) { if (tid == 0) next[row] = -1; return; }
+    if (!pk.sample) { if (tid == 0) gpt2__put_id(next, row, pk, -1); return; }
     if (!(pk.temperature > 0.0f)) {
         /* 1. argmax, lowest index among ties */
         float bv = -INFINITY;
@@ -3386,7 +3397,7 @@ __global__ void __launch_bounds__(GPT2__SAMPLE_THREADS, 2) gpt2__sample_kernel(f
         if (tid == 0) {
             for (int i = 1; i < nw; i++)
                 if (sh.red_v[i] > bv || (sh.red_v[i] == bv && sh.red_i[i] < bi)) { bv = sh.red_v[i]; bi = sh.red_i[i]; }
-            next[row] = bi == 0x7FFFFFFF ? 0 : bi;
+            gpt2__put_id(next, row, pk, bi == 0x7FFFFFFF ? 0 : bi);
         }
         return;
     }
@@ -3430,7 +3441,7 @@ __global__ void __launch_bounds__(GPT2__SAMPLE_THREADS, 2) gpt2__sample_kernel(f
                 if (sh.found >= 0) break;
             }
         }
-        if (tid == 0) next[row] = sh.found >= 0 ? sh.found : V - 1;
+        if (tid == 0) gpt2__put_id(next, row, pk, sh.found >= 0 ? sh.found : V - 1);
         return;
     }
     /* 4. with a cut: candidates in descending (p, -id) order, page by page */
@@ -3468,7 +3479,7 @@ __global__ void __launch_bounds__(GPT2__SAMPLE_THREADS, 2) gpt2__sample_kernel(f
             if (tid == 0) total = cum;
         }
     }
-    if (tid == 0) next[row] = sh.found >= 0 ? sh.found : last_id;
+    if (tid == 0) gpt2__put_id(next, row, pk, sh.found >= 0 ? sh.found : last_id);
 }
 
 /* Probe for gpt2__cuda_usable: launchable only when this build holds code for the GPU. */
@@ -3530,6 +3541,7 @@ typedef struct gpt2__cuda_state {
     size_t part_floats;
     unsigned *att_count;                /* [max_rows][H] split counters of gpt2__attn_kernel, zero between launches */
     void *d_meta, *h_meta[2];           /* device blob; two pinned host staging blobs, used in turn (gpt2__cuda_launch) */
+    char *h_meta_dev;                   /* h_meta[0] as the device addresses it (mapped); NULL: ids come back by a copy */
     size_t meta_bytes;
     int stage;                          /* the staging blob of the step launched last */
     int flying;                         /* steps launched and not yet collected: 0, 1 or 2 */
@@ -4534,6 +4546,9 @@ static gpt2_status gpt2__cuda_init_state(gpt2_model *m, gpt2__cuda_state *S) {
     GPT2__CU(cudaMalloc(&S->d_meta, S->meta_bytes));
     GPT2__CU(cudaMallocHost(&S->h_meta[0], 2 * S->meta_bytes));
     S->h_meta[1] = (char *)S->h_meta[0] + S->meta_bytes;
+    void *mapped = NULL;
+    S->h_meta_dev = cudaHostGetDevicePointer(&mapped, S->h_meta[0], 0) == cudaSuccess ? (char *)mapped : NULL;
+    cudaGetLastError();
     for (int i = 0; i < 2; i++) GPT2__CU(cudaEventCreateWithFlags(&S->fly_done[i], cudaEventDisableTiming));
     S->feed_n = -1;
     /* weights: lay out, then upload through one fp32 staging buffer as large as the largest tensor */
@@ -4686,6 +4701,7 @@ static gpt2_status gpt2__cuda_launch(gpt2_model *m, const gpt2__seq *seqs, int n
         pk->sample = q->sample;
         pk->seed = q->sampling.seed;
         pk->draw = q->draw;
+        pk->out = S->h_meta_dev ? (int *)(S->h_meta_dev + ((char *)(h.next + i) - (char *)S->h_meta[0])) : NULL;
     }
     gpt2__plan_attention(&h, N, S->flash);
     /* parts (gpt2__cuda_parts): a part's rows count from its first */
@@ -4699,7 +4715,8 @@ static gpt2_status gpt2__cuda_launch(gpt2_model *m, const gpt2__seq *seqs, int n
     cudaError_t e = cudaMemcpyAsync(S->d_meta, S->h_meta[b], h.bytes, cudaMemcpyHostToDevice, S->stream);
     if (e == cudaSuccess)
         st = decode && !P && S->use_graphs ? gpt2__cuda_decode_graph(m, &d, n, np) : gpt2__cuda_step_body(m, &d, N, P, n, np);
-    if (e == cudaSuccess && !st) e = cudaMemcpyAsync(h.next, d.next, (size_t)n * sizeof(int), cudaMemcpyDeviceToHost, S->stream);
+    if (e == cudaSuccess && !st && !S->h_meta_dev)
+        e = cudaMemcpyAsync(h.next, d.next, (size_t)n * sizeof(int), cudaMemcpyDeviceToHost, S->stream);
     if (e == cudaSuccess && !st) e = cudaEventRecord(S->fly_done[b], S->stream);
     if (st || e != cudaSuccess) {
         gpt2__cuda_drain(m);
