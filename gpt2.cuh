@@ -436,6 +436,7 @@ struct gpt2_model {
     int device;
     int max_batch, max_seq;
     int prefill_tokens;              /* prompt tokens one engine step may feed (set by the backend; 0: 2048) */
+    int no_hold;                     /* gpt2_generate: an idle engine's admitted requests decode as their prompts end (bench) */
     gpt2__weights w;                 /* host weights (the CUDA backend may release them after upload) */
     gpt2__cpu cpu;
     void *cuda;                      /* gpt2__cuda_state *, owned by the CUDA backend */
@@ -4973,7 +4974,10 @@ typedef struct gpt2__active { int req, fed; } gpt2__active;
 
 /* Continuous batching over max_batch KV slots: requests wait in order; each step feeds every active
    slot either its next prompt chunk or its last sampled token; a finished request frees its slot at
-   once for the next waiting one. Prompt tokens per step are capped so decode steps stay short. */
+   once for the next waiting one. Prompt tokens per step are capped so decode steps stay short.
+   Requests admitted into an idle engine (none decoding) hold their decode rows until every admitted
+   prompt is fed: no one waits on those steps, and the decode steps that follow carry every row (pure decode steps
+   replay a CUDA graph and run in parts; a step that also feeds prompts does neither). RESULTS.md item 75. */
 GPT2_API gpt2_status gpt2_generate(gpt2_model *m, gpt2_request *reqs, int n, gpt2_token_fn on_token, void *user) {
     if (!m) return gpt2__fail(GPT2_ERR_ARG, "gpt2_generate: model is NULL");
     if (n < 0 || (n > 0 && !reqs)) return gpt2__fail(GPT2_ERR_ARG, "gpt2_generate: %d requests at %p", n, (void *)reqs);
@@ -4998,7 +5002,7 @@ GPT2_API gpt2_status gpt2_generate(gpt2_model *m, gpt2_request *reqs, int n, gpt
     int *next = (int *)gpt2__alloc((size_t)S * sizeof(int)), *last = (int *)gpt2__alloc((size_t)S * sizeof(int));
     gpt2_status st = GPT2_OK;
     if (!slot || !seqs || !ahead || !next || !last) st = gpt2__fail(GPT2_ERR_OOM, "gpt2_generate: out of memory");
-    int waiting = 0, active = 0, ns = 0, flying = 0;
+    int waiting = 0, active = 0, ns = 0, flying = 0, hold = 0;
     int lookahead = 0;
 #if GPT2__CUDA
     lookahead = m->backend == GPT2_BACKEND_CUDA && ((gpt2__cuda_state *)m->cuda)->lookahead;
@@ -5014,6 +5018,7 @@ GPT2_API gpt2_status gpt2_generate(gpt2_model *m, gpt2_request *reqs, int n, gpt
         if (n - waiting < group) group = n - waiting;
         const int admit = waiting < n && (S - active >= group || !active);
         if (!flying) {
+            if (admit && !active) hold = !m->no_hold; /* an idle engine: prompts first (the rows' outputs do not change) */
             for (int s = 0; s < S && admit; s++) {
                 if (slot[s].req >= 0) continue;
                 while (waiting < n && reqs[waiting].max_new_tokens == 0) waiting++;
@@ -5024,9 +5029,14 @@ GPT2_API gpt2_status gpt2_generate(gpt2_model *m, gpt2_request *reqs, int n, gpt
             if (!active) break;
             ns = 0;
             int prompt_tokens = 0;
+            if (hold) {
+                hold = 0;
+                for (int s = 0; s < S && !hold; s++) hold = slot[s].req >= 0 && slot[s].fed < reqs[slot[s].req].prompt_len;
+            }
             for (int s = 0; s < S; s++) {
                 if (slot[s].req < 0) continue;
                 gpt2_request *r = &reqs[slot[s].req];
+                if (hold && slot[s].fed >= r->prompt_len) continue; /* its decode waits for the others' prompts */
                 gpt2__seq *q = &seqs[ns];
                 q->slot = s;
                 q->sampling = r->sampling;

@@ -1,7 +1,7 @@
 /* bench_gpt2 — DESIGN.md's standard workloads on the CUDA backend, random weights made in process.
 
    Usage: bench/bench_gpt2 [124M|355M|774M|1558M ...] [--dtype f16|bf16|f32] [--only latency|throughput|prefill] [--reps N]
-                         [--no-lookahead] [--no-pdl] [--no-skinny] [--no-lnf] [--no-stage] [--no-att-mma] [--parts N] [--part-rows R] [--prefill-order 0|1] [--prefill-seqs N]
+                         [--no-lookahead] [--no-pdl] [--no-skinny] [--no-lnf] [--no-stage] [--no-att-mma] [--no-hold] [--parts N] [--part-rows R] [--prefill-order 0|1] [--prefill-seqs N]
                          [--at POS]
    bench/bench_gpt2 --gemm: the linear layers alone (timed inside CUDA graphs), cuBLASLt pinned for prompt rows and
                             for decode rows, against each row count's own pick
@@ -125,6 +125,7 @@ static int g_skinny = 1;    /* --no-skinny: every decode product through cuBLASL
 static int g_lnf = 1;       /* --no-lnf: every layer norm a kernel of its own (no gpt2__lnf) */
 static int g_stage = 1;     /* --no-stage: decode attention reads few rows' cached K/V from global memory (L2) */
 static int g_att_mma = 1;   /* --no-att-mma: decode attention on the CUDA cores (gpt2__attn_kernel) */
+static int g_hold = 1;      /* --no-hold: gpt2_generate feeds an idle engine's decode rows as their prompts end */
 static int g_parts = -1;    /* --parts N: decode steps in up to N parts at once (gpt2__cuda_parts; 1: one run; -1: default;
                                more than 2 needs -DGPT2__MAX_PARTS) */
 static int g_part_rows = -1; /* --part-rows R: ... of at least R rows each */
@@ -166,6 +167,7 @@ static gpt2_model *random_model(const char *size, gpt2_dtype dt, int max_batch, 
     if (!g_lnf) S->lnf = 0;
     if (!g_stage) S->att_stage = 0;
     if (!g_att_mma) S->att_mma = 0;
+    m->no_hold = !g_hold;
     if (g_parts >= 1) S->parts = g_parts;
     if (g_part_rows >= 0) S->part_rows = g_part_rows;
     if (g_prefill_order >= 0) S->prefill_order = g_prefill_order;
@@ -1037,6 +1039,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--no-lnf")) g_lnf = 0;
         else if (!strcmp(argv[i], "--no-stage")) g_stage = 0;
         else if (!strcmp(argv[i], "--no-att-mma")) g_att_mma = 0;
+        else if (!strcmp(argv[i], "--no-hold")) g_hold = 0;
         else if (!strcmp(argv[i], "--parts") && i + 1 < argc) g_parts = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--part-rows") && i + 1 < argc) g_part_rows = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--prefill-order") && i + 1 < argc) g_prefill_order = atoi(argv[++i]);

@@ -1,13 +1,14 @@
 /* bench_mixed — issue 8's mixed workload: continuous batching against static batches of the same size.
 
-   bench/bench_mixed MODEL_DIR [N=4096] [SLOTS=256] [cpu|cuda] [f16|bf16|f32]
+   bench/bench_mixed MODEL_DIR [N=4096] [SLOTS=256] [cpu|cuda] [f16|bf16|f32] [--no-hold]
 
    N greedy requests (no stop token) with prompt lengths drawn uniformly from 16..512 and
    max_new_tokens from 16..256 (fixed seed), random prompt tokens. Continuous: one gpt2_generate
    over all N with SLOTS KV slots, a finished request's slot taking the next waiting one at once.
    Static: the same requests in consecutive groups of SLOTS, one gpt2_generate per group, so each
    group runs until its longest request ends. Both on the same model; prints generated tokens/s of
-   each, the ratio, and whether every request's tokens agree between the two. */
+   each, the ratio, and whether every request's tokens agree between the two. --no-hold: an idle engine's requests
+   decode as their prompts end (gpt2_generate's rule before RESULTS.md item 75), for comparison. */
 #define GPT2_IMPLEMENTATION
 #include "gpt2.cuh"
 
@@ -36,6 +37,7 @@ int main(int argc, char **argv) {
     opt.max_seq = PMAX + GMAX;
     gpt2_model *m;
     if (gpt2_load(&m, argv[1], &opt)) { fprintf(stderr, "bench_mixed: %s\n", gpt2_last_error()); return 1; }
+    m->no_hold = argc > 6 && !strcmp(argv[6], "--no-hold");
     const int V = gpt2_model_config(m).n_vocab, stride = PMAX + GMAX;
     int *prompts = (int *)malloc((size_t)N * stride * sizeof(int));
     int *outs[2] = {(int *)malloc((size_t)N * GMAX * sizeof(int)), (int *)malloc((size_t)N * GMAX * sizeof(int))};
