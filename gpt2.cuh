@@ -2183,6 +2183,24 @@ template <int N> static __device__ __forceinline__ void gpt2__cp_wait(void) {
 #endif
 }
 
+/* A decode-attention work item: row r = rows[z] at position p against keys [k0, k1) (split sp of split_len keys),
+   head h, whose cached keys and values are kh, vh ([max_seq][hd] in the row's slot). false: the split starts past p,
+   nothing to do. Shared by gpt2__attn_kernel, gpt2__attn_mma_kernel and gpt2__attn_stream_kernel. */
+template <typename T> struct gpt2__dec { int r, p, k0, k1; T *kh, *vh; };
+template <typename T>
+static __device__ __forceinline__ bool gpt2__dec_at(gpt2__dec<T> &d, int sp, int h, int z, const int *rows, const int *row_slot,
+                                                    const int *row_pos, T *kc, T *vc, int H, int max_seq, int hd, int split_len) {
+    d.r = rows[z];
+    d.p = row_pos[d.r];
+    d.k0 = sp * split_len;
+    if (d.k0 > d.p) return false;
+    d.k1 = min(d.k0 + split_len, d.p + 1);
+    const size_t head = ((size_t)row_slot[d.r] * H + h) * max_seq * hd;
+    d.kh = kc + head;
+    d.vh = vc + head;
+    return true;
+}
+
 /* Block-wide, once a split's record is written: whether this block is the last of the `live` splits of its (row,
    head) to finish (counter *cnt, which the last one resets to zero); that one then reads the others' records. */
 static __device__ __forceinline__ bool gpt2__split_last(unsigned *cnt, int live) {
@@ -2227,12 +2245,11 @@ __global__ void __launch_bounds__(128) gpt2__attn_kernel(const T *__restrict__ q
                                                            float scale_log2, unsigned *__restrict__ count, int store,
                                                            int prefetch) {
     extern __shared__ float gpt2__attn_sh[];
-    const int sp = blockIdx.x, h = blockIdx.y, z = blockIdx.z, r = rows[z];
-    const int p = row_pos[r], k0 = sp * split_len;
-    if (k0 > p) return;
-    const int k1 = min(k0 + split_len, p + 1);
-    const size_t head = ((size_t)row_slot[r] * H + h) * max_seq * hd;
-    T *kh = kc + head, *vh = vc + head;
+    const int sp = blockIdx.x, h = blockIdx.y, z = blockIdx.z;
+    gpt2__dec<T> it;
+    if (!gpt2__dec_at(it, sp, h, z, rows, row_slot, row_pos, kc, vc, H, max_seq, hd, split_len)) return;
+    const int r = it.r, p = it.p, k0 = it.k0, k1 = it.k1;
+    T *kh = it.kh, *vh = it.vh;
     const int G = blockDim.x / lpk; /* groups of lpk lanes */
     /* STG (few rows, each its sequence's only new row: store set): the keys and values before position p, written
        by earlier steps, into shared memory while the kernel before finishes (16-byte copies; the loop below then
@@ -2568,12 +2585,11 @@ __global__ void __launch_bounds__(256) gpt2__attn_mma_kernel(const T *__restrict
 #if __CUDA_ARCH__ >= 800
     constexpr int HD = 64;
     extern __shared__ float gpt2__amma_sh[];
-    const int sp = blockIdx.x, h = blockIdx.y, z = blockIdx.z, r = rows[z];
-    const int p = row_pos[r], k0 = sp * split_len;
-    if (k0 > p) return;
-    const int k1 = min(k0 + split_len, p + 1);
-    const size_t head = ((size_t)row_slot[r] * H + h) * max_seq * HD;
-    T *kh = kc + head, *vh = vc + head;
+    const int sp = blockIdx.x, h = blockIdx.y, z = blockIdx.z;
+    gpt2__dec<T> it;
+    if (!gpt2__dec_at(it, sp, h, z, rows, row_slot, row_pos, kc, vc, H, max_seq, HD, split_len)) return;
+    const int r = it.r, p = it.p, k0 = it.k0, k1 = it.k1;
+    T *kh = it.kh, *vh = it.vh;
     float *sh_o = gpt2__amma_sh, *sh_m = sh_o + 8 * HD, *sh_l = sh_m + 8;
     T *sk = (T *)(sh_l + 8), *sv = sk + (size_t)split_len * HD;
     if (STG) {
@@ -2674,12 +2690,11 @@ __global__ void __launch_bounds__(32 * WB) gpt2__attn_stream_kernel(const T *__r
     gpt2__pdl_wait();
     gpt2__pdl_trigger();
     if (item >= n_items) return;
-    const int sp = item % n_split, h = (item / n_split) % H, z = item / (n_split * H), r = rows[z];
-    const int p = row_pos[r], k0 = sp * split_len;
-    if (k0 > p) return;
-    const int k1 = min(k0 + split_len, p + 1), nch = (k1 - k0 + 31) / 32;
-    const size_t head = ((size_t)row_slot[r] * H + h) * max_seq * HD;
-    T *kh = kc + head, *vh = vc + head;
+    const int sp = item % n_split, h = (item / n_split) % H, z = item / (n_split * H);
+    gpt2__dec<T> it;
+    if (!gpt2__dec_at(it, sp, h, z, rows, row_slot, row_pos, kc, vc, H, max_seq, HD, split_len)) return;
+    const int r = it.r, p = it.p, k0 = it.k0, k1 = it.k1, nch = (k1 - k0 + 31) / 32;
+    T *kh = it.kh, *vh = it.vh;
     const T *q = qkv + (size_t)r * 3 * C + (size_t)h * HD, *kn = q + C, *vn = q + 2 * C;
     const int own = store ? p : -1;
     if (store && p < k1 && lane < 16) {
