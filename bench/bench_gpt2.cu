@@ -572,13 +572,27 @@ static void prompt_gemms(void) {
     void *ws;
     size_t ws_size;
     lt_setup(&st, &lt, &ws, &ws_size);
-    for (size_t si = 0; si < 8; si++) {
-        const int O = g_shapes[si][0], I = g_shapes[si][1];
+    /* every product of every shape (qkv, attention projection, MLP first with its GELU, MLP projection), in --gemm's dtype */
+    static const int shapes[16][2] = {{2304, 768}, {768, 768}, {3072, 768}, {768, 3072}, {3072, 1024}, {1024, 1024}, {4096, 1024},
+                                      {1024, 4096}, {3840, 1280}, {1280, 1280}, {5120, 1280}, {1280, 5120}, {4800, 1600},
+                                      {1600, 1600}, {6400, 1600}, {1600, 6400}};
+    const cudaDataType_t dt = g_gemm_dt;
+    printf("%s prompt products at %d rows\n", dt == CUDA_R_16BF ? "BF16" : "F16", N);
+    for (size_t si = 0; si < 16; si++) {
+        const int O = shapes[si][0], I = shapes[si][1], gelu = O == 4 * I;
         cublasLtMatmulDesc_t desc = lt_desc(b);
+        if (gelu) {
+            cublasLtEpilogue_t ep = CUBLASLT_EPILOGUE_GELU_BIAS;
+            cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &ep, sizeof ep);
+        }
+        if (dt == CUDA_R_16BF) {
+            cudaDataType_t bt = CUDA_R_16BF;
+            cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bt, sizeof bt);
+        }
         cublasLtMatrixLayout_t la, lb, ld;
-        cublasLtMatrixLayoutCreate(&la, CUDA_R_16F, I, O, I);
-        cublasLtMatrixLayoutCreate(&lb, CUDA_R_16F, I, N, I);
-        cublasLtMatrixLayoutCreate(&ld, CUDA_R_16F, O, N, O);
+        cublasLtMatrixLayoutCreate(&la, dt, I, O, I);
+        cublasLtMatrixLayoutCreate(&lb, dt, I, N, I);
+        cublasLtMatrixLayoutCreate(&ld, dt, O, N, O);
         const float one = 1.0f, zero = 0.0f;
         cublasLtMatmulPreference_t pref;
         cublasLtMatmulPreferenceCreate(&pref);
@@ -599,8 +613,8 @@ static void prompt_gemms(void) {
             if (us < tb) { tb = us; best = k; idb = id; }
         }
         const double fl = 2.0 * N * O * I;
-        printf("prompt gemm %5dx%-5d at %d rows: first pick %.1f us (id %d, %.0f TFLOP/s); fastest of %d: #%d %.1f us (id %d, %.0f TFLOP/s)\n",
-               O, I, N, t0, id0, fl / t0 / 1e6, found, best, tb, idb, fl / tb / 1e6);
+        printf("prompt gemm %5dx%-5d%s at %d rows: first pick %.1f us (id %d, %.0f TFLOP/s); fastest of %d: #%d %.1f us (id %d, %.0f TFLOP/s)\n",
+               O, I, gelu ? " gelu" : "", N, t0, id0, fl / t0 / 1e6, found, best, tb, idb, fl / tb / 1e6);
         cublasLtMatmulPreferenceDestroy(pref);
         cublasLtMatrixLayoutDestroy(la); cublasLtMatrixLayoutDestroy(lb); cublasLtMatrixLayoutDestroy(ld);
         cublasLtMatmulDescDestroy(desc);
@@ -1054,7 +1068,11 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--algo-classes")) { algo_classes(); return 0; }
         else if (!strcmp(argv[i], "--algo-search")) { algo_search(); return 0; }
         else if (!strcmp(argv[i], "--rows") && i + 1 < argc) g_prompt_rows = atoi(argv[++i]);
-        else if (!strcmp(argv[i], "--prompt-gemms")) { prompt_gemms(); return 0; }
+        else if (!strcmp(argv[i], "--prompt-gemms")) {
+            if (dt == GPT2_DTYPE_BF16) g_gemm_dt = CUDA_R_16BF;
+            prompt_gemms();
+            return 0;
+        }
         else if (!strcmp(argv[i], "--class-pool")) { class_pool(); return 0; }
         else if (!strcmp(argv[i], "--skinny")) { skinny_table(); return 0; }
         else if (!strcmp(argv[i], "--gelu-match")) { gelu_match(); return 0; }
