@@ -3285,6 +3285,11 @@ typedef struct gpt2__pick {
     int *out; /* where the host reads the id (its pinned staging blob, mapped; NULL: none), so no copy follows the step */
 } gpt2__pick;
 
+/* What a pure decode step's sampler leaves in the device blob for the fed step after it, which then needs no copy
+   (gpt2__cuda_launch): each row's position + 1, its token -1 - row (the id sampled now), its draw + 1, and its id's
+   address in the other staging blob (span bytes on). pos NULL: nothing (other steps; a copy always follows them). */
+typedef struct gpt2__advance { int *pos, *tok; const char *lo; long long span; } gpt2__advance;
+
 /* The sampler's id for one row: into next (the device's, which a fed step reads) and straight into the host's
    staging blob (pk.out): a copy after the step would hold the next step back ~11 us on the H100 (RESULTS.md item 74). */
 static __device__ __forceinline__ void gpt2__put_id(int *next, int row, const gpt2__pick &pk, int id) {
@@ -3371,11 +3376,22 @@ static __device__ void gpt2__page_extract(const float *p, int V, unsigned long l
    double sum runs in the CPU's order on one thread, so both backends pick the same token from the same logits.
    Candidates sorted by p are streamed in pages of GPT2__PAGE keys (each page a radix select + bitonic sort); with
    a cut of at most GPT2__PAGE candidates (top_k <= 4096) one page holds them all. */
-__global__ void __launch_bounds__(GPT2__SAMPLE_THREADS, 2) gpt2__sample_kernel(float *logits, int V, int ld, const gpt2__pick *picks, int *next) {
+__global__ void __launch_bounds__(GPT2__SAMPLE_THREADS, 2) gpt2__sample_kernel(float *logits, int V, int ld, const gpt2__pick *picks, int *next,
+                                                                                gpt2__advance adv) {
     __shared__ gpt2__sample_sh sh;
     gpt2__pdl_wait();
     const int row = blockIdx.x, tid = threadIdx.x, nt = blockDim.x, lane = tid & 31, w = tid >> 5, nw = nt >> 5;
     const gpt2__pick pk = picks[row];
+    if (adv.pos) {
+        __syncthreads(); /* every thread holds its pick before thread 0 rewrites it */
+        if (tid == 0) {
+            gpt2__pick *o = (gpt2__pick *)picks + row;
+            adv.pos[row]++;
+            adv.tok[row] = -1 - row;
+            o->draw = pk.draw + 1;
+            if (pk.out) o->out = (int *)((const char *)pk.out + ((const char *)pk.out < adv.lo + adv.span ? adv.span : -adv.span));
+        }
+    }
     float *p = logits + (size_t)row * ld;
     if (!pk.sample) { if (tid == 0) gpt2__put_id(next, row, pk, -1); return; }
     if (!(pk.temperature > 0.0f)) {
@@ -4344,8 +4360,10 @@ static gpt2_status gpt2__cuda_step_body(gpt2_model *m, const gpt2__cuda_meta *d,
     gpt2__cuda_state *S = (gpt2__cuda_state *)m->cuda;
     gpt2_status st;
     if ((st = np > 1 ? gpt2__cuda_parts(m, d, N, np) : gpt2__cuda_run(m, d, N, P, n, 0))) return st;
+    gpt2__advance adv = {NULL, NULL, NULL, 0};
+    if (P == 0 && N == n && S->h_meta_dev) adv = {d->pos, d->tok, S->h_meta_dev, (long long)S->meta_bytes};
     return gpt2__launch(gpt2__sample_kernel, dim3((unsigned)n), dim3(GPT2__SAMPLE_THREADS), 0, S->stream, np > 1 ? 0 : S->pdl, S->logits,
-                        m->cfg.n_vocab, S->ldv, (const gpt2__pick *)d->picks, d->next);
+                        m->cfg.n_vocab, S->ldv, (const gpt2__pick *)d->picks, d->next, adv);
 }
 
 /* The pure-decode step of n sequences (in np parts: gpt2__cuda_parts) as a CUDA graph, captured on first use and
@@ -4728,7 +4746,8 @@ static gpt2_status gpt2__cuda_launch(gpt2_model *m, const gpt2__seq *seqs, int n
     d.n_att = h.n_att;
     d.n_tiles = h.n_tiles; d.tile_keys = h.tile_keys;
     gpt2_status st = GPT2_OK;
-    cudaError_t e = cudaMemcpyAsync(S->d_meta, S->h_meta[b], h.bytes, cudaMemcpyHostToDevice, S->stream);
+    /* a fed step finds its blob already on the device: the sampler of the step before advanced it (gpt2__advance) */
+    cudaError_t e = feed && S->h_meta_dev ? cudaSuccess : cudaMemcpyAsync(S->d_meta, S->h_meta[b], h.bytes, cudaMemcpyHostToDevice, S->stream);
     if (e == cudaSuccess)
         st = decode && !P && S->use_graphs ? gpt2__cuda_decode_graph(m, &d, n, np) : gpt2__cuda_step_body(m, &d, N, P, n, np);
     if (e == cudaSuccess && !st && !S->h_meta_dev)

@@ -300,7 +300,8 @@ static void ph_norms(gpt2_model *m, int) { m->dtype == GPT2_DTYPE_BF16 ? ph_norm
 static void ph_kv_store(gpt2_model *m, int) { m->dtype == GPT2_DTYPE_BF16 ? ph_kv_store_t<__nv_bfloat16>(m) : ph_kv_store_t<__half>(m); }
 static void ph_sampler(gpt2_model *m, int) {
     gpt2__cuda_state *S = (gpt2__cuda_state *)m->cuda;
-    gpt2__sample_kernel<<<g_n, GPT2__SAMPLE_THREADS, 0, S->stream>>>(S->logits, m->cfg.n_vocab, S->ldv, g_d.picks, g_d.next);
+    gpt2__sample_kernel<<<g_n, GPT2__SAMPLE_THREADS, 0, S->stream>>>(S->logits, m->cfg.n_vocab, S->ldv, g_d.picks, g_d.next,
+                                                                      gpt2__advance{NULL, NULL, NULL, 0});
 }
 static void ph_step(gpt2_model *m, int) {
     gpt2__cuda_state *S = (gpt2__cuda_state *)m->cuda;
@@ -1019,6 +1020,10 @@ static void step_timing(const char *size) {
         }
         CHECK(gpt2__cuda_collect(m, next) == GPT2_OK);
         const double pipe_ms = (now_s() - t0) * 1e3 / K;
+        /* the device blob at position 127: each replay's sampler advances it (gpt2__advance), so the K replays below run
+           at positions 128..255, as the loops above */
+        q.pos = 127;
+        CHECK(gpt2__cuda_step(m, &q, 1, next) == GPT2_OK);
         gpt2__cuda_meta d = gpt2__meta_at(S->d_meta, 1, 1, 1);
         cudaEvent_t e0, e1;
         cudaEventCreate(&e0); cudaEventCreate(&e1);
