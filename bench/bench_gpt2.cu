@@ -7,6 +7,8 @@
                             for decode rows, against each row count's own pick
    bench/bench_gpt2 --breakdown [SIZE]: where one step's time goes, per phase
    bench/bench_gpt2 [--rows R] --prompt-gemms: cuBLASLt's first pick for prompt rows against the fastest of its top 16
+   bench/bench_gpt2 [--reps N] --prefill-pair SIZE: the prefill workload as one step, as two half steps in turn, and
+                            as two engines of half the batch at once (what parts of a prompt step could gain)
    bench/bench_gpt2 --steps SIZE...: a batch-1 decode step's wall time, graph alone against staged, pipelined, generate
                             (flags such as --no-lnf go before --steps)
    bench/bench_gpt2 --algo-classes | --algo-search | --class-pool: which cuBLASLt algorithms compute alike, every
@@ -231,6 +233,39 @@ static double run_prefill(gpt2_model *m, int B, int T) {
     double t = now_s() - t0;
     free(tok);
     return t;
+}
+
+/* --prefill-pair: the prefill workload as two engines of half the batch each, their steps launched back to back
+   (each on its own stream) and then collected, against one engine of the whole batch: what running two halves of
+   a prompt step at once (parts) could gain. Prints tokens/s of both, median of reps. */
+static void prefill_pair(const char *size, gpt2_dtype dt, int reps) {
+    gpt2_model *one = random_model(size, dt, 16, 1024, 16 * 1024), *half = random_model(size, dt, 16, 1024, 8 * 1024);
+    gpt2_model *a = random_model(size, dt, 8, 1024, 8 * 1024), *b = random_model(size, dt, 8, 1024, 8 * 1024);
+    if (!one || !half || !a || !b) return;
+    int *tok = (int *)malloc((size_t)16 * 1024 * sizeof(int)), next[16];
+    for (int i = 0; i < 16 * 1024; i++) tok[i] = (int)((i * 7919u + 13u) % 50257u);
+    gpt2__seq sa[8], sb[8];
+    memset(sa, 0, sizeof sa); memset(sb, 0, sizeof sb);
+    for (int i = 0; i < 8; i++) {
+        sa[i].slot = i; sa[i].n_tok = 1024; sa[i].tok = tok + (size_t)i * 1024; sa[i].sample = 1; sa[i].prompt = 1;
+        sb[i] = sa[i]; sb[i].tok = tok + (size_t)(8 + i) * 1024;
+    }
+    double t1[64], th[64], tp[64];
+    for (int r = 0; r <= reps; r++) {
+        const double x1 = run_prefill(one, 16, 1024), xh = run_prefill(half, 16, 1024);
+        CU(cudaDeviceSynchronize());
+        const double t0 = now_s();
+        CHECK(gpt2__cuda_launch(a, sa, 8, 0) == GPT2_OK);
+        CHECK(gpt2__cuda_launch(b, sb, 8, 0) == GPT2_OK);
+        CHECK(gpt2__cuda_collect(a, next) == GPT2_OK);
+        CHECK(gpt2__cuda_collect(b, next + 8) == GPT2_OK);
+        const double xp = now_s() - t0;
+        if (r > 0) { t1[r - 1] = x1; th[r - 1] = xh; tp[r - 1] = xp; }
+    }
+    printf("%-6s prefill 16 x 1024: one step of 16384 %.0f tokens/s; two steps of 8192 in turn %.0f; two engines of 8192 at once %.0f\n",
+           size, 16384 / median(t1, reps), 16384 / median(th, reps), 16384 / median(tp, reps));
+    free(tok);
+    gpt2_free(one); gpt2_free(half); gpt2_free(a); gpt2_free(b);
 }
 
 /* Where one step's time goes: the whole step, then each phase of its forward pass alone over the same inputs
@@ -1054,6 +1089,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--reps") && i + 1 < argc) reps = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--no-lookahead")) g_lookahead = 0;
         else if (!strcmp(argv[i], "--no-pdl")) g_pdl = 0;
+        else if (!strcmp(argv[i], "--prefill-pair") && i + 1 < argc) { prefill_pair(argv[i + 1], dt, reps); return 0; }
         else if (!strcmp(argv[i], "--no-skinny")) g_skinny = 0;
         else if (!strcmp(argv[i], "--no-lnf")) g_lnf = 0;
         else if (!strcmp(argv[i], "--no-stage")) g_stage = 0;
