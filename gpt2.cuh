@@ -2172,6 +2172,27 @@ static __device__ __forceinline__ void gpt2__cp16(void *dst, const void *src, bo
     *(uint4 *)dst = ok ? *(const uint4 *)src : make_uint4(0, 0, 0, 0);
 #endif
 }
+/* ... with an L2 policy: a stream read once (the KV cache of many rows) marked to leave L2 first, so that it does
+   not push out what the step reads again (the weights both parts read, activations); RESULTS.md item 84 */
+#ifndef GPT2__KV_EVICT_FIRST
+#define GPT2__KV_EVICT_FIRST 1
+#endif
+static __device__ __forceinline__ uint64_t gpt2__evict_first(void) {
+    uint64_t pol = 0;
+#if __CUDA_ARCH__ >= 800
+    asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\n" : "=l"(pol));
+#endif
+    return pol;
+}
+static __device__ __forceinline__ void gpt2__cp16_pol(void *dst, const void *src, bool ok, uint64_t pol) {
+#if __CUDA_ARCH__ >= 800
+    unsigned a = (unsigned)__cvta_generic_to_shared(dst);
+    asm volatile("cp.async.cg.shared.global.L2::cache_hint [%0], [%1], 16, %2, %3;\n" ::"r"(a), "l"(src), "r"(ok ? 16 : 0), "l"(pol));
+#else
+    (void)pol;
+    gpt2__cp16(dst, src, ok);
+#endif
+}
 static __device__ __forceinline__ void gpt2__cp_commit(void) {
 #if __CUDA_ARCH__ >= 800
     asm volatile("cp.async.commit_group;\n" ::);
@@ -2672,7 +2693,8 @@ __global__ void __launch_bounds__(256) gpt2__attn_mma_kernel(const T *__restrict
    a lane; stage: 32 K rows then 32 V rows of 64, the 16-byte piece c of row j at c ^ (j & 7), so the operand reads
    are free of bank conflicts), computes each as gpt2__amma_chunk, keeps the 8 records in shared memory and merges
    them (lane: dims lane and lane + 32). Shared memory: WB (8 * 64 + 16) floats, then WB * NS stages. On the H100
-   (NS 3, WB 2) as fast as gpt2__attn_kernel at 1024 rows (RESULTS.md items 66 and 69). */
+   (NS 3, WB 2) as fast as gpt2__attn_kernel at 1024 rows (RESULTS.md items 66 and 69). The cached keys and values
+   are read with L2's evict-first policy (read once per step; the step's weights and activations stay: item 84). */
 template <typename T, int NS, int WB>
 __global__ void __launch_bounds__(32 * WB) gpt2__attn_stream_kernel(const T *__restrict__ qkv, T *__restrict__ kc, T *__restrict__ vc,
                                                                   T *__restrict__ out, float *__restrict__ part,
@@ -2702,6 +2724,7 @@ __global__ void __launch_bounds__(32 * WB) gpt2__attn_stream_kernel(const T *__r
         *(uint4 *)((lane < 8 ? kh : vh) + (size_t)p * HD + c * 8) = *(const uint4 *)((lane < 8 ? kn : vn) + c * 8);
     }
     /* chunk c into stage c % NS: 32 keys x 8 pieces of 16 bytes, K and V; lane takes pieces lane, lane+32, ... */
+    const uint64_t pol = gpt2__evict_first();
     auto issue = [&](int c) {
         T *st = ring + (size_t)(c % NS) * STAGE;
         const int kb = k0 + 32 * c;
@@ -2712,8 +2735,13 @@ __global__ void __launch_bounds__(32 * WB) gpt2__attn_stream_kernel(const T *__r
             const bool ok = j < k1;
             const T *ks = j == own ? kn + col : kh + (size_t)(ok ? j : k0) * HD + col;
             const T *vs = j == own ? vn + col : vh + (size_t)(ok ? j : k0) * HD + col;
-            gpt2__cp16(st + at, ks, ok);
-            gpt2__cp16(st + 32 * HD + at, vs, ok);
+            if (GPT2__KV_EVICT_FIRST) {
+                gpt2__cp16_pol(st + at, ks, ok, pol);
+                gpt2__cp16_pol(st + 32 * HD + at, vs, ok, pol);
+            } else {
+                gpt2__cp16(st + at, ks, ok);
+                gpt2__cp16(st + 32 * HD + at, vs, ok);
+            }
         }
         gpt2__cp_commit();
     };
