@@ -2172,8 +2172,9 @@ static __device__ __forceinline__ void gpt2__cp16(void *dst, const void *src, bo
     *(uint4 *)dst = ok ? *(const uint4 *)src : make_uint4(0, 0, 0, 0);
 #endif
 }
-/* ... with an L2 policy: a stream read once (the KV cache of many rows) marked to leave L2 first, so that it does
-   not push out what the step reads again (the weights both parts read, activations); RESULTS.md item 84 */
+/* ... with an L2 policy: a stream read once a step marked to leave L2 first, so that it does not push out what the
+   step reads again. Decode attention of many rows reads the KV cache so (the weights both parts read and the
+   activations stay; RESULTS.md item 84) */
 #ifndef GPT2__KV_EVICT_FIRST
 #define GPT2__KV_EVICT_FIRST 1
 #endif
@@ -2193,6 +2194,10 @@ static __device__ __forceinline__ void gpt2__cp16_pol(void *dst, const void *src
     gpt2__cp16(dst, src, ok);
 #endif
 }
+#ifndef GPT2__SK_EVICT_FIRST
+#define GPT2__SK_EVICT_FIRST 1 /* ... and the few-row products their weights (gpt2__skinny_kernel: the KV cache and
+                                  activations of a batch-1 step stay; item 85) */
+#endif
 static __device__ __forceinline__ void gpt2__cp_commit(void) {
 #if __CUDA_ARCH__ >= 800
     asm volatile("cp.async.commit_group;\n" ::);
@@ -3155,7 +3160,7 @@ static __device__ __forceinline__ void gpt2__lnf_row(const gpt2__lnf<T> &a, int 
    Grid: (O / (8 NW) rounded up, pieces); block: NW warps, warp w owning columns o0+8w..+7: one m16n8k16 chain
    over K, whose step time (not the weight reads) bounds a one-row product, so a step is two ldmatrix and two MMAs
    per 32 of K (R16 false, n <= 8: one ldmatrix of X feeds two slices; R16: one per slice). All blocks of a GPT-2 product fit on the GPU at once;
-   each streams its 8 NW rows of W in slices of KC through a ring of ST cp.async stages, the first ST-1 issued
+   each streams its 8 NW rows of W (L2 evict-first) in slices of KC through a ring of ST cp.async stages, the first ST-1 issued
    before the PDL wait (weights never depend on the kernel before, so they stream while it finishes), then lets
    the next kernel launch, then reads X's n rows. Tuned on the H100 (bench_gpt2 --skinny, --steps; RESULTS.md).
    LNE > 0 (gpt2__lnf_run: NW 8, one piece, n <= GPT2__LNF_ROWS, X unused): X's rows are instead the layer norm of
@@ -3202,13 +3207,15 @@ __global__ void __launch_bounds__(32 * NW) gpt2__skinny_kernel(const T *__restri
         src[e] = Wp + (rok[e] ? (size_t)(o0 + r) * I : 0) + cq[e];
         dst[e] = r * LDW + cq[e];
     }
+    const uint64_t skpol = GPT2__SK_EVICT_FIRST ? gpt2__evict_first() : 0;
 #define GPT2__SK_ISSUE(c)                                                                         \
     do {                                                                                          \
         if ((c) < nch) {                                                                          \
             T *s_ = Ws + ((c) % ST) * COLS * LDW;                                                 \
             _Pragma("unroll") for (int e_ = 0; e_ < PER; e_++) {                                  \
                 const bool ok_ = rok[e_] && (c) * KC + cq[e_] < Ik;                               \
-                gpt2__cp16(s_ + dst[e_], ok_ ? src[e_] + (size_t)(c) * KC : W, ok_);              \
+                if (GPT2__SK_EVICT_FIRST) gpt2__cp16_pol(s_ + dst[e_], ok_ ? src[e_] + (size_t)(c) * KC : W, ok_, skpol); \
+                else gpt2__cp16(s_ + dst[e_], ok_ ? src[e_] + (size_t)(c) * KC : W, ok_);    \
             }                                                                                     \
         }                                                                                         \
         gpt2__cp_commit();                                                                        \
