@@ -7,8 +7,11 @@ cd "$(dirname "$0")/.."
 max=${1:-$(nvidia-smi -L | wc -l)}
 out=${OUT:-/tmp}
 export NCCL_NVLS_ENABLE=0 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+# BENCH_MPI=path: a bench_mpi already built for this GPU (else it is built here)
+if [ -n "${BENCH_MPI:-}" ]; then cp "$BENCH_MPI" /tmp/bench_mpi; else
 nvcc -x cu -O3 -std=c++17 -gencode arch=compute_90,code=sm_90 -Xcompiler -fopenmp -I. $(mpicc --showme:compile) \
      bench/bench_mpi.cu -o /tmp/bench_mpi -lcublasLt -lcublas -lgomp $(mpicc --showme:link)
+fi
 python3 bench/make_random_model.py 124M /tmp/m124M
 python3 bench/make_random_model.py 1558M /tmp/m1558M
 nvidia-smi --query-gpu=name,memory.total --format=csv,noheader | head -1
