@@ -37,26 +37,33 @@ static double median(double *v, int n) { qsort(v, (size_t)n, sizeof *v, cmp_d); 
 
 /* ---- the two ceilings, measured here */
 
-/* device-to-device copy: bytes read + written per second */
-static double measure_copy_bw(void) {
-    size_t n = (size_t)2 << 30;
-    void *a, *b;
-    CU(cudaMalloc(&a, n)); CU(cudaMalloc(&b, n));
-    CU(cudaMemset(a, 1, n));
+/* seconds fn's work takes on the default stream: events around each of 6 calls, the first (warm-up) dropped, median */
+template <typename F> static double event_median_s(F fn) {
     cudaEvent_t e0, e1;
     cudaEventCreate(&e0); cudaEventCreate(&e1);
     double t[5];
     for (int r = 0; r < 6; r++) {
         cudaEventRecord(e0);
-        CU(cudaMemcpyAsync(b, a, n, cudaMemcpyDeviceToDevice));
+        fn();
         cudaEventRecord(e1);
         cudaEventSynchronize(e1);
         float ms;
         cudaEventElapsedTime(&ms, e0, e1);
         if (r) t[r - 1] = ms * 1e-3;
     }
+    cudaEventDestroy(e0); cudaEventDestroy(e1);
+    return median(t, 5);
+}
+
+/* device-to-device copy: bytes read + written per second */
+static double measure_copy_bw(void) {
+    size_t n = (size_t)2 << 30;
+    void *a, *b;
+    CU(cudaMalloc(&a, n)); CU(cudaMalloc(&b, n));
+    CU(cudaMemset(a, 1, n));
+    const double s = event_median_s([&]() { CU(cudaMemcpyAsync(b, a, n, cudaMemcpyDeviceToDevice)); });
     cudaFree(a); cudaFree(b);
-    return 2.0 * n / median(t, 5);
+    return 2.0 * n / s;
 }
 
 /* p[i] = scale * (a hash of i and seed, uniform in [-0.5, 0.5)), rounded to T */
@@ -97,26 +104,16 @@ static double measure_gemm_rate(void) {
     cublasLtMatmulHeuristicResult_t res;
     int found = 0;
     CHECK(cublasLtMatmulAlgoGetHeuristic(lt, desc, la, lb, lc, lc, pref, 1, &res, &found) == CUBLAS_STATUS_SUCCESS && found);
-    cudaEvent_t e0, e1;
-    cudaEventCreate(&e0); cudaEventCreate(&e1);
     const float one = 1.0f, zero = 0.0f;
-    double t[5];
-    for (int r = 0; r < 6; r++) {
-        cudaEventRecord(e0);
+    const double s = event_median_s([&]() {
         CHECK(cublasLtMatmul(lt, desc, &one, a, la, b, lb, &zero, c, lc, c, lc, &res.algo, ws, ws_size, 0) == CUBLAS_STATUS_SUCCESS);
-        cudaEventRecord(e1);
-        cudaEventSynchronize(e1);
-        float ms;
-        cudaEventElapsedTime(&ms, e0, e1);
-        if (r) t[r - 1] = ms * 1e-3;
-    }
-    cudaEventDestroy(e0); cudaEventDestroy(e1);
+    });
     cublasLtMatmulPreferenceDestroy(pref);
     cublasLtMatrixLayoutDestroy(la); cublasLtMatrixLayoutDestroy(lb); cublasLtMatrixLayoutDestroy(lc);
     cublasLtMatmulDescDestroy(desc);
     cudaFree(a); cudaFree(b); cudaFree(c); cudaFree(ws);
     cublasLtDestroy(lt);
-    return 2.0 * n * n * (double)n / median(t, 5);
+    return 2.0 * n * n * (double)n / s;
 }
 
 /* ---- a model with random weights, built without files */
