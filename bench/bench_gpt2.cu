@@ -6,6 +6,9 @@
    bench/bench_gpt2 --gemm: the linear layers alone (timed inside CUDA graphs), cuBLASLt pinned for prompt rows and
                             for decode rows, against each row count's own pick
    bench/bench_gpt2 --breakdown [SIZE]: where one step's time goes, per phase
+   bench/bench_gpt2 --profile decode|one|prefill --breakdown [SIZE]: as --breakdown, and then one step of that kind (the
+                            many-row decode step, the one-row step, the prefill step) once more between
+                            cudaProfilerStart and cudaProfilerStop, for `ncu --profile-from-start off` (bench/profile.sh)
    bench/bench_gpt2 [--rows R] --prompt-gemms: cuBLASLt's first pick for prompt rows against the fastest of its top 16
    bench/bench_gpt2 [--reps N] --prefill-pair SIZE: the prefill workload as one step, as two half steps in turn, and
                             as two engines of half the batch at once (what parts of a prompt step could gain)
@@ -18,6 +21,7 @@
    rate measured at the start of the same run. Also peak device memory per workload. */
 #define GPT2_IMPLEMENTATION
 #include "gpt2.cuh"
+#include <cuda_profiler_api.h>
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -131,6 +135,7 @@ static int g_part_rows = -1; /* --part-rows R: ... of at least R rows each */
 static int g_prefill_order = -1; /* --prefill-order 0|1: prefill attention's block order (tiles / heads inner) */
 static int g_prefill_seqs = 4; /* --prefill-seqs N: --breakdown's prefill step of N x 1024 */
 static int g_at = 160;        /* --at POS: --breakdown's many-row decode step at this position */
+static const char *g_profile = NULL; /* --profile decode|one|prefill: that --breakdown step once more under the profiler */
 
 static gpt2_model *random_model(const char *size, gpt2_dtype dt, int max_batch, int max_seq, int prefill_tokens) {
     int L = 12, C = 768, H = 12;
@@ -342,7 +347,7 @@ static void ph_step(gpt2_model *m, int) {
 }
 
 /* one step of n sequences: prompt chunks of T tokens (T > 1) or decode rows at position T (T < 0: -T) */
-static void breakdown(const char *label, gpt2_model *m, int n, int T) {
+static void breakdown(const char *label, gpt2_model *m, int n, int T, const char *kind) {
     gpt2__cuda_state *S = (gpt2__cuda_state *)m->cuda;
     int *tok = (int *)calloc((size_t)n * (T > 0 ? T : 1), sizeof(int)), *next = (int *)malloc((size_t)n * sizeof(int));
     gpt2__seq *seqs = (gpt2__seq *)calloc((size_t)n, sizeof *seqs);
@@ -364,6 +369,14 @@ static void breakdown(const char *label, gpt2_model *m, int n, int T) {
     printf("breakdown %-28s", label);
     for (size_t i = 0; i < sizeof ph / sizeof ph[0]; i++) printf("  %s %.3f", ph[i].name, ph[i].ms);
     printf("  (ms)\n");
+    if (g_profile && !strcmp(g_profile, kind)) { /* the whole step once more, alone, for the profiler */
+        CU(cudaStreamSynchronize(S->stream));
+        CU(cudaProfilerStart());
+        ph_step(m, 0);
+        CU(cudaStreamSynchronize(S->stream));
+        CU(cudaProfilerStop());
+        printf("profiled %s\n", label);
+    }
     free(tok); free(next); free(seqs);
 }
 
@@ -1114,6 +1127,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--class-pool")) { class_pool(); return 0; }
         else if (!strcmp(argv[i], "--skinny")) { skinny_table(); return 0; }
         else if (!strcmp(argv[i], "--gelu-match")) { gelu_match(); return 0; }
+        else if (!strcmp(argv[i], "--profile") && i + 1 < argc) g_profile = argv[++i];
         else if (!strcmp(argv[i], "--breakdown")) {
             /* F16 (--dtype bf16 before it: BF16; 124M, or the size after it): a decode step of the throughput batch (1024; 256 for 1558M) at
                position 160, one of 1 at position 192, a prefill step of 4 x 1024 */
@@ -1126,15 +1140,15 @@ int main(int argc, char **argv) {
                 snprintf(label, sizeof label, "%s decode %d x ctx %d", size, B, g_at);
                 m = random_model(size, dt, B, 256, 0);
                 CHECK(m);
-                breakdown(label, m, B, -g_at);
+                breakdown(label, m, B, -g_at, "decode");
                 snprintf(label, sizeof label, "%s decode 1 x ctx 192", size);
-                breakdown(label, m, 1, -192);
+                breakdown(label, m, 1, -192, "one");
                 gpt2_free(m);
             }
             snprintf(label, sizeof label, "%s prefill %d x 1024", size, g_prefill_seqs);
             m = random_model(size, dt, 16, 1024, g_prefill_seqs > 4 ? g_prefill_seqs * 1024 : 0);
             CHECK(m);
-            breakdown(label, m, g_prefill_seqs, 1024);
+            breakdown(label, m, g_prefill_seqs, 1024, "prefill");
             gpt2_free(m);
             return 0;
         }
