@@ -98,8 +98,8 @@ bench/attn_decode: bench/attn_decode.cu $(HEADERS)
 bench/read_bw: bench/read_bw.cu
 	$(BUILD) bench/read_bw.cu -o $@
 
-bench/midgemm: bench/midgemm.cu
-	$(BUILD) bench/midgemm.cu -o $@ -lcublasLt
+bench/midgemm: bench/midgemm.cu $(HEADERS)
+	$(BUILD) bench/midgemm.cu -o $@ $(LIBS)
 
 clean:
 	rm -f demo_c examples/hello tests/mpi/test_mpi demo demo_mpi test_gpt2 test_gpt2_c test_gpt2_asan test_gpt2_asan.log bench/bench_gpt2 bench/bench_mixed bench/logits_hash bench/attn_decode bench/read_bw bench/midgemm

@@ -5,28 +5,14 @@
    cuBLASLt's heuristic pick with the bias epilogue, on the same random operands. Each timed as 20 launches in a
    CUDA graph, best of 5 replays. Prints µs, TFLOP/s, the grid, and how many outputs differ bit for bit from
    cuBLASLt's. RESULTS.md item 95. Build: make bench/midgemm. */
-#include <cublasLt.h>
-#include <cuda_fp16.h>
+#define GPT2_IMPLEMENTATION
+#include "gpt2.cuh" /* its device helpers: gpt2__cp16, gpt2__cp_commit, gpt2__cp_wait, gpt2__ldsm4, gpt2__mma */
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <stdint.h>
 #define CU(x) do { cudaError_t e_ = (x); if (e_) { printf("%s:%d %s\n", __FILE__, __LINE__, cudaGetErrorString(e_)); exit(1); } } while (0)
 #define LT(x) do { cublasStatus_t s_ = (x); if (s_) { printf("%s:%d cublas %d\n", __FILE__, __LINE__, (int)s_); exit(1); } } while (0)
-
-__device__ __forceinline__ void cp16(void *s, const void *g, bool ok) {
-    unsigned a = (unsigned)__cvta_generic_to_shared(s);
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(a), "l"(g), "r"(ok ? 16 : 0));
-}
-__device__ __forceinline__ void commit() { asm volatile("cp.async.commit_group;"); }
-template <int N> __device__ __forceinline__ void waitg() { asm volatile("cp.async.wait_group %0;" ::"n"(N)); }
-__device__ __forceinline__ void ldsm4(uint32_t *r, const void *p) {
-    unsigned a = (unsigned)__cvta_generic_to_shared(p);
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];" : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(a));
-}
-__device__ __forceinline__ void mma(float *d, const uint32_t *a, uint32_t b0, uint32_t b1) {
-    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
-                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]) : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
 
 // block: WM x WN warps, warp tile (BM/WM) x (BN/WN); BK = 32 per stage, ST stages
 template <int BM, int BN, int WM, int WN, int ST>
@@ -40,11 +26,11 @@ __global__ void __launch_bounds__(32 * WM * WN) midgemm(const __half *X, const _
         if (c < nk) {
             __half *a = As + (c % ST) * BM * LD, *b = Bs + (c % ST) * BN * LD;
             for (int i = tid; i < BM * 4; i += NT) { int r = i >> 2, q = (i & 3) * 8; bool ok = m0 + r < M;
-                cp16(a + r * LD + q, X + (size_t)(ok ? m0 + r : 0) * K + c * BK + q, ok); }
+                gpt2__cp16(a + r * LD + q, X + (size_t)(ok ? m0 + r : 0) * K + c * BK + q, ok); }
             for (int i = tid; i < BN * 4; i += NT) { int r = i >> 2, q = (i & 3) * 8; bool ok = n0 + r < N;
-                cp16(b + r * LD + q, W + (size_t)(ok ? n0 + r : 0) * K + c * BK + q, ok); }
+                gpt2__cp16(b + r * LD + q, W + (size_t)(ok ? n0 + r : 0) * K + c * BK + q, ok); }
         }
-        commit();
+        gpt2__cp_commit();
     };
     for (int c = 0; c < ST - 1; c++) issue(c);
     float acc[TM][TN][4];
@@ -53,7 +39,7 @@ __global__ void __launch_bounds__(32 * WM * WN) midgemm(const __half *X, const _
 #pragma unroll
         for (int j = 0; j < TN; j++) acc[i][j][0] = acc[i][j][1] = acc[i][j][2] = acc[i][j][3] = 0.f;
     for (int c = 0; c < nk; c++) {
-        waitg<ST - 2>();
+        gpt2__cp_wait<ST - 2>();
         __syncthreads();
         issue(c + ST - 1);
         const __half *a = As + (c % ST) * BM * LD, *b = Bs + (c % ST) * BN * LD;
@@ -62,20 +48,20 @@ __global__ void __launch_bounds__(32 * WM * WN) midgemm(const __half *X, const _
             uint32_t af[TM][4], bf[TN][2];
 #pragma unroll
             for (int i = 0; i < TM; i++)
-                ldsm4(af[i], a + (wm * TM * 16 + i * 16 + (lane & 15)) * LD + kk + (lane >> 4) * 8);
+                gpt2__ldsm4(af[i], a + (wm * TM * 16 + i * 16 + (lane & 15)) * LD + kk + (lane >> 4) * 8);
 #pragma unroll
             for (int j = 0; j < TN; j += 2) {
                 uint32_t r[4];
-                ldsm4(r, b + (wn * TN * 8 + j * 8 + (lane >> 4) * 8 + (lane & 7)) * LD + kk + ((lane >> 3) & 1) * 8);
+                gpt2__ldsm4(r, b + (wn * TN * 8 + j * 8 + (lane >> 4) * 8 + (lane & 7)) * LD + kk + ((lane >> 3) & 1) * 8);
                 bf[j][0] = r[0]; bf[j][1] = r[1]; bf[j + 1][0] = r[2]; bf[j + 1][1] = r[3];
             }
 #pragma unroll
             for (int i = 0; i < TM; i++)
 #pragma unroll
-                for (int j = 0; j < TN; j++) mma(acc[i][j], af[i], bf[j][0], bf[j][1]);
+                for (int j = 0; j < TN; j++) gpt2__mma(acc[i][j], af[i], bf[j][0], bf[j][1], __half());
         }
     }
-    waitg<0>();
+    gpt2__cp_wait<0>();
     const int g = lane >> 2, t = lane & 3;
 #pragma unroll
     for (int i = 0; i < TM; i++)
