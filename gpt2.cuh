@@ -1839,6 +1839,7 @@ static gpt2_status gpt2__cpu_step(gpt2_model *m, const gpt2__seq *seqs, int n, i
 
 /* ---------------------------------------------------------------- CUDA backend: kernels, launchers, cuBLASLt, CUDA graphs */
 #if GPT2__CUDA
+#include <cuda.h> /* green contexts' types (CUDA 12.5+); the calls go through the runtime's driver entry points (no -lcuda) */
 #include <cuda_runtime.h>
 #include <cuda_fp16.h>
 #include <cuda_bf16.h>
@@ -1926,6 +1927,12 @@ static constexpr int gpt2__min_arch_of(int i, int n) {
 #endif
 #ifndef GPT2__PART_ROWS
 #define GPT2__PART_ROWS 256        /* each of at least this many rows */
+#endif
+#ifndef GPT2__ATT_SMS
+#define GPT2__ATT_SMS 64           /* SMs kept for decode attention while a step runs in parts (gpt2__green_make; 0: off), */
+#endif
+#ifndef GPT2__SPLIT_CTX
+#define GPT2__SPLIT_CTX 8          /* in steps whose rows' mean context is at least n_embd / this (RESULTS.md item 98) */
 #endif
 
 /* a linear layer's epilogue: none, + bias, + bias then GELU */
@@ -2819,7 +2826,7 @@ __global__ void __launch_bounds__(32 * WB) gpt2__attn_stream_kernel(const T *__r
 }
 
 #ifndef GPT2__AMMA_NS
-#define GPT2__AMMA_NS 3 /* gpt2__attn_stream_kernel: chunks in flight per warp */
+#define GPT2__AMMA_NS 3 /* gpt2__attn_stream_kernel: chunks in flight per warp (2 or 3), */
 #endif
 #ifndef GPT2__AMMA_WB
 #define GPT2__AMMA_WB 2 /* gpt2__attn_stream_kernel: warps per block */
@@ -3406,16 +3413,16 @@ static __device__ void gpt2__page_extract(const float *p, int V, unsigned long l
 }
 
 /* The sampling rule of gpt2__sample, step for step. logits: [n][ld] fp32 (a sampled row is overwritten with its
-   p values); picks: [n]; next: [n] (-1 where sample is 0). Grid: n blocks of GPT2__SAMPLE_THREADS.
+   p values); picks: [n]; next: [n] (-1 where sample is 0). Grid: one block of GPT2__SAMPLE_THREADS per row from row0.
    Exactness: z and p are computed as the CPU does (no fused multiply-add; p = exp rounded to float), and every
    double sum runs in the CPU's order on one thread, so both backends pick the same token from the same logits.
    Candidates sorted by p are streamed in pages of GPT2__PAGE keys (each page a radix select + bitonic sort); with
    a cut of at most GPT2__PAGE candidates (top_k <= 4096) one page holds them all. */
 __global__ void __launch_bounds__(GPT2__SAMPLE_THREADS, 2) gpt2__sample_kernel(float *logits, int V, int ld, const gpt2__pick *picks, int *next,
-                                                                                gpt2__advance adv) {
+                                                                                gpt2__advance adv, int row0) {
     __shared__ gpt2__sample_sh sh;
     gpt2__pdl_wait();
-    const int row = blockIdx.x, tid = threadIdx.x, nt = blockDim.x, lane = tid & 31, w = tid >> 5, nw = nt >> 5;
+    const int row = row0 + (int)blockIdx.x, tid = threadIdx.x, nt = blockDim.x, lane = tid & 31, w = tid >> 5, nw = nt >> 5;
     const gpt2__pick pk = picks[row];
     if (adv.pos) {
         __syncthreads(); /* every thread holds its pick before thread 0 rewrites it */
@@ -3582,7 +3589,7 @@ typedef struct gpt2__cuda_meta {
     long tile_keys;          /* host value: keys the prompt tiles' sequences hold, each sequence once */
 } gpt2__cuda_meta;
 
-typedef struct gpt2__cuda_graph { int n, np; cudaGraphExec_t exec; unsigned long long used; } gpt2__cuda_graph;
+typedef struct gpt2__cuda_graph { int n, np, split; cudaGraphExec_t exec; unsigned long long used; } gpt2__cuda_graph;
 
 typedef struct gpt2__cuda_state {
     int device, sms;
@@ -3636,10 +3643,22 @@ typedef struct gpt2__cuda_state {
     void *plt_ws[GPT2__MAX_PARTS];      /* its cuBLASLt workspace, */
     cudaEvent_t fork, pjoin[GPT2__MAX_PARTS]; /* and the events that tie the parts to the step */
     int parts_last;                     /* parts of the step launched last (1: one run) */
+    int att_sms;                        /* SMs asked for decode attention in a step of parts (gpt2__green_make; 0: none) */
+    int green_sms;                      /* SMs the attention set got (0: no split made, */
+    const char *green_why;              /* and why) */
+    int split_ctx;                      /* a step of parts splits when its rows' mean context >= n_embd / split_ctx (0: never) */
+    int split_step;                     /* the step launched last splits */
+    int defer_logits;                   /* gpt2__cuda_run_t stops before the logits (the last part of a split step) */
+    void *green[2];                     /* the split (CUgreenCtx): decode attention's SMs, and the rest for every other kernel */
+    cudaStream_t gstream[2][GPT2__MAX_PARTS]; /* part i's stream in each set, */
+    cudaEvent_t att_go[GPT2__MAX_PARTS], att_done[GPT2__MAX_PARTS]; /* and the events between them */
+    cudaStream_t att_stream;            /* while a part of a split step runs: its attention stream (NULL: S->stream) */
+    int att_part;                       /* and its index */
     int att_mma;                        /* decode attention on the tensor cores (gpt2__attn_mma_kernel for few rows,
                                            gpt2__attn_stream_kernel for many; fixed at init: a row's bits never depend
                                            on which); 0: gpt2__attn_kernel (head size not 64, F32, before sm_80) */
     int att_many;                       /* tests: decode attention takes its many-rows path whatever the rows */
+    int att_ns;                         /* gpt2__attn_stream_kernel's stages a warp (2 or 3; bits the same) */
     int att_stage, att_stage_smem;      /* decode attention of few rows stages their cached K/V in shared memory
                                            before its PDL wait (gpt2__attn_kernel STG; 0: off, tests and bench), up to
                                            att_stage_smem bytes a block */
@@ -4127,9 +4146,11 @@ static gpt2_status gpt2__attn_mma_launch(gpt2__cuda_state *S, const gpt2_model *
                             (T *)S->att, S->part, (const int *)d->att_rows, (const int *)d->slot, (const int *)d->pos, C, H,
                             m->max_seq, split_len, n_split, scale_log2, S->att_count, store, prefetch);
     }
-    const int n_items = d->n_att * H * n_split;
-    const size_t ring = GPT2__AMMA_WB * ((8 * 64 + 16) * sizeof(float) + (size_t)GPT2__AMMA_NS * 2 * 32 * 64 * sizeof(T));
-    return gpt2__launch(gpt2__attn_stream_kernel<T, GPT2__AMMA_NS, GPT2__AMMA_WB>, dim3((unsigned)((n_items + GPT2__AMMA_WB - 1) / GPT2__AMMA_WB)),
+    /* 2 stages a warp in a split step (more warps an SM: its attention has fewer SMs; RESULTS.md item 98), else att_ns */
+    const int n_items = d->n_att * H * n_split, ns = S->att_stream || S->att_ns == 2 ? 2 : 3;
+    const size_t ring = GPT2__AMMA_WB * ((8 * 64 + 16) * sizeof(float) + (size_t)ns * 2 * 32 * 64 * sizeof(T));
+    return gpt2__launch(ns == 2 ? gpt2__attn_stream_kernel<T, 2, GPT2__AMMA_WB> : gpt2__attn_stream_kernel<T, 3, GPT2__AMMA_WB>,
+                        dim3((unsigned)((n_items + GPT2__AMMA_WB - 1) / GPT2__AMMA_WB)),
                         dim3(32 * GPT2__AMMA_WB), ring, S->stream, S->pdl, (const T *)S->qkv, kc, vc, (T *)S->att, S->part,
                         (const int *)d->att_rows, (const int *)d->slot, (const int *)d->pos, C, H, m->max_seq, split_len, n_split,
                         n_items, scale_log2, S->att_count, store);
@@ -4241,12 +4262,28 @@ static gpt2_status gpt2__attention(gpt2__cuda_state *S, const gpt2_model *m, int
         return st;
     if (d->n_tiles > 0 && (st = gpt2__prefill(S, m, kc, vc, d))) return st;
     if (N < 1) return GPT2_OK;
+    /* in a split step (gpt2__cuda_parts) the part's attention runs in its stream of the attention set, between two
+       events; no programmatic launch across them */
+    const cudaStream_t own = S->stream;
+    const int pdl = S->pdl, i = S->att_part;
+    if (S->att_stream) {
+        GPT2__CU(cudaEventRecord(S->att_go[i], own));
+        GPT2__CU(cudaStreamWaitEvent(S->att_stream, S->att_go[i], 0));
+        S->stream = S->att_stream;
+        S->pdl = 0;
+    }
     /* splits of a fixed length, so a row's result never depends on how many rows share the step */
     const int split_len = GPT2__SPLIT_LEN, n_split = (m->max_seq + split_len - 1) / split_len;
     if (hd % VE == 0 && hd / VE <= 32) st = gpt2__attn_launch<T, 16 / sizeof(T), 1>(S, m, kc, vc, d, n_split, split_len, store);
     else if (hd % VE == 0) st = gpt2__attn_launch<T, 16 / sizeof(T), 4>(S, m, kc, vc, d, n_split, split_len, store);
     else if (hd <= 32) st = gpt2__attn_launch<T, 1, 1>(S, m, kc, vc, d, n_split, split_len, store);
     else st = gpt2__attn_launch<T, 1, 8>(S, m, kc, vc, d, n_split, split_len, store);
+    S->stream = own;
+    S->pdl = pdl;
+    if (!st && S->att_stream) {
+        GPT2__CU(cudaEventRecord(S->att_done[i], S->att_stream));
+        GPT2__CU(cudaStreamWaitEvent(own, S->att_done[i], 0));
+    }
     return st;
 }
 
@@ -4307,6 +4344,7 @@ static gpt2_status gpt2__cuda_run_t(gpt2_model *m, gpt2__cuda_state *S, const gp
                                   ln, C, cf->ln_eps, S->pdl);
         if (st) return st;
     }
+    if (S->defer_logits) return GPT2_OK; /* gpt2__cuda_parts runs them (gpt2__cuda_logits) */
     return gpt2__linear<T>(m, S, S->logits, S->wte, ln, NULL, S->ldv, n_out, 0, C, GPT2__EPI_NONE, 1, S->ldv, NULL);
 }
 
@@ -4315,6 +4353,28 @@ static gpt2_status gpt2__cuda_run(gpt2_model *m, const gpt2__cuda_meta *d, int N
     if (m->dtype == GPT2_DTYPE_F16) return gpt2__cuda_run_t<__half>(m, S, d, N, P, n_out, all_rows);
     if (m->dtype == GPT2_DTYPE_BF16) return gpt2__cuda_run_t<__nv_bfloat16>(m, S, d, N, P, n_out, all_rows);
     return gpt2__cuda_run_t<float>(m, S, d, N, P, n_out, all_rows);
+}
+
+/* The logits of n_out rows from the final norm's output (the end of gpt2__cuda_run_t). */
+static gpt2_status gpt2__cuda_logits(gpt2_model *m, int n_out) {
+    gpt2__cuda_state *S = (gpt2__cuda_state *)m->cuda;
+    const int C = m->cfg.n_embd;
+    if (m->dtype == GPT2_DTYPE_F16)
+        return gpt2__linear<__half>(m, S, S->logits, S->wte, S->ln, NULL, S->ldv, n_out, 0, C, GPT2__EPI_NONE, 1, S->ldv, NULL);
+    if (m->dtype == GPT2_DTYPE_BF16)
+        return gpt2__linear<__nv_bfloat16>(m, S, S->logits, S->wte, S->ln, NULL, S->ldv, n_out, 0, C, GPT2__EPI_NONE, 1, S->ldv, NULL);
+    return gpt2__linear<float>(m, S, S->logits, S->wte, S->ln, NULL, S->ldv, n_out, 0, C, GPT2__EPI_NONE, 1, S->ldv, NULL);
+}
+
+/* Sampling of rows [row0, row0 + rows) of a step of N fed rows (P prompt rows) and n sequences, into d->next, in st
+   (after a kernel when pdl). A pure decode step's sampler also advances the blob for the fed step after it. */
+static gpt2_status gpt2__cuda_sample(gpt2_model *m, const gpt2__cuda_meta *d, int N, int P, int n, int row0, int rows,
+                                     cudaStream_t st, int pdl) {
+    gpt2__cuda_state *S = (gpt2__cuda_state *)m->cuda;
+    gpt2__advance adv = {NULL, NULL, NULL, 0};
+    if (P == 0 && N == n && S->h_meta_dev) adv = {d->pos, d->tok, S->h_meta_dev, (long long)S->meta_bytes};
+    return gpt2__launch(gpt2__sample_kernel, dim3((unsigned)rows), dim3(GPT2__SAMPLE_THREADS), 0, st, pdl, S->logits,
+                        m->cfg.n_vocab, S->ldv, (const gpt2__pick *)d->picks, d->next, adv, row0);
 }
 
 /* How many parts a step of N fed rows, P of them prompt rows, runs as (gpt2__cuda_parts; 1: one run). Only pure
@@ -4348,6 +4408,92 @@ static void gpt2__rows_set(gpt2__cuda_state *S, const gpt2__cuda_rows *r) {
     S->proj = r->proj; S->fc = r->fc; S->lt_ws = r->lt_ws; S->att_count = r->att_count; S->stream = r->stream;
 }
 
+/* Waits for every stream the engine launches into. */
+static void gpt2__cuda_sync(gpt2__cuda_state *S) {
+    if (S->stream) cudaStreamSynchronize(S->stream);
+    for (int i = 0; i < GPT2__MAX_PARTS; i++) {
+        if (S->pstream[i]) cudaStreamSynchronize(S->pstream[i]);
+        for (int k = 0; k < 2; k++) if (S->gstream[k][i]) cudaStreamSynchronize(S->gstream[k][i]);
+    }
+}
+
+/* A step of parts can keep decode attention to SMs of its own: a CUDA green context of `want` SMs (rounded as the
+   driver splits them: multiples of 8 on the H100) for each part's attention, another of the remaining SMs for every
+   other kernel of the parts. Without it a part's products wait for SMs that the other part's small attention
+   blocks keep taking (a cuBLASLt tile wants a whole SM), so the parts mostly fill each other's tails; with it one
+   part's products run beside the other part's attention (RESULTS.md item 98). The driver calls go through the
+   runtime's entry points, so nothing links libcuda. want 0 (or a driver without green contexts, or a GPU too small
+   to split) leaves the parts on S->pstream over the whole GPU. Drops the graphs captured before. Returns 1 when
+   split. */
+static int gpt2__green_make(gpt2__cuda_state *S, int want) {
+    for (int i = 0; i < GPT2__MAX_GRAPHS; i++)
+        if (S->graphs[i].exec) { cudaGraphExecDestroy(S->graphs[i].exec); S->graphs[i].exec = NULL; }
+    if (S->green_sms) {
+        gpt2__cuda_sync(S);
+        for (int k = 0; k < 2; k++)
+            for (int i = 0; i < GPT2__MAX_PARTS; i++)
+                if (S->gstream[k][i]) { cudaStreamDestroy(S->gstream[k][i]); S->gstream[k][i] = NULL; }
+    }
+#if CUDART_VERSION >= 12050
+    typedef CUresult (*res_fn)(CUdevice, CUdevResource *, CUdevResourceType);
+    typedef CUresult (*split_fn)(CUdevResource *, unsigned *, const CUdevResource *, CUdevResource *, unsigned, unsigned);
+    typedef CUresult (*desc_fn)(CUdevResourceDesc *, CUdevResource *, unsigned);
+    typedef CUresult (*make_fn)(CUgreenCtx *, CUdevResourceDesc, CUdevice, unsigned);
+    typedef CUresult (*stream_fn)(CUstream *, CUgreenCtx, unsigned, int);
+    typedef CUresult (*drop_fn)(CUgreenCtx);
+    void *f[6] = {NULL, NULL, NULL, NULL, NULL, NULL};
+    const char *names[6] = {"cuDeviceGetDevResource", "cuDevSmResourceSplitByCount", "cuDevResourceGenerateDesc",
+                            "cuGreenCtxCreate", "cuGreenCtxStreamCreate", "cuGreenCtxDestroy"};
+    for (int k = 0; k < 6; k++) {
+        cudaDriverEntryPointQueryResult q;
+        if (cudaGetDriverEntryPointByVersion(names[k], &f[k], CUDA_VERSION, cudaEnableDefault, &q) != cudaSuccess ||
+            q != cudaDriverEntryPointSuccess)
+            f[k] = NULL;
+    }
+    cudaGetLastError();
+    if (S->green_sms && f[5])
+        for (int k = 0; k < 2; k++) ((drop_fn)f[5])((CUgreenCtx)S->green[k]);
+    S->green_sms = 0;
+    S->green_why = want <= 0 ? "not asked" : "the driver has no green contexts";
+    if (want <= 0 || !f[0] || !f[1] || !f[2] || !f[3] || !f[4]) return 0;
+    CUdevResource all, set[2];
+    unsigned groups = 1;
+    S->green_why = "the GPU's SMs could not be split so";
+    if (((res_fn)f[0])((CUdevice)S->device, &all, CU_DEV_RESOURCE_TYPE_SM) || (int)all.sm.smCount < want + 8 ||
+        ((split_fn)f[1])(&set[0], &groups, &all, &set[1], 0, (unsigned)want) || groups != 1 || set[1].sm.smCount < 8)
+        return 0;
+    S->green_why = "green context or stream creation failed";
+    int made = 0;
+    for (int k = 0; k < 2; k++) {
+        CUdevResourceDesc desc;
+        if (((desc_fn)f[2])(&desc, &set[k], 1) || ((make_fn)f[3])((CUgreenCtx *)&S->green[k], desc, (CUdevice)S->device, CU_GREEN_CTX_DEFAULT_STREAM))
+            break;
+        made++;
+        for (int i = 0; i < GPT2__MAX_PARTS; i++) {
+            CUstream st = NULL;
+            if (((stream_fn)f[4])(&st, (CUgreenCtx)S->green[k], CU_STREAM_NON_BLOCKING, 0)) { made = -1; break; }
+            S->gstream[k][i] = (cudaStream_t)st;
+        }
+        if (made < 0) break;
+    }
+    if (made != 2) {
+        for (int k = 0; k < 2; k++)
+            for (int i = 0; i < GPT2__MAX_PARTS; i++)
+                if (S->gstream[k][i]) { cudaStreamDestroy(S->gstream[k][i]); S->gstream[k][i] = NULL; }
+        for (int k = 0; k < (made < 0 ? 2 : made); k++) if (f[5]) ((drop_fn)f[5])((CUgreenCtx)S->green[k]);
+        cudaGetLastError();
+        return 0;
+    }
+    S->green_sms = (int)set[0].sm.smCount;
+    S->green_why = NULL;
+    return 1;
+#else
+    S->green_sms = 0;
+    S->green_why = want <= 0 ? "not asked" : "built with CUDA before 12.5 (no green contexts)";
+    return 0;
+#endif
+}
+
 /* A pure decode step of N rows as np independent parts (gpt2__part_at), part 0 on S->stream and part i on
    S->pstream[i], each the whole forward of its rows (gpt2__cuda_run_t over its own slice of every row-indexed buffer,
    its own cuBLASLt workspace). A row computes what it computes in one run of all N rows (every decode kernel's
@@ -4360,6 +4506,8 @@ static gpt2_status gpt2__cuda_parts(gpt2_model *m, const gpt2__cuda_meta *d, int
     gpt2__cuda_state *S = (gpt2__cuda_state *)m->cuda;
     const size_t C = (size_t)m->cfg.n_embd, F = (size_t)m->n_inner, H = (size_t)m->cfg.n_head, es = S->esize;
     const size_t part_per_row = S->part_floats / (size_t)S->max_rows;
+    /* split (gpt2__green_make): every part in its stream of the products' set, its attention in the attention set's */
+    const int split = S->split_step && S->green_sms > 0;
     GPT2__CU(cudaEventRecord(S->fork, S->stream));
     const gpt2__cuda_rows whole = gpt2__rows_of(S);
     for (int i = 0; i < np; i++) {
@@ -4370,23 +4518,40 @@ static gpt2_status gpt2__cuda_parts(gpt2_model *m, const gpt2__cuda_meta *d, int
         dp.n_att = n; /* dp.next stays: a fed token -1 - j names the step-wide row j */
         gpt2__cuda_rows part = whole;
         if (i > 0) {
-            GPT2__CU(cudaStreamWaitEvent(S->pstream[i], S->fork, 0));
             part.x += r * C; part.logits += r * (size_t)S->ldv; part.part += r * part_per_row;
             part.ln = (char *)part.ln + r * C * es; part.att = (char *)part.att + r * C * es;
             part.proj = (char *)part.proj + r * C * es; part.qkv = (char *)part.qkv + r * 3 * C * es;
             part.fc = (char *)part.fc + r * F * es; part.att_count += r * H;
             part.lt_ws = S->plt_ws[i]; part.stream = S->pstream[i];
         }
+        if (split) part.stream = S->gstream[1][i];
+        if (i > 0 || split) GPT2__CU(cudaStreamWaitEvent(part.stream, S->fork, 0));
         gpt2__rows_set(S, &part);
-        const gpt2_status st = gpt2__cuda_run(m, &dp, n, 0, n, 0);
+        S->att_stream = split ? S->gstream[0][i] : NULL;
+        S->att_part = i;
+        S->defer_logits = split && i + 1 == np;
+        gpt2_status st = gpt2__cuda_run(m, &dp, n, 0, n, 0);
+        S->att_stream = NULL;
+        S->defer_logits = 0;
+        /* split: a part samples its rows in its stream while the next part's attention runs (the last part below) */
+        if (!st && split && i + 1 < np) st = gpt2__cuda_sample(m, d, N, 0, N, r0, n, part.stream, 0);
         gpt2__rows_set(S, &whole);
         if (st) return st;
     }
-    for (int i = 1; i < np; i++) {
-        GPT2__CU(cudaEventRecord(S->pjoin[i], S->pstream[i]));
+    for (int i = split ? 0 : 1; i < np; i++) {
+        GPT2__CU(cudaEventRecord(S->pjoin[i], split ? S->gstream[1][i] : S->pstream[i]));
         GPT2__CU(cudaStreamWaitEvent(S->stream, S->pjoin[i], 0));
     }
-    return GPT2_OK;
+    if (!split) return GPT2_OK;
+    /* the last part's logits and sampling once it is done, on every SM (nothing else is left to run beside them) */
+    const int r0 = gpt2__part_at(N, np, np - 1), n = N - r0;
+    gpt2__cuda_rows last = whole;
+    last.logits += (size_t)r0 * S->ldv;
+    last.ln = (char *)last.ln + (size_t)r0 * C * es;
+    gpt2__rows_set(S, &last);
+    const gpt2_status st = gpt2__cuda_logits(m, n);
+    gpt2__rows_set(S, &whole);
+    return st ? st : gpt2__cuda_sample(m, d, N, 0, N, r0, n, S->stream, 0);
 }
 
 /* One step's device work, in stream order: forward, then sampling into d->next. d: the step's inputs on the device
@@ -4394,11 +4559,9 @@ static gpt2_status gpt2__cuda_parts(gpt2_model *m, const gpt2__cuda_meta *d, int
 static gpt2_status gpt2__cuda_step_body(gpt2_model *m, const gpt2__cuda_meta *d, int N, int P, int n, int np) {
     gpt2__cuda_state *S = (gpt2__cuda_state *)m->cuda;
     gpt2_status st;
+    if (np > 1 && S->split_step) return gpt2__cuda_parts(m, d, N, np); /* it samples too */
     if ((st = np > 1 ? gpt2__cuda_parts(m, d, N, np) : gpt2__cuda_run(m, d, N, P, n, 0))) return st;
-    gpt2__advance adv = {NULL, NULL, NULL, 0};
-    if (P == 0 && N == n && S->h_meta_dev) adv = {d->pos, d->tok, S->h_meta_dev, (long long)S->meta_bytes};
-    return gpt2__launch(gpt2__sample_kernel, dim3((unsigned)n), dim3(GPT2__SAMPLE_THREADS), 0, S->stream, np > 1 ? 0 : S->pdl, S->logits,
-                        m->cfg.n_vocab, S->ldv, (const gpt2__pick *)d->picks, d->next, adv);
+    return gpt2__cuda_sample(m, d, N, P, n, 0, n, S->stream, np > 1 ? 0 : S->pdl);
 }
 
 /* The pure-decode step of n sequences (in np parts: gpt2__cuda_parts) as a CUDA graph, captured on first use and
@@ -4408,7 +4571,7 @@ static gpt2_status gpt2__cuda_decode_graph(gpt2_model *m, const gpt2__cuda_meta 
     gpt2__cuda_graph *hit = NULL, *victim = &S->graphs[0];
     for (int i = 0; i < GPT2__MAX_GRAPHS && !hit; i++) {
         gpt2__cuda_graph *g = &S->graphs[i];
-        if (g->exec && g->n == n && g->np == np) hit = g;
+        if (g->exec && g->n == n && g->np == np && g->split == S->split_step) hit = g;
         if (!g->exec ? victim->exec != NULL : (victim->exec && g->used < victim->used)) victim = g;
     }
     if (!hit) {
@@ -4430,6 +4593,7 @@ static gpt2_status gpt2__cuda_decode_graph(gpt2_model *m, const gpt2__cuda_meta 
         }
         victim->n = n;
         victim->np = np;
+        victim->split = S->split_step;
         hit = victim;
     }
     hit->used = ++S->tick;
@@ -4474,9 +4638,8 @@ static void gpt2__cuda_free(gpt2_model *m) {
     gpt2__cuda_state *S = (gpt2__cuda_state *)m->cuda;
     if (!S) return;
     cudaSetDevice(S->device);
-    if (S->stream) cudaStreamSynchronize(S->stream);
-    for (int i = 1; i < GPT2__MAX_PARTS; i++) if (S->pstream[i]) cudaStreamSynchronize(S->pstream[i]);
-    for (int i = 0; i < GPT2__MAX_GRAPHS; i++) if (S->graphs[i].exec) cudaGraphExecDestroy(S->graphs[i].exec);
+    gpt2__cuda_sync(S);
+    gpt2__green_make(S, 0);
     for (int i = 0; i < S->n_gemm; i++) {
         if (S->gemm[i].desc) cublasLtMatmulDescDestroy(S->gemm[i].desc);
         if (S->gemm[i].a) cublasLtMatrixLayoutDestroy(S->gemm[i].a);
@@ -4494,8 +4657,10 @@ static void gpt2__cuda_free(gpt2_model *m) {
     if (S->h_meta[0]) cudaFreeHost(S->h_meta[0]);
     for (int i = 0; i < 2; i++) if (S->fly_done[i]) cudaEventDestroy(S->fly_done[i]);
     if (S->fork) cudaEventDestroy(S->fork);
-    for (int i = 1; i < GPT2__MAX_PARTS; i++) {
+    for (int i = 0; i < GPT2__MAX_PARTS; i++) {
         if (S->pjoin[i]) cudaEventDestroy(S->pjoin[i]);
+        if (S->att_go[i]) cudaEventDestroy(S->att_go[i]);
+        if (S->att_done[i]) cudaEventDestroy(S->att_done[i]);
         if (S->pstream[i]) cudaStreamDestroy(S->pstream[i]);
     }
     if (S->stream) cudaStreamDestroy(S->stream);
@@ -4585,11 +4750,18 @@ static gpt2_status gpt2__cuda_init_state(gpt2_model *m, gpt2__cuda_state *S) {
     S->prefill_order = -1;
     GPT2__LT(cublasLtCreate(&S->lt));
     GPT2__CU(cudaMalloc(&S->lt_ws, S->lt_ws_size));
-    for (int i = 1; i < GPT2__MAX_PARTS; i++) {
-        GPT2__CU(cudaStreamCreateWithFlags(&S->pstream[i], cudaStreamNonBlocking));
+    for (int i = 0; i < GPT2__MAX_PARTS; i++) {
         GPT2__CU(cudaEventCreateWithFlags(&S->pjoin[i], cudaEventDisableTiming));
+        GPT2__CU(cudaEventCreateWithFlags(&S->att_go[i], cudaEventDisableTiming));
+        GPT2__CU(cudaEventCreateWithFlags(&S->att_done[i], cudaEventDisableTiming));
+        if (i == 0) continue;
+        GPT2__CU(cudaStreamCreateWithFlags(&S->pstream[i], cudaStreamNonBlocking));
         GPT2__CU(cudaMalloc(&S->plt_ws[i], S->lt_ws_size));
     }
+    S->att_sms = GPT2__ATT_SMS;
+    S->split_ctx = GPT2__SPLIT_CTX;
+    S->att_ns = GPT2__AMMA_NS;
+    gpt2__green_make(S, S->att_sms);
     GPT2__CU(cudaMalloc(&S->warena, wbytes));
     GPT2__CU(cudaMalloc(&S->k_cache, kv_bytes));
     GPT2__CU(cudaMalloc(&S->v_cache, kv_bytes));
@@ -4722,8 +4894,7 @@ static gpt2_status gpt2__cuda_forward(gpt2_model *m, const int *tokens, int B, i
 static void gpt2__cuda_drain(gpt2_model *m) {
     gpt2__cuda_state *S = (gpt2__cuda_state *)m->cuda;
     if (!S || !S->flying) return;
-    cudaStreamSynchronize(S->stream);
-    for (int i = 1; i < GPT2__MAX_PARTS; i++) cudaStreamSynchronize(S->pstream[i]);
+    gpt2__cuda_sync(S);
     S->flying = 0;
 }
 
@@ -4776,6 +4947,10 @@ static gpt2_status gpt2__cuda_launch(gpt2_model *m, const gpt2__seq *seqs, int n
     /* parts (gpt2__cuda_parts): a part's rows count from its first */
     const int np = gpt2__parts_of(S, N, P);
     S->parts_last = np;
+    /* split: attention on SMs of its own where the K/V reads outweigh the products (long contexts; item 98) */
+    long long keys = 0;
+    for (int r = 0; np > 1 && r < N; r++) keys += h.pos[r] + 1;
+    S->split_step = np > 1 && S->green_sms > 0 && S->split_ctx > 0 && keys * S->split_ctx >= (long long)N * m->cfg.n_embd;
     for (int i = 1; i < np; i++)
         for (int r = gpt2__part_at(N, np, i), r0 = r; r < gpt2__part_at(N, np, i + 1); r++) h.att_rows[r] -= r0, h.out_row[r] -= r0;
     d.n_att = h.n_att;

@@ -1,8 +1,8 @@
 /* bench_gpt2 — DESIGN.md's standard workloads on the CUDA backend, random weights made in process.
 
    Usage: bench/bench_gpt2 [124M|355M|774M|1558M ...] [--dtype f16|bf16|f32] [--only latency|throughput|prefill] [--reps N]
-                         [--no-lookahead] [--no-pdl] [--no-skinny] [--no-lnf] [--no-stage] [--no-att-mma] [--no-hold] [--parts N] [--part-rows R] [--prefill-order 0|1] [--prefill-seqs N]
-                         [--at POS]
+                         [--no-lookahead] [--no-pdl] [--no-skinny] [--no-lnf] [--no-stage] [--no-att-mma] [--no-hold] [--parts N] [--part-rows R]
+                         [--att-sms N] [--split-ctx D] [--att-ns 2|3] [--prefill-order 0|1] [--prefill-seqs N] [--at POS]
    bench/bench_gpt2 --gemm: the linear layers alone (timed inside CUDA graphs), cuBLASLt pinned for prompt rows and
                             for decode rows, against each row count's own pick
    bench/bench_gpt2 --breakdown [SIZE]: where one step's time goes, per phase
@@ -132,6 +132,9 @@ static int g_hold = 1;      /* --no-hold: gpt2_generate feeds an idle engine's d
 static int g_parts = -1;    /* --parts N: decode steps in up to N parts at once (gpt2__cuda_parts; 1: one run; -1: default;
                                more than 2 needs -DGPT2__MAX_PARTS) */
 static int g_part_rows = -1; /* --part-rows R: ... of at least R rows each */
+static int g_att_sms = -1;  /* --att-sms N: SMs kept for decode attention in a step of parts (gpt2__green_make; 0: no split) */
+static int g_split_ctx = -1; /* --split-ctx D: ... in steps whose mean context >= n_embd / D (0: never) */
+static int g_att_ns = 0;    /* --att-ns 2|3: gpt2__attn_stream_kernel's stages a warp */
 static int g_prefill_order = -1; /* --prefill-order 0|1: prefill attention's block order (tiles / heads inner) */
 static int g_prefill_seqs = 4; /* --prefill-seqs N: --breakdown's prefill step of N x 1024 */
 static int g_at = 160;        /* --at POS: --breakdown's many-row decode step at this position */
@@ -175,13 +178,18 @@ static gpt2_model *random_model(const char *size, gpt2_dtype dt, int max_batch, 
     if (g_parts >= 1) S->parts = g_parts;
     if (g_part_rows >= 0) S->part_rows = g_part_rows;
     if (g_prefill_order >= 0) S->prefill_order = g_prefill_order;
+    if (g_att_sms >= 0 && g_att_sms != S->att_sms) { S->att_sms = g_att_sms; gpt2__green_make(S, g_att_sms); }
+    if (g_split_ctx >= 0) S->split_ctx = g_split_ctx;
+    if (g_att_ns) S->att_ns = g_att_ns;
     static int told = 0;
     if (!told++) {
         printf("skinny decode products verified bit-identical to cuBLASLt (%s):", size);
         for (int i = 0; i < S->sk_n; i++) printf(" %dx%d/%d", S->sk_ok[i][0], S->sk_ok[i][1], S->sk_ok[i][2]);
-        printf("%s; layer norms folded into products at <= %d rows: %s; decode steps in up to %d parts of >= %d rows\n",
+        printf("%s; layer norms folded into products at <= %d rows: %s; decode steps in up to %d parts of >= %d rows, "
+               "their attention on %d SMs of its own (0: on every SM)\n",
                S->skinny ? "" : " (off: --no-skinny)", GPT2__LNF_ROWS, S->lnf ? "yes" : g_lnf ? "no (this GPU)" : "no (--no-lnf)",
-               S->parts, S->part_rows);
+               S->parts, S->part_rows, S->green_sms);
+        if (!S->green_sms) printf("no SMs of its own for decode attention: %s\n", S->green_why ? S->green_why : "?");
     }
     return m;
 }
@@ -338,7 +346,7 @@ static void ph_kv_store(gpt2_model *m, int) { m->dtype == GPT2_DTYPE_BF16 ? ph_k
 static void ph_sampler(gpt2_model *m, int) {
     gpt2__cuda_state *S = (gpt2__cuda_state *)m->cuda;
     gpt2__sample_kernel<<<g_n, GPT2__SAMPLE_THREADS, 0, S->stream>>>(S->logits, m->cfg.n_vocab, S->ldv, g_d.picks, g_d.next,
-                                                                      gpt2__advance{NULL, NULL, NULL, 0});
+                                                                      gpt2__advance{NULL, NULL, NULL, 0}, 0);
 }
 static void ph_step(gpt2_model *m, int) {
     gpt2__cuda_state *S = (gpt2__cuda_state *)m->cuda;
@@ -369,6 +377,17 @@ static void breakdown(const char *label, gpt2_model *m, int n, int T, const char
     printf("breakdown %-28s", label);
     for (size_t i = 0; i < sizeof ph / sizeof ph[0]; i++) printf("  %s %.3f", ph[i].name, ph[i].ms);
     printf("  (ms)\n");
+    if (S->split_step) { /* the step split: its phases on their own SMs (gpt2__green_make) */
+        const cudaStream_t own = S->stream;
+        S->stream = S->gstream[0][0];
+        const double a = time_ms(S->stream, ph_attention, m, 0);
+        S->stream = S->gstream[1][0];
+        const double g = time_ms(S->stream, ph_gemms, m, 0), nr = time_ms(S->stream, ph_norms, m, 0),
+                     lg = time_ms(S->stream, ph_logits, m, 0);
+        S->stream = own;
+        printf("breakdown %-28s  split: attention on its %d SMs %.3f; on the other %d: gemms %.3f  norms %.3f  logits %.3f  (ms)\n", label,
+               S->green_sms, a, S->sms - S->green_sms, g, nr, lg);
+    }
     if (g_profile && !strcmp(g_profile, kind)) { /* the whole step once more, alone, for the profiler */
         CU(cudaStreamSynchronize(S->stream));
         CU(cudaProfilerStart());
@@ -1107,6 +1126,9 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--no-hold")) g_hold = 0;
         else if (!strcmp(argv[i], "--parts") && i + 1 < argc) g_parts = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--part-rows") && i + 1 < argc) g_part_rows = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--att-sms") && i + 1 < argc) g_att_sms = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--split-ctx") && i + 1 < argc) g_split_ctx = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--att-ns") && i + 1 < argc) g_att_ns = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--prefill-order") && i + 1 < argc) g_prefill_order = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--prefill-seqs") && i + 1 < argc) g_prefill_seqs = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--at") && i + 1 < argc) g_at = atoi(argv[++i]);
