@@ -3648,7 +3648,7 @@ typedef struct gpt2__cuda_state {
     const char *green_why;              /* and why) */
     int split_ctx;                      /* a step of parts splits when its rows' mean context >= n_embd / split_ctx (0: never) */
     int split_step;                     /* the step launched last splits */
-    int defer_logits;                   /* gpt2__cuda_run_t stops before the logits (the last part of a split step) */
+    cudaStream_t tail_stream;           /* and, for its last part, the stream its work after the last attention goes to */
     void *green[2];                     /* the split (CUgreenCtx): decode attention's SMs, and the rest for every other kernel */
     cudaStream_t gstream[2][GPT2__MAX_PARTS]; /* part i's stream in each set, */
     cudaEvent_t att_go[GPT2__MAX_PARTS], att_done[GPT2__MAX_PARTS]; /* and the events between them */
@@ -4281,8 +4281,10 @@ static gpt2_status gpt2__attention(gpt2__cuda_state *S, const gpt2_model *m, int
     S->stream = own;
     S->pdl = pdl;
     if (!st && S->att_stream) {
+        /* the last part's work after its last attention goes on in tail_stream, over every SM */
+        if (S->tail_stream && l + 1 == m->cfg.n_layer) S->stream = S->tail_stream;
         GPT2__CU(cudaEventRecord(S->att_done[i], S->att_stream));
-        GPT2__CU(cudaStreamWaitEvent(own, S->att_done[i], 0));
+        GPT2__CU(cudaStreamWaitEvent(S->stream, S->att_done[i], 0));
     }
     return st;
 }
@@ -4344,7 +4346,6 @@ static gpt2_status gpt2__cuda_run_t(gpt2_model *m, gpt2__cuda_state *S, const gp
                                   ln, C, cf->ln_eps, S->pdl);
         if (st) return st;
     }
-    if (S->defer_logits) return GPT2_OK; /* gpt2__cuda_parts runs them (gpt2__cuda_logits) */
     return gpt2__linear<T>(m, S, S->logits, S->wte, ln, NULL, S->ldv, n_out, 0, C, GPT2__EPI_NONE, 1, S->ldv, NULL);
 }
 
@@ -4353,17 +4354,6 @@ static gpt2_status gpt2__cuda_run(gpt2_model *m, const gpt2__cuda_meta *d, int N
     if (m->dtype == GPT2_DTYPE_F16) return gpt2__cuda_run_t<__half>(m, S, d, N, P, n_out, all_rows);
     if (m->dtype == GPT2_DTYPE_BF16) return gpt2__cuda_run_t<__nv_bfloat16>(m, S, d, N, P, n_out, all_rows);
     return gpt2__cuda_run_t<float>(m, S, d, N, P, n_out, all_rows);
-}
-
-/* The logits of n_out rows from the final norm's output (the end of gpt2__cuda_run_t). */
-static gpt2_status gpt2__cuda_logits(gpt2_model *m, int n_out) {
-    gpt2__cuda_state *S = (gpt2__cuda_state *)m->cuda;
-    const int C = m->cfg.n_embd;
-    if (m->dtype == GPT2_DTYPE_F16)
-        return gpt2__linear<__half>(m, S, S->logits, S->wte, S->ln, NULL, S->ldv, n_out, 0, C, GPT2__EPI_NONE, 1, S->ldv, NULL);
-    if (m->dtype == GPT2_DTYPE_BF16)
-        return gpt2__linear<__nv_bfloat16>(m, S, S->logits, S->wte, S->ln, NULL, S->ldv, n_out, 0, C, GPT2__EPI_NONE, 1, S->ldv, NULL);
-    return gpt2__linear<float>(m, S, S->logits, S->wte, S->ln, NULL, S->ldv, n_out, 0, C, GPT2__EPI_NONE, 1, S->ldv, NULL);
 }
 
 /* Sampling of rows [row0, row0 + rows) of a step of N fed rows (P prompt rows) and n sequences, into d->next, in st
@@ -4529,29 +4519,21 @@ static gpt2_status gpt2__cuda_parts(gpt2_model *m, const gpt2__cuda_meta *d, int
         gpt2__rows_set(S, &part);
         S->att_stream = split ? S->gstream[0][i] : NULL;
         S->att_part = i;
-        S->defer_logits = split && i + 1 == np;
+        /* split: the last part's work after its last attention runs in the step's stream on every SM (nothing is
+           left to run beside it); each part samples its own rows, the first ones while the last part's attention runs */
+        S->tail_stream = split && i + 1 == np ? whole.stream : NULL;
         gpt2_status st = gpt2__cuda_run(m, &dp, n, 0, n, 0);
-        S->att_stream = NULL;
-        S->defer_logits = 0;
-        /* split: a part samples its rows in its stream while the next part's attention runs (the last part below) */
-        if (!st && split && i + 1 < np) st = gpt2__cuda_sample(m, d, N, 0, N, r0, n, part.stream, 0);
+        const cudaStream_t end = S->stream;
+        S->att_stream = S->tail_stream = NULL;
         gpt2__rows_set(S, &whole);
+        if (!st && split) st = gpt2__cuda_sample(m, d, N, 0, N, r0, n, end, 0); /* the step-wide rows r0.. */
         if (st) return st;
     }
     for (int i = split ? 0 : 1; i < np; i++) {
         GPT2__CU(cudaEventRecord(S->pjoin[i], split ? S->gstream[1][i] : S->pstream[i]));
         GPT2__CU(cudaStreamWaitEvent(S->stream, S->pjoin[i], 0));
     }
-    if (!split) return GPT2_OK;
-    /* the last part's logits and sampling once it is done, on every SM (nothing else is left to run beside them) */
-    const int r0 = gpt2__part_at(N, np, np - 1), n = N - r0;
-    gpt2__cuda_rows last = whole;
-    last.logits += (size_t)r0 * S->ldv;
-    last.ln = (char *)last.ln + (size_t)r0 * C * es;
-    gpt2__rows_set(S, &last);
-    const gpt2_status st = gpt2__cuda_logits(m, n);
-    gpt2__rows_set(S, &whole);
-    return st ? st : gpt2__cuda_sample(m, d, N, 0, N, r0, n, S->stream, 0);
+    return GPT2_OK;
 }
 
 /* One step's device work, in stream order: forward, then sampling into d->next. d: the step's inputs on the device
