@@ -3647,7 +3647,8 @@ typedef struct gpt2__cuda_state {
     int green_sms;                      /* SMs the attention set got (0: no split made, */
     const char *green_why;              /* and why) */
     int split_ctx;                      /* a step of parts splits when its rows' mean context >= n_embd / split_ctx (0: never) */
-    int split_step;                     /* the step launched last splits */
+    int split_step;                     /* the step launched last splits, */
+    int att_short;                      /* or is of parts at contexts too short to split */
     cudaStream_t tail_stream;           /* and, for its last part, the stream its work after the last attention goes to */
     void *green[2];                     /* the split (CUgreenCtx): decode attention's SMs, and the rest for every other kernel */
     cudaStream_t gstream[2][GPT2__MAX_PARTS]; /* part i's stream in each set, */
@@ -4146,8 +4147,9 @@ static gpt2_status gpt2__attn_mma_launch(gpt2__cuda_state *S, const gpt2_model *
                             (T *)S->att, S->part, (const int *)d->att_rows, (const int *)d->slot, (const int *)d->pos, C, H,
                             m->max_seq, split_len, n_split, scale_log2, S->att_count, store, prefetch);
     }
-    /* 2 stages a warp in a split step (more warps an SM: its attention has fewer SMs; RESULTS.md item 98), else att_ns */
-    const int n_items = d->n_att * H * n_split, ns = S->att_stream || S->att_ns == 2 ? 2 : 3;
+    /* 2 stages a warp (more warps an SM) in a step of parts: split (its attention has fewer SMs) or at short contexts
+       (RESULTS.md item 98); else att_ns */
+    const int n_items = d->n_att * H * n_split, ns = S->att_stream || S->att_short || S->att_ns == 2 ? 2 : 3;
     const size_t ring = GPT2__AMMA_WB * ((8 * 64 + 16) * sizeof(float) + (size_t)ns * 2 * 32 * 64 * sizeof(T));
     return gpt2__launch(ns == 2 ? gpt2__attn_stream_kernel<T, 2, GPT2__AMMA_WB> : gpt2__attn_stream_kernel<T, 3, GPT2__AMMA_WB>,
                         dim3((unsigned)((n_items + GPT2__AMMA_WB - 1) / GPT2__AMMA_WB)),
@@ -4932,7 +4934,9 @@ static gpt2_status gpt2__cuda_launch(gpt2_model *m, const gpt2__seq *seqs, int n
     /* split: attention on SMs of its own where the K/V reads outweigh the products (long contexts; item 98) */
     long long keys = 0;
     for (int r = 0; np > 1 && r < N; r++) keys += h.pos[r] + 1;
-    S->split_step = np > 1 && S->green_sms > 0 && S->split_ctx > 0 && keys * S->split_ctx >= (long long)N * m->cfg.n_embd;
+    const int longer = S->split_ctx > 0 && keys * S->split_ctx >= (long long)N * m->cfg.n_embd;
+    S->split_step = np > 1 && S->green_sms > 0 && longer;
+    S->att_short = np > 1 && !longer && S->split_ctx > 0;
     for (int i = 1; i < np; i++)
         for (int r = gpt2__part_at(N, np, i), r0 = r; r < gpt2__part_at(N, np, i + 1); r++) h.att_rows[r] -= r0, h.out_row[r] -= r0;
     d.n_att = h.n_att;
