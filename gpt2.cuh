@@ -25,6 +25,9 @@
        GPT2_SPLIT_MIN_K       CUDA: decode rows of the two linear layers that feed the residual (attention
                               projection, MLP projection) split K into up to 4 fixed pieces of at least this
                               many (default 384; a large value turns the split off)
+       GPT2_ATT_SMS           CUDA: SMs a decode step of many rows at long contexts keeps for its attention, the
+                              rest running its other kernels beside it (CUDA green contexts; default 64; 0: no
+                              split, every kernel on every SM)
 
    Models: a Hugging Face GPT-2 directory as published (config.json + model.safetensors;
    gpt2, gpt2-medium, gpt2-large, gpt2-xl, distilgpt2), F32/F16/BF16 tensors, either key layout.
@@ -1929,7 +1932,11 @@ static constexpr int gpt2__min_arch_of(int i, int n) {
 #define GPT2__PART_ROWS 256        /* each of at least this many rows */
 #endif
 #ifndef GPT2__ATT_SMS
+#ifdef GPT2_ATT_SMS
+#define GPT2__ATT_SMS GPT2_ATT_SMS
+#else
 #define GPT2__ATT_SMS 64           /* SMs kept for decode attention while a step runs in parts (gpt2__green_make; 0: off), */
+#endif
 #endif
 #ifndef GPT2__SPLIT_CTX
 #define GPT2__SPLIT_CTX 8          /* in steps whose rows' mean context is at least n_embd / this (RESULTS.md item 98) */
