@@ -4434,16 +4434,17 @@ static int gpt2__green_make(gpt2__cuda_state *S, int want) {
                 if (S->gstream[k][i]) { cudaStreamDestroy(S->gstream[k][i]); S->gstream[k][i] = NULL; }
     }
 #if CUDART_VERSION >= 12050
+    typedef CUresult (*dev_fn)(CUdevice *, int);
     typedef CUresult (*res_fn)(CUdevice, CUdevResource *, CUdevResourceType);
     typedef CUresult (*split_fn)(CUdevResource *, unsigned *, const CUdevResource *, CUdevResource *, unsigned, unsigned);
     typedef CUresult (*desc_fn)(CUdevResourceDesc *, CUdevResource *, unsigned);
     typedef CUresult (*make_fn)(CUgreenCtx *, CUdevResourceDesc, CUdevice, unsigned);
     typedef CUresult (*stream_fn)(CUstream *, CUgreenCtx, unsigned, int);
     typedef CUresult (*drop_fn)(CUgreenCtx);
-    void *f[6] = {NULL, NULL, NULL, NULL, NULL, NULL};
-    const char *names[6] = {"cuDeviceGetDevResource", "cuDevSmResourceSplitByCount", "cuDevResourceGenerateDesc",
-                            "cuGreenCtxCreate", "cuGreenCtxStreamCreate", "cuGreenCtxDestroy"};
-    for (int k = 0; k < 6; k++) {
+    void *f[7] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL};
+    const char *names[7] = {"cuDeviceGetDevResource", "cuDevSmResourceSplitByCount", "cuDevResourceGenerateDesc",
+                            "cuGreenCtxCreate", "cuGreenCtxStreamCreate", "cuGreenCtxDestroy", "cuDeviceGet"};
+    for (int k = 0; k < 7; k++) {
         cudaDriverEntryPointQueryResult q;
         if (cudaGetDriverEntryPointByVersion(names[k], &f[k], CUDA_VERSION, cudaEnableDefault, &q) != cudaSuccess ||
             q != cudaDriverEntryPointSuccess)
@@ -4454,18 +4455,19 @@ static int gpt2__green_make(gpt2__cuda_state *S, int want) {
         for (int k = 0; k < 2; k++) ((drop_fn)f[5])((CUgreenCtx)S->green[k]);
     S->green_sms = 0;
     S->green_why = want <= 0 ? "not asked" : "the driver has no green contexts";
-    if (want <= 0 || !f[0] || !f[1] || !f[2] || !f[3] || !f[4]) return 0;
+    CUdevice dev;
+    if (want <= 0 || !f[0] || !f[1] || !f[2] || !f[3] || !f[4] || !f[6] || ((dev_fn)f[6])(&dev, S->device)) return 0;
     CUdevResource all, set[2];
     unsigned groups = 1;
     S->green_why = "the GPU's SMs could not be split so";
-    if (((res_fn)f[0])((CUdevice)S->device, &all, CU_DEV_RESOURCE_TYPE_SM) || (int)all.sm.smCount < want + 8 ||
+    if (((res_fn)f[0])(dev, &all, CU_DEV_RESOURCE_TYPE_SM) || (int)all.sm.smCount < want + 8 ||
         ((split_fn)f[1])(&set[0], &groups, &all, &set[1], 0, (unsigned)want) || groups != 1 || set[1].sm.smCount < 8)
         return 0;
     S->green_why = "green context or stream creation failed";
     int made = 0;
     for (int k = 0; k < 2; k++) {
         CUdevResourceDesc desc;
-        if (((desc_fn)f[2])(&desc, &set[k], 1) || ((make_fn)f[3])((CUgreenCtx *)&S->green[k], desc, (CUdevice)S->device, CU_GREEN_CTX_DEFAULT_STREAM))
+        if (((desc_fn)f[2])(&desc, &set[k], 1) || ((make_fn)f[3])((CUgreenCtx *)&S->green[k], desc, dev, CU_GREEN_CTX_DEFAULT_STREAM))
             break;
         made++;
         for (int i = 0; i < GPT2__MAX_PARTS; i++) {
