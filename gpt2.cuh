@@ -3656,12 +3656,12 @@ typedef struct gpt2__cuda_state {
     int split_ctx;                      /* a step of parts splits when its rows' mean context >= n_embd / split_ctx (0: never) */
     int split_step;                     /* the step launched last splits, */
     int att_short;                      /* or is of parts at contexts too short to split */
-    cudaStream_t tail_stream;           /* and, for its last part, the stream its work after the last attention goes to */
     void *green[2];                     /* the split (CUgreenCtx): decode attention's SMs, and the rest for every other kernel */
     cudaStream_t gstream[2][GPT2__MAX_PARTS]; /* part i's stream in each set, */
     cudaEvent_t att_go[GPT2__MAX_PARTS], att_done[GPT2__MAX_PARTS]; /* and the events between them */
-    cudaStream_t att_stream;            /* while a part of a split step runs: its attention stream (NULL: S->stream) */
-    int att_part;                       /* and its index */
+    cudaStream_t att_stream;            /* while a part of a split step runs: its attention stream (NULL: S->stream), */
+    int att_part;                       /* its index, */
+    cudaStream_t tail_stream;           /* and for the last part, where its work after its last attention goes */
     int att_mma;                        /* decode attention on the tensor cores (gpt2__attn_mma_kernel for few rows,
                                            gpt2__attn_stream_kernel for many; fixed at init: a row's bits never depend
                                            on which); 0: gpt2__attn_kernel (head size not 64, F32, before sm_80) */
@@ -4496,7 +4496,9 @@ static int gpt2__green_make(gpt2__cuda_state *S, int want) {
 }
 
 /* A pure decode step of N rows as np independent parts (gpt2__part_at), part 0 on S->stream and part i on
-   S->pstream[i], each the whole forward of its rows (gpt2__cuda_run_t over its own slice of every row-indexed buffer,
+   S->pstream[i] (a split step, S->split_step: every part in its stream of the products' set, its attention in its
+   stream of the attention set, gpt2__attention; the last part's work after its last attention back in S->stream,
+   and each part samples its own rows), each the whole forward of its rows (gpt2__cuda_run_t over its own slice of every row-indexed buffer,
    its own cuBLASLt workspace). A row computes what it computes in one run of all N rows (every decode kernel's
    arithmetic per row is independent of the rows beside it; test cuda_parts_match_whole), but the parts overlap on
    the GPU: one part's attention, bound by memory (the KV cache), can run beside another's products, bound by the
