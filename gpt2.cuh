@@ -26,7 +26,7 @@
                               projection, MLP projection) split K into up to 4 fixed pieces of at least this
                               many (default 384; a large value turns the split off)
        GPT2_ATT_SMS           CUDA: SMs a decode step of many rows at long contexts keeps for its attention, the
-                              rest running its other kernels beside it (CUDA green contexts; default 64; 0: no
+                              rest running its other kernels beside it (CUDA green contexts; default 56; 0: no
                               split, every kernel on every SM)
 
    Models: a Hugging Face GPT-2 directory as published (config.json + model.safetensors;
@@ -1935,7 +1935,7 @@ static constexpr int gpt2__min_arch_of(int i, int n) {
 #ifdef GPT2_ATT_SMS
 #define GPT2__ATT_SMS GPT2_ATT_SMS
 #else
-#define GPT2__ATT_SMS 64           /* SMs kept for decode attention while a step runs in parts (gpt2__green_make; 0: off), */
+#define GPT2__ATT_SMS 56           /* SMs kept for decode attention while a step runs in parts (gpt2__green_make; 0: off), */
 #endif
 #endif
 #ifndef GPT2__SPLIT_CTX
@@ -2223,10 +2223,49 @@ template <int N> static __device__ __forceinline__ void gpt2__cp_wait(void) {
 #endif
 }
 
+/* A TMA tensor map (CUtensorMap's 128 opaque bytes), passed to kernels as a __grid_constant__ parameter. */
+typedef struct gpt2__tmap { alignas(64) unsigned long long w[16]; } gpt2__tmap;
+
+/* The Hopper bulk-copy pieces of gpt2__attn_stream_kernel's TMA form: a transaction barrier in shared memory, and a
+   3-D box of a tensor map copied into shared memory, its bytes counted on such a barrier. */
+static __device__ __forceinline__ void gpt2__mbar_init(uint64_t *bar) {
+#if __CUDA_ARCH__ >= 900
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;\n" ::"r"((unsigned)__cvta_generic_to_shared(bar)));
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+#endif
+}
+static __device__ __forceinline__ void gpt2__mbar_expect(uint64_t *bar, unsigned bytes) {
+#if __CUDA_ARCH__ >= 900
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"((unsigned)__cvta_generic_to_shared(bar)), "r"(bytes)
+                 : "memory");
+#endif
+}
+static __device__ __forceinline__ void gpt2__mbar_wait(uint64_t *bar, unsigned parity) {
+#if __CUDA_ARCH__ >= 900
+    unsigned done = 0;
+    while (!done)
+        asm volatile("{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n selp.u32 %0, 1, 0, p;\n}\n"
+                     : "=r"(done) : "r"((unsigned)__cvta_generic_to_shared(bar)), "r"(parity) : "memory");
+#endif
+}
+static __device__ __forceinline__ void gpt2__tma3(void *dst, const gpt2__tmap *map, int x, int y, int z, uint64_t *bar, uint64_t pol) {
+#if __CUDA_ARCH__ >= 900
+    asm volatile("cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.L2::cache_hint"
+                 " [%0], [%1, {%2, %3, %4}], [%5], %6;\n" ::"r"((unsigned)__cvta_generic_to_shared(dst)), "l"((uint64_t)map), "r"(x),
+                 "r"(y), "r"(z), "r"((unsigned)__cvta_generic_to_shared(bar)), "l"(pol) : "memory");
+#endif
+}
+/* this thread's shared-memory writes before the async proxy's (a TMA copy into the same bytes) */
+static __device__ __forceinline__ void gpt2__fence_async_smem(void) {
+#if __CUDA_ARCH__ >= 900
+    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+#endif
+}
+
 /* A decode-attention work item: row r = rows[z] at position p against keys [k0, k1) (split sp of split_len keys),
    head h, whose cached keys and values are kh, vh ([max_seq][hd] in the row's slot). false: the split starts past p,
    nothing to do. Shared by gpt2__attn_kernel, gpt2__attn_mma_kernel and gpt2__attn_stream_kernel. */
-template <typename T> struct gpt2__dec { int r, p, k0, k1; T *kh, *vh; };
+template <typename T> struct gpt2__dec { int r, p, k0, k1, slot; T *kh, *vh; };
 template <typename T>
 static __device__ __forceinline__ bool gpt2__dec_at(gpt2__dec<T> &d, int sp, int h, int z, const int *rows, const int *row_slot,
                                                     const int *row_pos, T *kc, T *vc, int H, int max_seq, int hd, int split_len) {
@@ -2235,7 +2274,8 @@ static __device__ __forceinline__ bool gpt2__dec_at(gpt2__dec<T> &d, int sp, int
     d.k0 = sp * split_len;
     if (d.k0 > d.p) return false;
     d.k1 = min(d.k0 + split_len, d.p + 1);
-    const size_t head = ((size_t)row_slot[d.r] * H + h) * max_seq * hd;
+    d.slot = row_slot[d.r];
+    const size_t head = ((size_t)d.slot * H + h) * max_seq * hd;
     d.kh = kc + head;
     d.vh = vc + head;
     return true;
@@ -2708,66 +2748,91 @@ __global__ void __launch_bounds__(256) gpt2__attn_mma_kernel(const T *__restrict
 }
 
 /* Many rows: a warp per (row, head, split) item (item = blockIdx.x * WB + warp; split fastest, then head, then row),
-   block 32 WB threads. The warp streams its chunks through its ring of NS stages in shared memory (cp.async, 16 bytes
-   a lane; stage: 32 K rows then 32 V rows of 64, the 16-byte piece c of row j at c ^ (j & 7), so the operand reads
-   are free of bank conflicts), computes each as gpt2__amma_chunk, keeps the 8 records in shared memory and merges
-   them (lane: dims lane and lane + 32). Shared memory: WB (8 * 64 + 16) floats, then WB * NS stages. On the H100
-   (NS 3, WB 2) as fast as gpt2__attn_kernel at 1024 rows (RESULTS.md items 66 and 69). The cached keys and values
-   are read with L2's evict-first policy (read once per step; the step's weights and activations stay: item 84). */
-template <typename T, int NS, int WB>
+   block 32 WB threads. The warp streams its chunks through its ring of NS stages in shared memory (stage: 32 K rows
+   then 32 V rows of 64, the 16-byte piece c of row j at c ^ (j & 7), so the operand reads are free of bank
+   conflicts), computes each as gpt2__amma_chunk, keeps the 8 records in shared memory and merges them (lane: dims
+   lane and lane + 32). A chunk arrives by cp.async (16 bytes a lane; zeros past the split's last key; the row's own
+   key and value from qkv), or, in the TMA form (sm_90; kmap, vmap: the caches as [L max_batch H][max_seq][64]
+   planes, plane0 this layer's first), a whole chunk of 32 keys as two 32 x 64 boxes that one lane copies onto the
+   stage's transaction barrier, laid out as above by the tensor maps' 128-byte swizzle; the row's own key and value
+   (which the warp stores into the cache as it starts) then go over the box's row from registers, and the split's
+   last, partial chunk still comes by cp.async (a box would read its keys past the last). The TMA form takes the
+   cp.async form's address arithmetic (~290 of its ~600 instructions a chunk) out of the kernel: on 64 SMs of the
+   H100 its attention takes 4% less time, so the split's attention set can shrink to 56 SMs (RESULTS.md item 99).
+   Shared memory: WB * NS stages (the first at offset 0, 1024-byte aligned as the swizzle wants), then WB (8 * 64 +
+   16) floats of records, then WB * NS barriers. On the H100 (NS 3, WB 2) as fast as gpt2__attn_kernel at 1024 rows
+   (RESULTS.md items 66 and 69). The cached keys and values are read with L2's evict-first policy (read once per
+   step; the step's weights and activations stay: item 84). */
+template <typename T, int NS, int WB, bool TMA>
 __global__ void __launch_bounds__(32 * WB) gpt2__attn_stream_kernel(const T *__restrict__ qkv, T *__restrict__ kc, T *__restrict__ vc,
                                                                   T *__restrict__ out, float *__restrict__ part,
                                                                   const int *__restrict__ rows, const int *__restrict__ row_slot,
                                                                   const int *__restrict__ row_pos, int C, int H, int max_seq,
                                                                   int split_len, int n_split, int n_items, float scale_log2,
-                                                                  unsigned *__restrict__ count, int store) {
+                                                                  unsigned *__restrict__ count, int store,
+                                                                  const __grid_constant__ gpt2__tmap kmap,
+                                                                  const __grid_constant__ gpt2__tmap vmap, int plane0) {
 #if __CUDA_ARCH__ >= 800
     constexpr int HD = 64, STAGE = 2 * 32 * HD; /* elements: K rows then V rows; 16-byte piece c of key j at c ^ (j & 7) */
     extern __shared__ float gpt2__amma_sh[];
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
     const int item = blockIdx.x * WB + warp;
-    float *rec = gpt2__amma_sh + warp * (8 * HD + 16);
-    T *ring = (T *)(gpt2__amma_sh + WB * (8 * HD + 16)) + (size_t)warp * NS * STAGE;
+    T *ring = (T *)gpt2__amma_sh + (size_t)warp * NS * STAGE;
+    float *rec = (float *)((T *)gpt2__amma_sh + (size_t)WB * NS * STAGE) + warp * (8 * HD + 16);
+    uint64_t *bars = (uint64_t *)((float *)((T *)gpt2__amma_sh + (size_t)WB * NS * STAGE) + WB * (8 * HD + 16)) + warp * NS;
+    if (TMA && lane == 0)
+        for (int i = 0; i < NS; i++) gpt2__mbar_init(bars + i);
     gpt2__pdl_wait();
     gpt2__pdl_trigger();
     if (item >= n_items) return;
     const int sp = item % n_split, h = (item / n_split) % H, z = item / (n_split * H);
     gpt2__dec<T> it;
     if (!gpt2__dec_at(it, sp, h, z, rows, row_slot, row_pos, kc, vc, H, max_seq, HD, split_len)) return;
-    const int r = it.r, p = it.p, k0 = it.k0, k1 = it.k1, nch = (k1 - k0 + 31) / 32;
+    const int r = it.r, p = it.p, k0 = it.k0, k1 = it.k1, nch = (k1 - k0 + 31) / 32, plane = plane0 + it.slot * H + h;
     T *kh = it.kh, *vh = it.vh;
     const T *q = qkv + (size_t)r * 3 * C + (size_t)h * HD, *kn = q + C, *vn = q + 2 * C;
     const int own = store ? p : -1;
+    uint4 ownv = make_uint4(0, 0, 0, 0); /* lane < 16: piece lane & 7 of the own key (lane < 8) or value */
     if (store && p < k1 && lane < 16) {
         const int c = lane & 7;
-        *(uint4 *)((lane < 8 ? kh : vh) + (size_t)p * HD + c * 8) = *(const uint4 *)((lane < 8 ? kn : vn) + c * 8);
+        ownv = *(const uint4 *)((lane < 8 ? kn : vn) + c * 8);
+        *(uint4 *)((lane < 8 ? kh : vh) + (size_t)p * HD + c * 8) = ownv;
     }
+    __syncwarp(); /* the barriers' initialisation */
     /* chunk c into stage c % NS: 32 keys x 8 pieces of 16 bytes, K and V; lane takes pieces lane, lane+32, ... */
     const uint64_t pol = gpt2__evict_first();
     auto issue = [&](int c) {
         T *st = ring + (size_t)(c % NS) * STAGE;
         const int kb = k0 + 32 * c;
-#pragma unroll
-        for (int i = 0; i < 8; i++) {
-            const int piece = lane + 32 * i, key = piece >> 3, col = (piece & 7) * 8, j = kb + key;
-            const int at = key * HD + (((piece & 7) ^ (key & 7)) * 8);
-            const bool ok = j < k1;
-            const T *ks = j == own ? kn + col : kh + (size_t)(ok ? j : k0) * HD + col;
-            const T *vs = j == own ? vn + col : vh + (size_t)(ok ? j : k0) * HD + col;
-            if (GPT2__KV_EVICT_FIRST) {
-                gpt2__cp16_pol(st + at, ks, ok, pol);
-                gpt2__cp16_pol(st + 32 * HD + at, vs, ok, pol);
-            } else {
-                gpt2__cp16(st + at, ks, ok);
-                gpt2__cp16(st + 32 * HD + at, vs, ok);
+        if (TMA && kb + 32 <= k1) {
+            if (lane == 0) {
+                gpt2__mbar_expect(bars + c % NS, (unsigned)(STAGE * sizeof(T)));
+                gpt2__tma3(st, &kmap, 0, kb, plane, bars + c % NS, pol);
+                gpt2__tma3(st + 32 * HD, &vmap, 0, kb, plane, bars + c % NS, pol);
             }
+        } else {
+#pragma unroll
+            for (int i = 0; i < 8; i++) {
+                const int piece = lane + 32 * i, key = piece >> 3, col = (piece & 7) * 8, j = kb + key;
+                const int at = key * HD + (((piece & 7) ^ (key & 7)) * 8);
+                const bool ok = j < k1;
+                const T *ks = j == own ? kn + col : kh + (size_t)(ok ? j : k0) * HD + col;
+                const T *vs = j == own ? vn + col : vh + (size_t)(ok ? j : k0) * HD + col;
+                if (GPT2__KV_EVICT_FIRST) {
+                    gpt2__cp16_pol(st + at, ks, ok, pol);
+                    gpt2__cp16_pol(st + 32 * HD + at, vs, ok, pol);
+                } else {
+                    gpt2__cp16(st + at, ks, ok);
+                    gpt2__cp16(st + 32 * HD + at, vs, ok);
+                }
+            }
+            gpt2__cp_commit();
         }
-        gpt2__cp_commit();
     };
 #pragma unroll
     for (int c = 0; c < NS - 1; c++) {
         if (c < nch) issue(c);
-        else gpt2__cp_commit();
+        else if (!TMA) gpt2__cp_commit();
     }
     uint32_t qa[8];
     gpt2__amma_q(q, qa);
@@ -2775,10 +2840,24 @@ __global__ void __launch_bounds__(32 * WB) gpt2__attn_stream_kernel(const T *__r
         float o[8][4], m = -INFINITY, l = 0.0f;
         if (c < nch) {
             if (c + NS - 1 < nch) issue(c + NS - 1);
-            else gpt2__cp_commit();
-            gpt2__cp_wait<NS - 1>();
+            else if (!TMA) gpt2__cp_commit();
+            T *st = ring + (size_t)(c % NS) * STAGE;
+            const int kb = k0 + 32 * c;
+            if (TMA && kb + 32 <= k1) {
+                /* the box holds the cache as it is: the own key and value from registers */
+                gpt2__mbar_wait(bars + c % NS, (unsigned)(c / NS) & 1u);
+                if (own >= kb && own < kb + 32) {
+                    if (lane < 16) {
+                        const int key = own - kb, pc = lane & 7;
+                        *(uint4 *)(st + (lane < 8 ? 0 : 32 * HD) + key * HD + ((pc ^ (key & 7)) * 8)) = ownv;
+                    }
+                    gpt2__fence_async_smem(); /* before a later copy into this stage */
+                }
+            } else if (TMA)
+                gpt2__cp_wait<0>(); /* the split's last, partial chunk: the only cp.async group */
+            else
+                gpt2__cp_wait<NS - 1>();
             __syncwarp();
-            const T *st = ring + (size_t)(c % NS) * STAGE;
             uint4 kr[4][2], vr[2][4];
 #pragma unroll
             for (int i = 0; i < 4; i++) {
@@ -2832,6 +2911,9 @@ __global__ void __launch_bounds__(32 * WB) gpt2__attn_stream_kernel(const T *__r
 #endif
 }
 
+#ifndef GPT2__ATT_TMA
+#define GPT2__ATT_TMA 1 /* gpt2__attn_stream_kernel reads the caches with TMA where it can (item 99) */
+#endif
 #ifndef GPT2__AMMA_NS
 #define GPT2__AMMA_NS 3 /* gpt2__attn_stream_kernel: chunks in flight per warp (2 or 3), */
 #endif
@@ -3667,6 +3749,10 @@ typedef struct gpt2__cuda_state {
                                            on which); 0: gpt2__attn_kernel (head size not 64, F32, before sm_80) */
     int att_many;                       /* tests: decode attention takes its many-rows path whatever the rows */
     int att_ns;                         /* gpt2__attn_stream_kernel's stages a warp (2 or 3; bits the same) */
+    int att_tma;                        /* gpt2__attn_stream_kernel in its TMA form where kv_tma (bits the same) */
+    int kv_tma;                         /* the caches' tensor maps are made: */
+    unsigned long long kv_map[2][16];   /* K's and V's (gpt2__kv_maps; CUtensorMap's bytes) */
+    int att_layer;                      /* the layer gpt2__attention launches for */
     int att_stage, att_stage_smem;      /* decode attention of few rows stages their cached K/V in shared memory
                                            before its PDL wait (gpt2__attn_kernel STG; 0: off, tests and bench), up to
                                            att_stage_smem bytes a block */
@@ -4119,20 +4205,70 @@ static void gpt2__attn_stage_enable(gpt2__cuda_state *S) {
     S->att_stage_smem = ok ? optin - 1024 : 0;
 }
 
+/* gpt2__attn_stream_kernel's shared memory at ns stages a warp: stages, records, barriers */
+template <typename T>
+static size_t gpt2__ring_smem(int ns) {
+    return GPT2__AMMA_WB * ((size_t)ns * 2 * 32 * 64 * sizeof(T) + (8 * 64 + 16) * sizeof(float) + (size_t)ns * sizeof(uint64_t));
+}
+
 /* Whether the tensor-core decode attention runs here (T's kernels built for sm_80+, their shared memory granted):
    gpt2__attn_mma_kernel's staging form gets S->att_stage_smem, gpt2__attn_stream_kernel its ring. */
 template <typename T>
 static int gpt2__attn_mma_enable(gpt2__cuda_state *S) {
     cudaFuncAttributes fa;
-    const size_t ring = GPT2__AMMA_WB * ((8 * 64 + 16) * sizeof(float) + (size_t)GPT2__AMMA_NS * 2 * 32 * 64 * sizeof(T));
+    const int ring = (int)gpt2__ring_smem<T>(3);
     const int ok = S->att_stage_smem > 0 &&
                    cudaFuncSetAttribute(gpt2__attn_mma_kernel<T, true>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                         S->att_stage_smem) == cudaSuccess &&
-                   cudaFuncSetAttribute(gpt2__attn_stream_kernel<T, GPT2__AMMA_NS, GPT2__AMMA_WB>,
-                                        cudaFuncAttributeMaxDynamicSharedMemorySize, (int)ring) == cudaSuccess &&
+                   cudaFuncSetAttribute(gpt2__attn_stream_kernel<T, 3, GPT2__AMMA_WB, false>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                        ring) == cudaSuccess &&
+                   cudaFuncSetAttribute(gpt2__attn_stream_kernel<T, 3, GPT2__AMMA_WB, true>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                        ring) == cudaSuccess &&
                    cudaFuncGetAttributes(&fa, gpt2__attn_mma_kernel<T, false>) == cudaSuccess && fa.ptxVersion >= 80;
     cudaGetLastError();
     return ok;
+}
+
+/* TMA tensor maps of the K and V caches for gpt2__attn_stream_kernel's TMA form (S->kv_tma): each cache as
+   L * max_batch * H planes of [max_seq][64] T, read in boxes of 32 x 64 with the 128-byte swizzle. Only where the
+   kernel's TMA form was built for sm_90+ and runs on such a GPU, and the driver encodes tensor maps; else the
+   cp.async form runs (the same bits). */
+template <typename T>
+static void gpt2__kv_maps(gpt2_model *m, gpt2__cuda_state *S) {
+    S->kv_tma = 0;
+#if CUDART_VERSION >= 12000
+    const int C = m->cfg.n_embd, H = m->cfg.n_head;
+    cudaFuncAttributes fa;
+    if (C != 64 * H || cudaFuncGetAttributes(&fa, gpt2__attn_stream_kernel<T, 2, GPT2__AMMA_WB, true>) != cudaSuccess ||
+        fa.binaryVersion < 90 || fa.ptxVersion < 90) {
+        cudaGetLastError();
+        return;
+    }
+    typedef CUresult (*enc_fn)(CUtensorMap *, CUtensorMapDataType, cuuint32_t, void *, const cuuint64_t *, const cuuint64_t *,
+                               const cuuint32_t *, const cuuint32_t *, CUtensorMapInterleave, CUtensorMapSwizzle,
+                               CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
+    void *f = NULL;
+    cudaDriverEntryPointQueryResult q;
+    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &f, 12000, cudaEnableDefault, &q) != cudaSuccess ||
+        q != cudaDriverEntryPointSuccess || !f) {
+        cudaGetLastError();
+        return;
+    }
+    const cuuint64_t dims[3] = {64, (cuuint64_t)m->max_seq, (cuuint64_t)m->cfg.n_layer * (cuuint64_t)m->max_batch * (cuuint64_t)H};
+    const cuuint64_t strides[2] = {64 * sizeof(T), (cuuint64_t)m->max_seq * 64 * sizeof(T)};
+    const cuuint32_t box[3] = {64, 32, 1}, one[3] = {1, 1, 1};
+    void *base[2] = {S->k_cache, S->v_cache};
+    for (int k = 0; k < 2; k++) {
+        gpt2__tmap map;
+        if (((enc_fn)f)((CUtensorMap *)&map, sizeof(T) == 2 && gpt2__cuda_type<T>::id == CUDA_R_16F ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16
+                                                                                              : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16,
+                        3, base[k], dims, strides, box, one, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                        CU_TENSOR_MAP_L2_PROMOTION_L2_128B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) != CUDA_SUCCESS)
+            return;
+        memcpy(S->kv_map[k], &map, sizeof map);
+    }
+    S->kv_tma = 1;
+#endif
 }
 
 /* Decode attention on the tensor cores over the rows planned in d (n_split splits of 256 keys): few rows (prefetch,
@@ -4157,12 +4293,16 @@ static gpt2_status gpt2__attn_mma_launch(gpt2__cuda_state *S, const gpt2_model *
     /* 2 stages a warp (more warps an SM) in a step of parts: split (its attention has fewer SMs) or at short contexts
        (RESULTS.md item 98); else att_ns */
     const int n_items = d->n_att * H * n_split, ns = S->att_stream || S->att_short || S->att_ns == 2 ? 2 : 3;
-    const size_t ring = GPT2__AMMA_WB * ((8 * 64 + 16) * sizeof(float) + (size_t)ns * 2 * 32 * 64 * sizeof(T));
-    return gpt2__launch(ns == 2 ? gpt2__attn_stream_kernel<T, 2, GPT2__AMMA_WB> : gpt2__attn_stream_kernel<T, 3, GPT2__AMMA_WB>,
+    const int tma = S->kv_tma && S->att_tma;
+    gpt2__tmap km, vm;
+    memcpy(&km, S->kv_map[0], sizeof km);
+    memcpy(&vm, S->kv_map[1], sizeof vm);
+    return gpt2__launch(ns == 2 ? (tma ? gpt2__attn_stream_kernel<T, 2, GPT2__AMMA_WB, true> : gpt2__attn_stream_kernel<T, 2, GPT2__AMMA_WB, false>)
+                                : (tma ? gpt2__attn_stream_kernel<T, 3, GPT2__AMMA_WB, true> : gpt2__attn_stream_kernel<T, 3, GPT2__AMMA_WB, false>),
                         dim3((unsigned)((n_items + GPT2__AMMA_WB - 1) / GPT2__AMMA_WB)),
-                        dim3(32 * GPT2__AMMA_WB), ring, S->stream, S->pdl, (const T *)S->qkv, kc, vc, (T *)S->att, S->part,
-                        (const int *)d->att_rows, (const int *)d->slot, (const int *)d->pos, C, H, m->max_seq, split_len, n_split,
-                        n_items, scale_log2, S->att_count, store);
+                        dim3(32 * GPT2__AMMA_WB), gpt2__ring_smem<T>(ns), S->stream, S->pdl, (const T *)S->qkv, kc, vc, (T *)S->att,
+                        S->part, (const int *)d->att_rows, (const int *)d->slot, (const int *)d->pos, C, H, m->max_seq, split_len,
+                        n_split, n_items, scale_log2, S->att_count, store, km, vm, S->att_layer * m->max_batch * H);
 }
 
 /* Attention for layer l over the rows planned in d: gpt2__attn_prefill_kernel for the prompt tiles, and for the
@@ -4275,6 +4415,7 @@ static gpt2_status gpt2__attention(gpt2__cuda_state *S, const gpt2_model *m, int
        events; no programmatic launch across them */
     const cudaStream_t own = S->stream;
     const int pdl = S->pdl, i = S->att_part;
+    S->att_layer = l;
     if (S->att_stream) {
         GPT2__CU(cudaEventRecord(S->att_go[i], own));
         GPT2__CU(cudaStreamWaitEvent(S->att_stream, S->att_go[i], 0));
@@ -4756,6 +4897,7 @@ static gpt2_status gpt2__cuda_init_state(gpt2_model *m, gpt2__cuda_state *S) {
     S->att_sms = GPT2__ATT_SMS;
     S->split_ctx = GPT2__SPLIT_CTX;
     S->att_ns = GPT2__AMMA_NS;
+    S->att_tma = GPT2__ATT_TMA;
     gpt2__green_make(S, S->att_sms);
     GPT2__CU(cudaMalloc(&S->warena, wbytes));
     GPT2__CU(cudaMalloc(&S->k_cache, kv_bytes));
@@ -4838,6 +4980,10 @@ static gpt2_status gpt2__cuda_init_state(gpt2_model *m, gpt2__cuda_state *S) {
        kernel), head size 64, splits of 256 */
     if (S->flash && C / H == 64 && GPT2__SPLIT_LEN == 256)
         S->att_mma = m->dtype == GPT2_DTYPE_F16 ? gpt2__attn_mma_enable<__half>(S) : gpt2__attn_mma_enable<__nv_bfloat16>(S);
+    if (S->att_mma) {
+        if (m->dtype == GPT2_DTYPE_F16) gpt2__kv_maps<__half>(m, S);
+        else gpt2__kv_maps<__nv_bfloat16>(m, S);
+    }
     if (m->dtype == GPT2_DTYPE_F16) { S->lnf = gpt2__lnf_enable<__half>(S); return gpt2__skinny_check<__half>(m, S); }
     if (m->dtype == GPT2_DTYPE_BF16) { S->lnf = gpt2__lnf_enable<__nv_bfloat16>(S); return gpt2__skinny_check<__nv_bfloat16>(m, S); }
     return GPT2_OK;

@@ -2,7 +2,7 @@
 
    Usage: bench/bench_gpt2 [124M|355M|774M|1558M ...] [--dtype f16|bf16|f32] [--only latency|throughput|prefill] [--reps N]
                          [--no-lookahead] [--no-pdl] [--no-skinny] [--no-lnf] [--no-stage] [--no-att-mma] [--no-hold] [--parts N] [--part-rows R]
-                         [--att-sms N] [--split-ctx D] [--att-ns 2|3] [--prefill-order 0|1] [--prefill-seqs N] [--at POS]
+                         [--att-sms N] [--split-ctx D] [--att-ns 2|3] [--att-tma 0|1] [--prefill-order 0|1] [--prefill-seqs N] [--at POS]
    bench/bench_gpt2 --gemm: the linear layers alone (timed inside CUDA graphs), cuBLASLt pinned for prompt rows and
                             for decode rows, against each row count's own pick
    bench/bench_gpt2 --breakdown [SIZE]: where one step's time goes, per phase
@@ -135,6 +135,7 @@ static int g_part_rows = -1; /* --part-rows R: ... of at least R rows each */
 static int g_att_sms = -1;  /* --att-sms N: SMs kept for decode attention in a step of parts (gpt2__green_make; 0: no split) */
 static int g_split_ctx = -1; /* --split-ctx D: ... in steps whose mean context >= n_embd / D (0: never) */
 static int g_att_ns = 0;    /* --att-ns 2|3: gpt2__attn_stream_kernel's stages a warp */
+static int g_att_tma = -1;  /* --att-tma 0|1: gpt2__attn_stream_kernel's TMA form off or on (where it can run) */
 static int g_prefill_order = -1; /* --prefill-order 0|1: prefill attention's block order (tiles / heads inner) */
 static int g_prefill_seqs = 4; /* --prefill-seqs N: --breakdown's prefill step of N x 1024 */
 static int g_at = 160;        /* --at POS: --breakdown's many-row decode step at this position */
@@ -181,14 +182,15 @@ static gpt2_model *random_model(const char *size, gpt2_dtype dt, int max_batch, 
     if (g_att_sms >= 0 && g_att_sms != S->att_sms) { S->att_sms = g_att_sms; gpt2__green_make(S, g_att_sms); }
     if (g_split_ctx >= 0) S->split_ctx = g_split_ctx;
     if (g_att_ns) S->att_ns = g_att_ns;
+    if (g_att_tma >= 0) S->att_tma = g_att_tma;
     static int told = 0;
     if (!told++) {
         printf("skinny decode products verified bit-identical to cuBLASLt (%s):", size);
         for (int i = 0; i < S->sk_n; i++) printf(" %dx%d/%d", S->sk_ok[i][0], S->sk_ok[i][1], S->sk_ok[i][2]);
         printf("%s; layer norms folded into products at <= %d rows: %s; decode steps in up to %d parts of >= %d rows, "
-               "their attention on %d SMs of its own (0: on every SM)\n",
+               "their attention on %d SMs of its own (0: on every SM); decode attention reads the caches with %s\n",
                S->skinny ? "" : " (off: --no-skinny)", GPT2__LNF_ROWS, S->lnf ? "yes" : g_lnf ? "no (this GPU)" : "no (--no-lnf)",
-               S->parts, S->part_rows, S->green_sms);
+               S->parts, S->part_rows, S->green_sms, S->kv_tma && S->att_tma ? "TMA" : S->kv_tma ? "cp.async (--att-tma 0)" : "cp.async");
         if (!S->green_sms) printf("no SMs of its own for decode attention: %s\n", S->green_why ? S->green_why : "?");
     }
     return m;
@@ -1129,6 +1131,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--att-sms") && i + 1 < argc) g_att_sms = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--split-ctx") && i + 1 < argc) g_split_ctx = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--att-ns") && i + 1 < argc) g_att_ns = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--att-tma") && i + 1 < argc) g_att_tma = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--prefill-order") && i + 1 < argc) g_prefill_order = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--prefill-seqs") && i + 1 < argc) g_prefill_seqs = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--at") && i + 1 < argc) g_at = atoi(argv[++i]);
