@@ -4260,8 +4260,8 @@ static void gpt2__kv_maps(gpt2_model *m, gpt2__cuda_state *S) {
     void *base[2] = {S->k_cache, S->v_cache};
     for (int k = 0; k < 2; k++) {
         gpt2__tmap map;
-        if (((enc_fn)f)((CUtensorMap *)&map, sizeof(T) == 2 && gpt2__cuda_type<T>::id == CUDA_R_16F ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16
-                                                                                              : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16,
+        if (((enc_fn)f)((CUtensorMap *)&map, gpt2__cuda_type<T>::id == CUDA_R_16F ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16
+                                                                               : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16,
                         3, base[k], dims, strides, box, one, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
                         CU_TENSOR_MAP_L2_PROMOTION_L2_128B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) != CUDA_SUCCESS)
             return;
