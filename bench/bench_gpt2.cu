@@ -3,6 +3,7 @@
    Usage: bench/bench_gpt2 [124M|355M|774M|1558M ...] [--dtype f16|bf16|f32] [--only latency|throughput|prefill] [--reps N]
                          [--no-lookahead] [--no-pdl] [--no-skinny] [--no-lnf] [--no-stage] [--no-att-mma] [--no-hold] [--parts N] [--part-rows R]
                          [--att-sms N] [--split-ctx D] [--att-ns 2|3] [--att-tma 0|1] [--prefill-order 0|1] [--prefill-seqs N] [--at POS]
+                         [--pre model|kept|green|streams|fill:B:GB|h2d|copies:N|memsets:N|memsets0:N|used:K]
    bench/bench_gpt2 --gemm: the linear layers alone (timed inside CUDA graphs), cuBLASLt pinned for prompt rows and
                             for decode rows, against each row count's own pick
    bench/bench_gpt2 --breakdown [SIZE]: where one step's time goes, per phase
@@ -1107,6 +1108,93 @@ static void step_timing(const char *size) {
     gpt2_free(m);
 }
 
+/* --pre KIND, a diagnostic for RESULTS.md item 100 (on the H100 the split decode step runs ~1.2% slower after some
+   earlier work in the process). Before the workloads:
+     model      makes and frees a 124M model of batch 1, as the latency workload does; kept: makes one and keeps it
+     green      makes and drops the split's green contexts alone
+     streams    makes and destroys 12 streams and 13 events, no work in them
+     fill:B:GB  writes GB GiB of device memory with byte B, then frees it
+     h2d        copies 520 MB from pageable host memory, in 4 pieces
+     copies:N   N copies of 3..12 KB from pageable host memory into a stream of its own, each waited for
+     memsets:N  N memsets of 3..12 KB in a stream of its own, each waited for (memsets0:N: in the legacy stream)
+     used:K     K streams of their own, one 4 KB memset each */
+static const char *g_pre = NULL;
+static gpt2_model *g_pre_kept = NULL;
+static void pre_action(gpt2_dtype dt) {
+    if (!g_pre) return;
+    const char *arg = strchr(g_pre, ':');
+    const int n = arg ? atoi(arg + 1) : 0;
+    const size_t small = (size_t)1 << 20;
+    if (!strcmp(g_pre, "model") || !strcmp(g_pre, "kept")) {
+        gpt2_model *m = random_model("124M", dt, 1, 1024, 0);
+        CHECK(m);
+        if (!strcmp(g_pre, "kept")) g_pre_kept = m;
+        else gpt2_free(m);
+    } else if (!strcmp(g_pre, "green")) {
+        gpt2__cuda_state *S = (gpt2__cuda_state *)gpt2__zalloc(sizeof *S);
+        S->device = 0;
+        printf("--pre green: split %d SMs\n", gpt2__green_make(S, GPT2__ATT_SMS) ? S->green_sms : 0);
+        gpt2__green_make(S, 0);
+        free(S);
+    } else if (!strcmp(g_pre, "streams")) {
+        cudaStream_t st[12];
+        cudaEvent_t ev[13];
+        for (int i = 0; i < 12; i++) CU(cudaStreamCreateWithFlags(&st[i], cudaStreamNonBlocking));
+        for (int i = 0; i < 13; i++) CU(cudaEventCreateWithFlags(&ev[i], cudaEventDisableTiming));
+        for (int i = 0; i < 12; i++) CU(cudaStreamDestroy(st[i]));
+        for (int i = 0; i < 13; i++) CU(cudaEventDestroy(ev[i]));
+    } else if (!strncmp(g_pre, "fill:", 5)) {
+        int byte = 0, gb = 40;
+        sscanf(g_pre, "fill:%i:%i", &byte, &gb);
+        void *p = NULL;
+        CU(cudaMalloc(&p, (size_t)gb << 30));
+        CU(cudaMemset(p, byte, (size_t)gb << 30));
+        CU(cudaDeviceSynchronize());
+        CU(cudaFree(p));
+    } else if (!strcmp(g_pre, "h2d")) {
+        const size_t b = (size_t)130 << 20;
+        char *h = (char *)malloc(4 * b);
+        memset(h, 1, 4 * b);
+        void *p = NULL;
+        CU(cudaMalloc(&p, b));
+        for (int i = 0; i < 4; i++) CU(cudaMemcpy(p, h + i * b, b, cudaMemcpyHostToDevice));
+        CU(cudaFree(p));
+        free(h);
+    } else if (!strncmp(g_pre, "copies:", 7) || !strncmp(g_pre, "memsets", 7)) {
+        const int copy = g_pre[0] == 'c', legacy = !strncmp(g_pre, "memsets0:", 9);
+        char *h = (char *)malloc(small);
+        memset(h, 1, small);
+        void *p = NULL;
+        cudaStream_t st = NULL;
+        if (!legacy) CU(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+        CU(cudaMalloc(&p, small));
+        for (int i = 0; i < n; i++) {
+            const size_t b = (size_t)3072 << (i % 3);
+            if (copy) CU(cudaMemcpyAsync(p, h, b, cudaMemcpyHostToDevice, st));
+            else CU(cudaMemsetAsync(p, i, b, st));
+            CU(cudaStreamSynchronize(st));
+        }
+        CU(cudaFree(p));
+        if (st) CU(cudaStreamDestroy(st));
+        free(h);
+    } else if (!strncmp(g_pre, "used:", 5)) {
+        void *p = NULL;
+        CU(cudaMalloc(&p, 4096));
+        for (int i = 0; i < n; i++) {
+            cudaStream_t st;
+            CU(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+            CU(cudaMemsetAsync(p, i, 4096, st));
+            CU(cudaStreamSynchronize(st));
+            CU(cudaStreamDestroy(st));
+        }
+        CU(cudaFree(p));
+    } else {
+        printf("--pre %s: unknown\n", g_pre);
+        exit(1);
+    }
+    printf("--pre %s done\n", g_pre);
+}
+
 int main(int argc, char **argv) {
     const char *sizes[8];
     int ns = 0, reps = 3;
@@ -1135,6 +1223,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--prefill-order") && i + 1 < argc) g_prefill_order = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--prefill-seqs") && i + 1 < argc) g_prefill_seqs = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--at") && i + 1 < argc) g_at = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--pre") && i + 1 < argc) g_pre = argv[++i];
         else if (!strcmp(argv[i], "--steps")) { for (int j = i + 1; j < argc; j++) step_timing(argv[j]); return 0; }
         else if (!strcmp(argv[i], "--gemm")) {
             if (dt == GPT2_DTYPE_BF16) g_gemm_dt = CUDA_R_16BF;
@@ -1161,6 +1250,7 @@ int main(int argc, char **argv) {
             if (dt == GPT2_DTYPE_F32) { printf("--breakdown: F16 or BF16\n"); return 1; }
             char label[64];
             gpt2_model *m = NULL;
+            pre_action(dt); /* --pre before --breakdown */
             if (!only || strcmp(only, "prefill")) { /* --only prefill before --breakdown: the prefill step alone */
                 snprintf(label, sizeof label, "%s decode %d x ctx %d", size, B, g_at);
                 m = random_model(size, dt, B, 256, 0);
@@ -1186,6 +1276,7 @@ int main(int argc, char **argv) {
     const double bw = measure_copy_bw(), flops = measure_gemm_rate();
     printf("device %s; copy %.2f TB/s, fp16 GEMM %.0f TFLOP/s (measured); dtype %s\n", pr.name, bw / 1e12, flops / 1e12,
            gpt2__dtype_name(dt));
+    pre_action(dt);
     const double es = dt == GPT2_DTYPE_F32 ? 4 : 2;
     for (int si = 0; si < ns; si++) {
         const char *size = sizes[si];
@@ -1234,5 +1325,6 @@ int main(int argc, char **argv) {
             gpt2_free(m);
         }
     }
+    if (g_pre_kept) gpt2_free(g_pre_kept);
     return 0;
 }

@@ -11,7 +11,14 @@ sizes=${*:-124M 1558M}
 date -u +"%Y-%m-%d %H:%M UTC" | tee "$out/date.txt"
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$out/gpu.txt"
 make bench CUDA_ARCH="-gencode arch=compute_90,code=sm_90" > "$out/build_bench.log" 2>&1 || { tail -30 "$out/build_bench.log"; exit 1; }
-timeout 150 bench/bench_gpt2 $sizes 2>&1 | tee "$out/gpt2cuh.txt"
+# each workload in a process of its own, as a program that loads one model runs it; then all of them in one process,
+# each model made after the ones before were freed, which on the H100 decodes ~1.2% slower for a cause not found
+# (RESULTS.md item 101): compare.py prints both
+: > "$out/gpt2cuh.txt"
+for s in $sizes; do
+    for w in latency throughput prefill; do timeout 150 bench/bench_gpt2 $s --only $w 2>&1 | tee -a "$out/gpt2cuh.txt"; done
+done
+timeout 150 bench/bench_gpt2 $sizes 2>&1 | tee "$out/gpt2cuh_one_process.txt"
 if [ "${ALL:-0}" = 1 ]; then
     for dt in f16 bf16 f32; do bench/bench_gpt2 124M 355M 774M 1558M --dtype $dt 2>&1 | tee -a "$out/gpt2cuh_all.txt"; done
 fi
