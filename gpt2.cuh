@@ -26,8 +26,9 @@
                               projection, MLP projection) split K into up to 4 fixed pieces of at least this
                               many (default 384; a large value turns the split off)
        GPT2_ATT_SMS           CUDA: SMs a decode step of many rows at long contexts keeps for its attention, the
-                              rest running its other kernels beside it (CUDA green contexts; default 56; 0: no
-                              split, every kernel on every SM)
+                              rest running its other kernels beside it (CUDA green contexts; default 56 on a GPU
+                              of under 4 TB/s memory bandwidth such as the H100, 64 from it such as the H200;
+                              0: no split, every kernel on every SM)
 
    Models: a Hugging Face GPT-2 directory as published (config.json + model.safetensors;
    gpt2, gpt2-medium, gpt2-large, gpt2-xl, distilgpt2), F32/F16/BF16 tensors, either key layout.
@@ -1935,7 +1936,8 @@ static constexpr int gpt2__min_arch_of(int i, int n) {
 #ifdef GPT2_ATT_SMS
 #define GPT2__ATT_SMS GPT2_ATT_SMS
 #else
-#define GPT2__ATT_SMS 56           /* SMs kept for decode attention while a step runs in parts (gpt2__green_make; 0: off), */
+#define GPT2__ATT_SMS -1           /* SMs kept for decode attention while a step runs in parts (gpt2__green_make; 0: off; */
+                                   /* -1: by the GPU's memory bandwidth, gpt2__att_sms_auto), */
 #endif
 #endif
 #ifndef GPT2__SPLIT_CTX
@@ -4565,6 +4567,19 @@ static void gpt2__cuda_sync(gpt2__cuda_state *S) {
    runtime's entry points, so nothing links libcuda. want 0 (or a driver without green contexts, or a GPU too small
    to split) leaves the parts on S->pstream over the whole GPU. Drops the graphs captured before. Returns 1 when
    split. */
+/* The attention set's size when GPT2__ATT_SMS is -1: 56 SMs on a GPU of under 4 TB/s of memory bandwidth, 64 from it.
+   Measured best, with the TMA reads, on an H100 (3.35 TB/s: 56 against 48 / 64) and an H200 (4.9 TB/s: 64 against
+   48 / 56 / 72); RESULTS.md items 99 and 102. The bandwidth is the memory clock's (double data rate) times the bus. */
+static int gpt2__att_sms_auto(int device) {
+    int khz = 0, bits = 0;
+    if (cudaDeviceGetAttribute(&khz, cudaDevAttrMemoryClockRate, device) != cudaSuccess ||
+        cudaDeviceGetAttribute(&bits, cudaDevAttrGlobalMemoryBusWidth, device) != cudaSuccess) {
+        cudaGetLastError();
+        return 56;
+    }
+    return 2.0 * khz * 1e3 * (bits / 8) >= 4e12 ? 64 : 56;
+}
+
 static int gpt2__green_make(gpt2__cuda_state *S, int want) {
     for (int i = 0; i < GPT2__MAX_GRAPHS; i++)
         if (S->graphs[i].exec) { cudaGraphExecDestroy(S->graphs[i].exec); S->graphs[i].exec = NULL; }
@@ -4894,7 +4909,7 @@ static gpt2_status gpt2__cuda_init_state(gpt2_model *m, gpt2__cuda_state *S) {
         GPT2__CU(cudaStreamCreateWithFlags(&S->pstream[i], cudaStreamNonBlocking));
         GPT2__CU(cudaMalloc(&S->plt_ws[i], S->lt_ws_size));
     }
-    S->att_sms = GPT2__ATT_SMS;
+    S->att_sms = GPT2__ATT_SMS >= 0 ? GPT2__ATT_SMS : gpt2__att_sms_auto(dev);
     S->split_ctx = GPT2__SPLIT_CTX;
     S->att_ns = GPT2__AMMA_NS;
     S->att_tma = GPT2__ATT_TMA;
