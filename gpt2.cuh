@@ -4559,14 +4559,6 @@ static void gpt2__cuda_sync(gpt2__cuda_state *S) {
     }
 }
 
-/* A step of parts can keep decode attention to SMs of its own: a CUDA green context of `want` SMs (rounded as the
-   driver splits them: multiples of 8 on the H100) for each part's attention, another of the remaining SMs for every
-   other kernel of the parts. Without it a part's products wait for SMs that the other part's small attention
-   blocks keep taking (a cuBLASLt tile wants a whole SM), so the parts mostly fill each other's tails; with it one
-   part's products run beside the other part's attention (RESULTS.md item 98). The driver calls go through the
-   runtime's entry points, so nothing links libcuda. want 0 (or a driver without green contexts, or a GPU too small
-   to split) leaves the parts on S->pstream over the whole GPU. Drops the graphs captured before. Returns 1 when
-   split. */
 /* The attention set's size when GPT2__ATT_SMS is -1: 56 SMs on a GPU of under 4 TB/s of memory bandwidth, 64 from it.
    Measured best, with the TMA reads, on an H100 (3.35 TB/s: 56 against 48 / 64) and an H200 (4.9 TB/s: 64 against
    48 / 56 / 72); RESULTS.md items 99 and 102. The bandwidth is the memory clock's (double data rate) times the bus. */
@@ -4580,6 +4572,14 @@ static int gpt2__att_sms_auto(int device) {
     return 2.0 * khz * 1e3 * (bits / 8) >= 4e12 ? 64 : 56;
 }
 
+/* A step of parts can keep decode attention to SMs of its own: a CUDA green context of `want` SMs (rounded as the
+   driver splits them: multiples of 8 on the H100) for each part's attention, another of the remaining SMs for every
+   other kernel of the parts. Without it a part's products wait for SMs that the other part's small attention
+   blocks keep taking (a cuBLASLt tile wants a whole SM), so the parts mostly fill each other's tails; with it one
+   part's products run beside the other part's attention (RESULTS.md item 98). The driver calls go through the
+   runtime's entry points, so nothing links libcuda. want 0 (or a driver without green contexts, or a GPU too small
+   to split) leaves the parts on S->pstream over the whole GPU. Drops the graphs captured before. Returns 1 when
+   split. */
 static int gpt2__green_make(gpt2__cuda_state *S, int want) {
     for (int i = 0; i < GPT2__MAX_GRAPHS; i++)
         if (S->graphs[i].exec) { cudaGraphExecDestroy(S->graphs[i].exec); S->graphs[i].exec = NULL; }

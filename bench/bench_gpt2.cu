@@ -1108,8 +1108,8 @@ static void step_timing(const char *size) {
     gpt2_free(m);
 }
 
-/* --pre KIND, a diagnostic for RESULTS.md item 100 (on the H100 the split decode step runs ~1.2% slower after some
-   earlier work in the process). Before the workloads:
+/* --pre KIND, a diagnostic for RESULTS.md items 100 and 101 (on the H100, decode steps replayed from graphs with
+   programmatic launch run ~1-2% slower after some earlier GPU work in the process). Before the workloads:
      model      makes and frees a 124M model of batch 1, as the latency workload does; kept: makes one and keeps it
      green      makes and drops the split's green contexts alone
      streams    makes and destroys 12 streams and 13 events, no work in them
