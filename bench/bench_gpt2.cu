@@ -3,7 +3,7 @@
    Usage: bench/bench_gpt2 [124M|355M|774M|1558M ...] [--dtype f16|bf16|f32] [--only latency|throughput|prefill] [--reps N]
                          [--no-lookahead] [--no-pdl] [--no-skinny] [--no-lnf] [--no-stage] [--no-att-mma] [--no-hold] [--parts N] [--part-rows R]
                          [--att-sms N] [--split-ctx D] [--att-ns 2|3] [--att-tma 0|1] [--prefill-order 0|1] [--prefill-seqs N] [--at POS]
-                         [--pre model|kept|green|streams|fill:B:GB|h2d|copies:N|memsets:N|memsets0:N|used:K]
+                         [--pre model|kept|green|streams|fill:B:GB|h2d|copies:N|memsets:N|memsets0:N|used:K|kernels:N]
    bench/bench_gpt2 --gemm: the linear layers alone (timed inside CUDA graphs), cuBLASLt pinned for prompt rows and
                             for decode rows, against each row count's own pick
    bench/bench_gpt2 --breakdown [SIZE]: where one step's time goes, per phase
@@ -1117,7 +1117,9 @@ static void step_timing(const char *size) {
      h2d        copies 520 MB from pageable host memory, in 4 pieces
      copies:N   N copies of 3..12 KB from pageable host memory into a stream of its own, each waited for
      memsets:N  N memsets of 3..12 KB in a stream of its own, each waited for (memsets0:N: in the legacy stream)
-     used:K     K streams of their own, one 4 KB memset each */
+     used:K     K streams of their own, one 4 KB memset each
+     kernels:N  N launches of a one-block kernel in a stream of its own, each waited for */
+__global__ void pre_touch(unsigned *p, int i) { p[threadIdx.x] += (unsigned)i; }
 static const char *g_pre = NULL;
 static gpt2_model *g_pre_kept = NULL;
 static void pre_action(gpt2_dtype dt) {
@@ -1177,6 +1179,18 @@ static void pre_action(gpt2_dtype dt) {
         CU(cudaFree(p));
         if (st) CU(cudaStreamDestroy(st));
         free(h);
+    } else if (!strncmp(g_pre, "kernels:", 8)) {
+        unsigned *p = NULL;
+        cudaStream_t st;
+        CU(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+        CU(cudaMalloc(&p, 4096));
+        for (int i = 0; i < n; i++) {
+            pre_touch<<<1, 256, 0, st>>>(p, i);
+            CU(cudaGetLastError());
+            CU(cudaStreamSynchronize(st));
+        }
+        CU(cudaFree(p));
+        CU(cudaStreamDestroy(st));
     } else if (!strncmp(g_pre, "used:", 5)) {
         void *p = NULL;
         CU(cudaMalloc(&p, 4096));
