@@ -1937,7 +1937,7 @@ static constexpr int gpt2__min_arch_of(int i, int n) {
 #define GPT2__ATT_SMS GPT2_ATT_SMS
 #else
 #define GPT2__ATT_SMS -1           /* SMs kept for decode attention while a step runs in parts (gpt2__green_make; 0: off; */
-                                   /* -1: by the GPU's memory bandwidth, gpt2__att_sms_auto), */
+                                   /* -1: by the GPU's memory bandwidth, gpt2__att_sms_default), */
 #endif
 #endif
 #ifndef GPT2__SPLIT_CTX
@@ -4559,11 +4559,12 @@ static void gpt2__cuda_sync(gpt2__cuda_state *S) {
     }
 }
 
-/* The attention set's size when GPT2__ATT_SMS is -1: 56 SMs on a GPU of under 4 TB/s of memory bandwidth, 64 from it.
+/* The attention set's size: GPT2__ATT_SMS, or when that is -1 56 SMs on a GPU of under 4 TB/s of memory bandwidth, 64 from it.
    Measured best, with the TMA reads, on an H100 (3.35 TB/s: 56 against 48 / 64) and an H200 (4.9 TB/s: 64 against
    48 / 56 / 72); RESULTS.md items 99 and 102. The bandwidth is the memory clock's (double data rate) times the bus. */
-static int gpt2__att_sms_auto(int device) {
+static int gpt2__att_sms_default(int device) {
     int khz = 0, bits = 0;
+    if (GPT2__ATT_SMS >= 0) return GPT2__ATT_SMS;
     if (cudaDeviceGetAttribute(&khz, cudaDevAttrMemoryClockRate, device) != cudaSuccess ||
         cudaDeviceGetAttribute(&bits, cudaDevAttrGlobalMemoryBusWidth, device) != cudaSuccess) {
         cudaGetLastError();
@@ -4909,7 +4910,7 @@ static gpt2_status gpt2__cuda_init_state(gpt2_model *m, gpt2__cuda_state *S) {
         GPT2__CU(cudaStreamCreateWithFlags(&S->pstream[i], cudaStreamNonBlocking));
         GPT2__CU(cudaMalloc(&S->plt_ws[i], S->lt_ws_size));
     }
-    S->att_sms = GPT2__ATT_SMS >= 0 ? GPT2__ATT_SMS : gpt2__att_sms_auto(dev);
+    S->att_sms = gpt2__att_sms_default(dev);
     S->split_ctx = GPT2__SPLIT_CTX;
     S->att_ns = GPT2__AMMA_NS;
     S->att_tma = GPT2__ATT_TMA;

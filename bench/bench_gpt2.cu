@@ -1135,7 +1135,7 @@ static void pre_action(gpt2_dtype dt) {
     } else if (!strcmp(g_pre, "green")) {
         gpt2__cuda_state *S = (gpt2__cuda_state *)gpt2__zalloc(sizeof *S);
         S->device = 0;
-        printf("--pre green: split %d SMs\n", gpt2__green_make(S, GPT2__ATT_SMS >= 0 ? GPT2__ATT_SMS : gpt2__att_sms_auto(0)) ? S->green_sms : 0);
+        printf("--pre green: split %d SMs\n", gpt2__green_make(S, gpt2__att_sms_default(0)) ? S->green_sms : 0);
         gpt2__green_make(S, 0);
         free(S);
     } else if (!strcmp(g_pre, "streams")) {
