@@ -3272,6 +3272,9 @@ static __device__ __forceinline__ void gpt2__lnf_row(const gpt2__lnf<T> &a, int 
 #ifndef GPT2__LNF_NW
 #define GPT2__LNF_NW 8   /* warps per block of that product: a thread per thread of gpt2__residual_ln_kernel */
 #endif
+#ifndef GPT2__LNF_ST
+#define GPT2__LNF_ST 10  /* ... and its stages */
+#endif
 #ifndef GPT2__SK_NW
 #define GPT2__SK_NW 1    /* warps per block, 8 output columns each */
 #endif
@@ -4007,7 +4010,7 @@ template <typename T, int E>
 static int gpt2__lnf_enable_e(int optin) {
     cudaFuncAttributes fa;
     void (*k)(const T *, const T *, void *, const T *, int, int, int, int, int, int, int, gpt2__lnf<T>) =
-        gpt2__skinny_kernel<T, false, GPT2__LNF_NW, GPT2__SK_KC, GPT2__SK_ST, E>;
+        gpt2__skinny_kernel<T, false, GPT2__LNF_NW, GPT2__SK_KC, GPT2__LNF_ST, E>;
     if (cudaFuncGetAttributes(&fa, k) != cudaSuccess || fa.ptxVersion < 80 || (int)fa.sharedSizeBytes >= optin) return 0;
     const int smem = optin - (int)fa.sharedSizeBytes;
     return cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, smem) == cudaSuccess ? smem : 0;
@@ -4029,12 +4032,12 @@ static gpt2_status gpt2__lnf_run(gpt2__cuda_state *S, void *D, const void *W, co
     if constexpr (sizeof(T) != 2) return gpt2__fail(GPT2_ERR_ARG, "%s:%d: gpt2__lnf has no F32 form", __FILE__, __LINE__);
     else {
     void (*k)(const T *, const T *, void *, const T *, int, int, int, int, int, int, int, gpt2__lnf<T>) =
-        C <= 1024 ? gpt2__skinny_kernel<T, false, GPT2__LNF_NW, GPT2__SK_KC, GPT2__SK_ST, 1>
-        : C <= 2048 ? gpt2__skinny_kernel<T, false, GPT2__LNF_NW, GPT2__SK_KC, GPT2__SK_ST, 2>
-                    : gpt2__skinny_kernel<T, false, GPT2__LNF_NW, GPT2__SK_KC, GPT2__SK_ST, 4>;
+        C <= 1024 ? gpt2__skinny_kernel<T, false, GPT2__LNF_NW, GPT2__SK_KC, GPT2__LNF_ST, 1>
+        : C <= 2048 ? gpt2__skinny_kernel<T, false, GPT2__LNF_NW, GPT2__SK_KC, GPT2__LNF_ST, 2>
+                    : gpt2__skinny_kernel<T, false, GPT2__LNF_NW, GPT2__SK_KC, GPT2__LNF_ST, 4>;
     if (C > 4096) return gpt2__fail(GPT2_ERR_ARG, "%s:%d: gpt2__lnf over width %d", __FILE__, __LINE__, C);
     return gpt2__launch(k, dim3((unsigned)((O + 8 * GPT2__LNF_NW - 1) / (8 * GPT2__LNF_NW)), 1u), dim3(32 * GPT2__LNF_NW),
-                        gpt2__skinny_smem(n, C, sizeof(T), GPT2__LNF_NW), S->stream, S->pdl, (const T *)W, (const T *)NULL, D,
+                        gpt2__skinny_smem(n, C, sizeof(T), GPT2__LNF_NW, GPT2__SK_KC, GPT2__LNF_ST), S->stream, S->pdl, (const T *)W, (const T *)NULL, D,
                         (const T *)bias, O, n, C, C, O, 0, gelu, lnf);
     }
 }
@@ -4073,7 +4076,7 @@ static int gpt2__lnf_use(const gpt2__cuda_state *S, const gpt2_model *m, int N, 
     const int C = m->cfg.n_embd, F = m->n_inner;
     return S->lnf && S->esize == 2 && P == 0 && N >= 1 && N <= GPT2__LNF_ROWS && C % 4 == 0 && C <= GPT2__LNF_MAX_C &&
            gpt2__skinny_use(S, 3 * C, N, C, 1, GPT2__EPI_BIAS, 0) && gpt2__skinny_use(S, F, N, C, 1, GPT2__EPI_BIAS_GELU, 0) &&
-           gpt2__skinny_smem(N, C, S->esize, GPT2__LNF_NW) <= (size_t)S->lnf_smem;
+           gpt2__skinny_smem(N, C, S->esize, GPT2__LNF_NW, GPT2__SK_KC, GPT2__LNF_ST) <= (size_t)S->lnf_smem;
 }
 
 /* How many pieces decode rows of a layer with this K split it into (gpt2__linear with part): a fixed count per
