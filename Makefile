@@ -9,7 +9,7 @@ NVCC ?= $(shell command -v nvcc 2>/dev/null)
 CC ?= cc
 MPICC := $(shell command -v mpicc 2>/dev/null)
 VALGRIND := $(shell command -v valgrind 2>/dev/null)
-CUDA_ARCH ?= -gencode arch=compute_90,code=sm_90 -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=compute_90
+CUDA_ARCH ?= -gencode arch=compute_90a,code=sm_90a -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=compute_90
 WARN := -Wall -Wextra
 OPENMP := -fopenmp
 

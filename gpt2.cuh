@@ -6,12 +6,13 @@
    Every other file includes it plainly and sees only the API below.
 
    Build:
-       nvcc -x cu -O3 -gencode arch=compute_90,code=sm_90 -gencode arch=compute_80,code=sm_80 \
+       nvcc -x cu -O3 -gencode arch=compute_90a,code=sm_90a -gencode arch=compute_80,code=sm_80 \
             -Xcompiler -fopenmp app.c -lcublasLt -lcublas -lgomp     (CUDA + CPU backends)
        cc -O3 -fopenmp -x c -DGPT2_NO_CUDA app.c -lm                  (CPU backend only, plain C99)
    The CUDA backend exists when the implementation is compiled by nvcc (__CUDACC__) and
    GPT2_NO_CUDA is not defined; a GPU older than the oldest target built for is refused with a
-   reason (tested on sm_90; the Makefile builds sm_80 and sm_90). OpenMP threads the CPU backend.
+   reason (tested on sm_90; the Makefile builds sm_80 and sm_90a, whose wgmma the prompt attention uses at head
+   size 64: a plain sm_90 build runs it on mma.sync, the same bits ~4% slower). OpenMP threads the CPU backend.
    Batch sharding across GPUs and nodes with MPI: gpt2_mpi.h, beside this file.
 
    Configuration macros (define before the implementation include):
@@ -2923,6 +2924,52 @@ __global__ void __launch_bounds__(32 * WB) gpt2__attn_stream_kernel(const T *__r
 #define GPT2__AMMA_WB 2 /* gpt2__attn_stream_kernel: warps per block */
 #endif
 
+/* Warpgroup MMA (wgmma, sm_90a: code built for arch=compute_90a only, __CUDA_ARCH_FEAT_SM90_ALL) for the prefill
+   kernel: D (m64n64, fp32, the four warps' 16-row slices, each laid out as mma.sync's m16n8 accumulators per 8
+   columns: d[4j + i] = that kernel's s[j][i]) (+)= A (m64k16 from registers, each warp's 16 rows as mma.sync's A
+   fragment) x B (k16n64 in shared memory, 128-byte swizzle, by descriptor). TB 0: B's K dimension contiguous (a
+   key's dims, for S = Q K^T), 1: its N dimension (V's dims, for O = P V). */
+static __device__ __forceinline__ uint64_t gpt2__wg_desc(const void *p) {
+    const uint64_t a = (uint32_t)__cvta_generic_to_shared(p);
+    /* start >> 4; leading byte offset 16 (unused at these shapes); stride byte offset 1024 (8 rows of 128 bytes);
+       layout 1: the 128-byte swizzle */
+    return ((a & 0x3FFFF) >> 4) | (1ull << 16) | (64ull << 32) | (1ull << 62);
+}
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#define GPT2__WG 1
+static __device__ __forceinline__ void gpt2__wg_keep(float (&d)[32]) { /* the compiler must not move d across the wait */
+#pragma unroll
+    for (int i = 0; i < 32; i++) asm volatile("" : "+f"(d[i])::"memory");
+}
+template <int TB>
+static __device__ __forceinline__ void gpt2__wg_mma(float (&d)[32], const uint32_t *a, uint64_t b, int scale_d, __half) {
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 {%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31}, {%32,%33,%34,%35}, %36, p, 1, 1, %38;\n}\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(scale_d), "n"(TB) : "memory");
+}
+template <int TB>
+static __device__ __forceinline__ void gpt2__wg_mma(float (&d)[32], const uint32_t *a, uint64_t b, int scale_d, __nv_bfloat16) {
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31}, {%32,%33,%34,%35}, %36, p, 1, 1, %38;\n}\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(scale_d), "n"(TB) : "memory");
+}
+/* one group of four k16 steps, issued, committed and waited for */
+template <int TB, typename T>
+static __device__ __forceinline__ void gpt2__wg_4(float (&d)[32], const uint32_t (*a)[4], const T *b, int step_bytes, int first) {
+    gpt2__wg_keep(d);
+    asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+#pragma unroll
+    for (int k = 0; k < 4; k++) gpt2__wg_mma<TB>(d, a[k], gpt2__wg_desc((const char *)b + k * step_bytes), !(first && k == 0), T());
+    asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+    asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+    gpt2__wg_keep(d);
+}
+#else
+#define GPT2__WG 0
+#endif
+
 /* Causal attention for prompt chunks, flash style on the tensor cores (fp16/bf16, head size HD in {32, 64, 128}); no
    score matrix leaves the registers. Grid: n_tiles * H blocks, one per tile and head (gpt2__plan_attention sorts the
    tiles longest first; the GPU starts blocks in order). heads_inner: block b serves tile b / H, head b % H, so the
@@ -2936,7 +2983,10 @@ __global__ void __launch_bounds__(32 * WB) gpt2__attn_stream_kernel(const T *__r
    the keys go from shared memory into the cache (for later steps), then S = Q K^T (mma m16n8k16, fp32) -> online
    softmax per row in fp32 (log2 units; key <= query position) -> P rounded to T, reused in registers as the A
    operand -> O = O * correction + P V (fp32 registers). out[row][h*HD..] = O / l, l the sum of the rounded P.
-   Matches the attention loop of gpt2__cpu_run. Tuned on the H100: RESULTS.md items 50 and 56-63. */
+   Matches the attention loop of gpt2__cpu_run. Tuned on the H100: RESULTS.md items 50 and 56-63.
+   Built for sm_90a at HD 64 (WG), both products are one wgmma group each for the block's warpgroup (gpt2__wg_4),
+   K and V staged in the 128-byte swizzle that wgmma reads, every warp taking every step: the same bits as the
+   mma.sync form (bench/logits_hash), ~8% less time (RESULTS.md item 107). */
 template <typename T, int HD>
 __global__ void __launch_bounds__(2 * GPT2__FQ, HD <= 64 ? 256 / GPT2__FQ : 1) gpt2__attn_prefill_kernel(const T *__restrict__ qkv, T *__restrict__ kc,
                                                                    T *__restrict__ vc, T *__restrict__ out,
@@ -2944,8 +2994,15 @@ __global__ void __launch_bounds__(2 * GPT2__FQ, HD <= 64 ? 256 / GPT2__FQ : 1) g
                                                                    int max_seq, float scale_log2, int heads_inner) {
 #if __CUDA_ARCH__ >= 800
     constexpr int LD = HD + 8, CH = 8, NT = HD / 8, KK = HD / 16;
+    /* WG: S and O by wgmma (built for sm_90a), the K and V stages first, 1024-byte aligned, rows of HD with the
+       128-byte swizzle (16-byte chunk q of row r at chunk q ^ (r & 7)); else by mma.sync, rows of LD */
+    constexpr bool WG = GPT2__WG && HD == 64 && GPT2__FQ == 64 && GPT2__FK == 64;
+    constexpr int KLD = WG ? HD : LD;
+    static_assert(!WG || 1024 + (4 * GPT2__FK * HD + GPT2__FQ * LD) * sizeof(T) <= (GPT2__FQ + 4 * GPT2__FK) * LD * sizeof(T),
+                  "gpt2__prefill_smem holds the aligned stages");
     extern __shared__ __align__(16) unsigned char gpt2__prefill_sh[];
-    T *Qs = (T *)gpt2__prefill_sh, *Ks = Qs + GPT2__FQ * LD, *Vs = Ks + 2 * GPT2__FK * LD;
+    T *Ks = WG ? (T *)(((uintptr_t)gpt2__prefill_sh + 1023) & ~(uintptr_t)1023) : (T *)gpt2__prefill_sh + GPT2__FQ * LD;
+    T *Vs = Ks + 2 * GPT2__FK * KLD, *Qs = WG ? Vs + 2 * GPT2__FK * KLD : (T *)gpt2__prefill_sh;
     const int n_tiles = (int)(gridDim.x / H), tile = heads_inner ? blockIdx.x / H : blockIdx.x % n_tiles;
     const gpt2__tile tl = tiles[tile];
     const int h = heads_inner ? blockIdx.x % H : blockIdx.x / n_tiles, tid = threadIdx.x, w = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
@@ -2954,12 +3011,14 @@ __global__ void __launch_bounds__(2 * GPT2__FQ, HD <= 64 ? 256 / GPT2__FQ : 1) g
     /* thread tid moves the 16-byte chunk c of rows jr, jr + RPI, ... of every tile it copies */
     constexpr int NTH = 2 * GPT2__FQ, CPR = HD / CH, RPI = NTH / CPR;
     const int jr = tid / CPR, c = tid % CPR;
+    static_assert(!WG || RPI % 8 == 0, "a thread's rows share their swizzle");
+    const int kcol = WG ? (c ^ (jr & 7)) * CH : c * CH; /* where chunk c of the thread's rows sits in a K/V stage */
     T *kcb = kc + head + c * CH, *vcb = vc + head + c * CH;     /* + key * HD: a cached key */
     const T *qb = qkv + (size_t)h * HD + c * CH;                   /* + row * 3C: a fed row's q (k at + C, v at + 2C) */
     /* keys [step*64, +64) into buffer bf: positions before the run's first row from the cache, the run's own (this
        step's, which other blocks are storing meanwhile) from qkv; past kend zero-filled */
     auto load_kv = [&](int step, int bf) {
-        T *kd = Ks + (bf * GPT2__FK + jr) * LD + c * CH, *vd = Vs + (bf * GPT2__FK + jr) * LD + c * CH;
+        T *kd = Ks + (bf * GPT2__FK + jr) * KLD + kcol, *vd = Vs + (bf * GPT2__FK + jr) * KLD + kcol;
         const int k0 = step * GPT2__FK;
         /* a step's keys all live and all from one source (the usual case): a pointer and a fixed stride */
         if (k0 + GPT2__FK <= kend && (k0 + GPT2__FK <= tl.first || k0 >= tl.first)) {
@@ -2969,8 +3028,8 @@ __global__ void __launch_bounds__(2 * GPT2__FQ, HD <= 64 ? 256 / GPT2__FQ : 1) g
             const T *vs = fed ? ks + C : vcb + (size_t)(k0 + jr) * HD;
 #pragma unroll
             for (int it = 0; it < GPT2__FK / RPI; it++) {
-                gpt2__cp16(kd + it * RPI * LD, ks + it * RPI * stride, true);
-                gpt2__cp16(vd + it * RPI * LD, vs + it * RPI * stride, true);
+                gpt2__cp16(kd + it * RPI * KLD, ks + it * RPI * stride, true);
+                gpt2__cp16(vd + it * RPI * KLD, vs + it * RPI * stride, true);
             }
             return;
         }
@@ -2984,8 +3043,8 @@ __global__ void __launch_bounds__(2 * GPT2__FQ, HD <= 64 ? 256 / GPT2__FQ : 1) g
                 ks = qb + (size_t)(tl.row0 - tl.pos0 + key) * 3 * C + C;
                 vs = ks + C;
             }
-            gpt2__cp16(kd + it * RPI * LD, ks, ok);
-            gpt2__cp16(vd + it * RPI * LD, vs, ok);
+            gpt2__cp16(kd + it * RPI * KLD, ks, ok);
+            gpt2__cp16(vd + it * RPI * KLD, vs, ok);
         }
     };
     /* the tile's Q (rows past the tile zero) and the first keys: one cp.async group */
@@ -3003,43 +3062,51 @@ __global__ void __launch_bounds__(2 * GPT2__FQ, HD <= 64 ? 256 / GPT2__FQ : 1) g
     float o[NT][4], m0 = -INFINITY, m1 = -INFINITY, l0 = 0.0f, l1 = 0.0f;
 #pragma unroll
     for (int d = 0; d < NT; d++) o[d][0] = o[d][1] = o[d][2] = o[d][3] = 0.0f;
-    uint32_t qf[KK][4];
+    uint32_t qf[KK][4] = {}; /* defined on every path: set at the first step only, it must keep its registers */
     for (int st = 0; st < nsteps; st++) {
         if (st + 1 < nsteps) { load_kv(st + 1, (st + 1) & 1); gpt2__cp_commit(); gpt2__cp_wait<1>(); }
         else gpt2__cp_wait<0>();
+        if constexpr (WG) gpt2__fence_async_smem(); /* the copies before wgmma reads them */
         __syncthreads();
         const int k0 = st * GPT2__FK;
         /* the tile's own rows among these keys (the last step or two) go from shared memory into the cache, for
            later steps: stores alone, no load on the way */
         if (k0 + GPT2__FK > tl.pos0) {
-            const T *kb = Ks + ((st & 1) * GPT2__FK + jr) * LD + c * CH, *vb = Vs + ((st & 1) * GPT2__FK + jr) * LD + c * CH;
+            const T *kb = Ks + ((st & 1) * GPT2__FK + jr) * KLD + kcol, *vb = Vs + ((st & 1) * GPT2__FK + jr) * KLD + kcol;
 #pragma unroll
             for (int it = 0; it < GPT2__FK / RPI; it++) {
                 const int kp = k0 + jr + it * RPI;
                 if (kp >= tl.pos0 && kp < kend) {
-                    *(uint4 *)(kcb + (size_t)kp * HD) = *(const uint4 *)(kb + it * RPI * LD);
-                    *(uint4 *)(vcb + (size_t)kp * HD) = *(const uint4 *)(vb + it * RPI * LD);
+                    *(uint4 *)(kcb + (size_t)kp * HD) = *(const uint4 *)(kb + it * RPI * KLD);
+                    *(uint4 *)(vcb + (size_t)kp * HD) = *(const uint4 *)(vb + it * RPI * KLD);
                 }
             }
         }
-        if (st == 0 && warp_live)
+        if (st == 0 && (WG || warp_live))
 #pragma unroll
             for (int kk = 0; kk < KK; kk++)
                 gpt2__ldsm4(qf[kk], Qs + (w * 16 + ((lane >> 3) & 1) * 8 + (lane & 7)) * LD + kk * 16 + (lane >> 4) * 8);
-        if (warp_live && k0 <= warp_last) {
-            const T *Kb = Ks + (st & 1) * GPT2__FK * LD, *Vb = Vs + (st & 1) * GPT2__FK * LD;
+        /* with wgmma every warp takes every step (the warpgroup issues together); keys past a warp's rows are masked */
+        if (WG || (warp_live && k0 <= warp_last)) {
+            const T *Kb = Ks + (st & 1) * GPT2__FK * KLD, *Vb = Vs + (st & 1) * GPT2__FK * KLD;
             float s[8][4];
+            if constexpr (WG) {
+#if GPT2__WG
+                gpt2__wg_4<0>(reinterpret_cast<float (&)[32]>(s), qf, Kb, 32, 1); /* k16 steps 32 bytes apart in a row */
+#endif
+            } else {
 #pragma unroll
-            for (int j = 0; j < 8; j++) s[j][0] = s[j][1] = s[j][2] = s[j][3] = 0.0f;
+                for (int j = 0; j < 8; j++) s[j][0] = s[j][1] = s[j][2] = s[j][3] = 0.0f;
 #pragma unroll
-            for (int kk = 0; kk < KK; kk++)
+                for (int kk = 0; kk < KK; kk++)
 #pragma unroll
-                for (int jp = 0; jp < 4; jp++) {
-                    uint32_t b[4];
-                    gpt2__ldsm4(b, Kb + (jp * 16 + (lane >> 4) * 8 + (lane & 7)) * LD + kk * 16 + ((lane >> 3) & 1) * 8);
-                    gpt2__mma(s[2 * jp], qf[kk], b[0], b[1], T());
-                    gpt2__mma(s[2 * jp + 1], qf[kk], b[2], b[3], T());
-                }
+                    for (int jp = 0; jp < 4; jp++) {
+                        uint32_t b[4];
+                        gpt2__ldsm4(b, Kb + (jp * 16 + (lane >> 4) * 8 + (lane & 7)) * LD + kk * 16 + ((lane >> 3) & 1) * 8);
+                        gpt2__mma(s[2 * jp], qf[kk], b[0], b[1], T());
+                        gpt2__mma(s[2 * jp + 1], qf[kk], b[2], b[3], T());
+                    }
+            }
             /* raw scores: the scale goes into the exponent (one FFMA per score), the max commutes with it */
             float mx0 = -INFINITY, mx1 = -INFINITY;
             if (k0 + GPT2__FK - 1 > tl.pos0 + w * 16) { /* a step on the diagonal (or past the tile): mask */
@@ -3083,15 +3150,21 @@ __global__ void __launch_bounds__(2 * GPT2__FQ, HD <= 64 ? 256 / GPT2__FQ : 1) g
             m1 = mn1;
 #pragma unroll
             for (int d = 0; d < NT; d++) { o[d][0] *= c0; o[d][1] *= c0; o[d][2] *= c1; o[d][3] *= c1; }
+            if constexpr (WG) {
+#if GPT2__WG
+                gpt2__wg_4<1>(reinterpret_cast<float (&)[32]>(o), pa, Vb, 16 * HD * (int)sizeof(T), 0); /* 16 keys a k16 step */
+#endif
+            } else {
 #pragma unroll
-            for (int kb = 0; kb < 4; kb++)
+                for (int kb = 0; kb < 4; kb++)
 #pragma unroll
-                for (int dp = 0; dp < NT / 2; dp++) {
-                    uint32_t b[4];
-                    gpt2__ldsm4_t(b, Vb + (kb * 16 + ((lane >> 3) & 1) * 8 + (lane & 7)) * LD + dp * 16 + (lane >> 4) * 8);
-                    gpt2__mma(o[2 * dp], pa[kb], b[0], b[1], T());
-                    gpt2__mma(o[2 * dp + 1], pa[kb], b[2], b[3], T());
-                }
+                    for (int dp = 0; dp < NT / 2; dp++) {
+                        uint32_t b[4];
+                        gpt2__ldsm4_t(b, Vb + (kb * 16 + ((lane >> 3) & 1) * 8 + (lane & 7)) * LD + dp * 16 + (lane >> 4) * 8);
+                        gpt2__mma(o[2 * dp], pa[kb], b[0], b[1], T());
+                        gpt2__mma(o[2 * dp + 1], pa[kb], b[2], b[3], T());
+                    }
+            }
         }
         __syncthreads();
     }
@@ -3652,6 +3725,7 @@ __global__ void __launch_bounds__(GPT2__SAMPLE_THREADS, 2) gpt2__sample_kernel(f
 
 /* Probe for gpt2__cuda_usable: launchable only when this build holds code for the GPU. */
 __global__ void gpt2__probe_kernel(int *x) { if (x) *x = 0; }
+__device__ int gpt2__built_wg = GPT2__WG; /* 1: the code running was built with wgmma (sm_90a; read by init) */
 
 /* ---------------------------------------------------------------- CUDA backend: state */
 
@@ -3722,6 +3796,7 @@ typedef struct gpt2__cuda_state {
     unsigned long long tick;
     int use_graphs;                     /* tests turn it off to compare replay with eager */
     int flash;                          /* gpt2__attn_prefill_kernel serves prompt chunks */
+    int flash_wg;                       /* ... its products on wgmma (head size 64, code built for sm_90a) */
     int pdl;                            /* sm_90+: kernels that follow a kernel use programmatic dependent launch */
     int skinny;                         /* decode products of <= GPT2__SK_ROWS rows go to gpt2__skinny_kernel where verified
                                            (tests turn it off to compare) */
@@ -4859,6 +4934,9 @@ static gpt2_status gpt2__cuda_init_state(gpt2_model *m, gpt2__cuda_state *S) {
     S->lookahead = 1;
     S->ldv = (int)((V + 7) & ~(size_t)7);
     S->flash = gpt2__prefill_usable(m->dtype, (int)(C / H), dev);
+    int wg = 0;
+    if (cudaMemcpyFromSymbol(&wg, gpt2__built_wg, sizeof wg) != cudaSuccess) { cudaGetLastError(); wg = 0; }
+    S->flash_wg = S->flash && wg && C / H == 64 && m->dtype != GPT2_DTYPE_F32;
     S->pdl = pr.major >= 9;
     const size_t es = S->esize;
     if (!gpt2__cuda_head_ok((int)(C / H), es))

@@ -9,7 +9,7 @@ out=${OUT:-/tmp}
 export NCCL_NVLS_ENABLE=0 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 # BENCH_MPI=path: a bench_mpi already built for this GPU (else it is built here)
 if [ -n "${BENCH_MPI:-}" ]; then cp "$BENCH_MPI" /tmp/bench_mpi; else
-nvcc -x cu -O3 -std=c++17 -gencode arch=compute_90,code=sm_90 -Xcompiler -fopenmp -I. $(mpicc --showme:compile) \
+nvcc -x cu -O3 -std=c++17 -gencode arch=compute_90a,code=sm_90a -Xcompiler -fopenmp -I. $(mpicc --showme:compile) \
      bench/bench_mpi.cu -o /tmp/bench_mpi -lcublasLt -lcublas -lgomp $(mpicc --showme:link)
 fi
 python3 bench/make_random_model.py 124M /tmp/m124M

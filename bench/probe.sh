@@ -42,7 +42,7 @@ if cut[0] == '=': sub(cut[1], cut[2])
 else: ins(cut[0], cut[1])
 open('bench/probe/%s/gpt2.cuh' % v, 'w').write(s)
 PY
-    nvcc -x cu -O3 -std=c++17 -gencode arch=compute_90,code=sm_90 -Xcompiler -fopenmp -Ibench/probe/$v -I. \
+    nvcc -x cu -O3 -std=c++17 -gencode arch=compute_90a,code=sm_90a -Xcompiler -fopenmp -Ibench/probe/$v -I. \
       bench/bench_gpt2.cu -o bench/probe/$v/bench_gpt2 -lcublasLt -lcublas
   done
   exit 0

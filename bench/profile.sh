@@ -16,7 +16,7 @@ sizes=${*:-124M 1558M}
 NCU=${NCU:-$(command -v ncu || echo /usr/local/cuda/bin/ncu)}
 date -u +"%Y-%m-%d %H:%M UTC" | tee "$out/profile_date.txt"
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$out/profile_gpu.txt"
-[ -x bench/bench_gpt2 ] || make bench/bench_gpt2 CUDA_ARCH="-gencode arch=compute_90,code=sm_90" > "$out/build_profile.log" 2>&1 ||
+[ -x bench/bench_gpt2 ] || make bench/bench_gpt2 CUDA_ARCH="-gencode arch=compute_90a,code=sm_90a" > "$out/build_profile.log" 2>&1 ||
     { tail -30 "$out/build_profile.log"; exit 1; }
 # the tensor-pipe counters this ncu knows (Hopper: hmma for mma.sync, gmma for wgmma)
 want="gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed"

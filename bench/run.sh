@@ -10,7 +10,7 @@ mkdir -p "$out"
 sizes=${*:-124M 1558M}
 date -u +"%Y-%m-%d %H:%M UTC" | tee "$out/date.txt"
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$out/gpu.txt"
-make bench CUDA_ARCH="-gencode arch=compute_90,code=sm_90" > "$out/build_bench.log" 2>&1 || { tail -30 "$out/build_bench.log"; exit 1; }
+make bench CUDA_ARCH="-gencode arch=compute_90a,code=sm_90a" > "$out/build_bench.log" 2>&1 || { tail -30 "$out/build_bench.log"; exit 1; }
 # each workload in a process of its own, as a program that loads one model runs it; then all of them in one process,
 # each model made after the ones before were freed, which on the H100 decodes ~1.2% slower for a cause not found
 # (RESULTS.md item 101): compare.py prints both
