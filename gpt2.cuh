@@ -2984,9 +2984,10 @@ static __device__ __forceinline__ void gpt2__wg_4(float (&d)[32], const uint32_t
    softmax per row in fp32 (log2 units; key <= query position) -> P rounded to T, reused in registers as the A
    operand -> O = O * correction + P V (fp32 registers). out[row][h*HD..] = O / l, l the sum of the rounded P.
    Matches the attention loop of gpt2__cpu_run. Tuned on the H100: RESULTS.md items 50 and 56-63.
-   Built for sm_90a at HD 64 (WG), both products are one wgmma group each for the block's warpgroup (gpt2__wg_4),
-   K and V staged in the 128-byte swizzle that wgmma reads, every warp taking every step: the same bits as the
-   mma.sync form (bench/logits_hash), ~8% less time (RESULTS.md item 107). */
+   Built for sm_90a at HD 64 (WG), both products are one wgmma group each for a warpgroup (gpt2__wg_4), K and V
+   staged in the 128-byte swizzle that wgmma reads, a warp taking every step its warpgroup takes: the same bits as
+   the mma.sync form (bench/logits_hash), ~8% less time (RESULTS.md item 107; 128-row tiles of two warpgroups and
+   waiting for P V one step later were slower, item 108). */
 template <typename T, int HD>
 __global__ void __launch_bounds__(2 * GPT2__FQ, HD <= 64 ? 256 / GPT2__FQ : 1) gpt2__attn_prefill_kernel(const T *__restrict__ qkv, T *__restrict__ kc,
                                                                    T *__restrict__ vc, T *__restrict__ out,
@@ -2996,7 +2997,7 @@ __global__ void __launch_bounds__(2 * GPT2__FQ, HD <= 64 ? 256 / GPT2__FQ : 1) g
     constexpr int LD = HD + 8, CH = 8, NT = HD / 8, KK = HD / 16;
     /* WG: S and O by wgmma (built for sm_90a), the K and V stages first, 1024-byte aligned, rows of HD with the
        128-byte swizzle (16-byte chunk q of row r at chunk q ^ (r & 7)); else by mma.sync, rows of LD */
-    constexpr bool WG = GPT2__WG && HD == 64 && GPT2__FQ == 64 && GPT2__FK == 64;
+    constexpr bool WG = GPT2__WG && HD == 64 && GPT2__FQ % 64 == 0 && GPT2__FK == 64;
     constexpr int KLD = WG ? HD : LD;
     static_assert(!WG || 1024 + (4 * GPT2__FK * HD + GPT2__FQ * LD) * sizeof(T) <= (GPT2__FQ + 4 * GPT2__FK) * LD * sizeof(T),
                   "gpt2__prefill_smem holds the aligned stages");
@@ -3059,6 +3060,9 @@ __global__ void __launch_bounds__(2 * GPT2__FQ, HD <= 64 ? 256 / GPT2__FQ : 1) g
     const bool live0 = w * 16 + g < tl.n, live1 = w * 16 + g + 8 < tl.n;
     const int qpos0 = tl.pos0 + w * 16 + g, qpos1 = qpos0 + 8;
     const int warp_last = tl.pos0 + min(w * 16 + 15, tl.n - 1);
+    /* WG: a warpgroup (warps 4g..4g+3, rows 64g..64g+63) takes a step while any of its rows needs it */
+    const bool wg_live = (w >> 2) * 64 < tl.n;
+    const int wg_last = tl.pos0 + min((w >> 2) * 64 + 63, tl.n - 1);
     float o[NT][4], m0 = -INFINITY, m1 = -INFINITY, l0 = 0.0f, l1 = 0.0f;
 #pragma unroll
     for (int d = 0; d < NT; d++) o[d][0] = o[d][1] = o[d][2] = o[d][3] = 0.0f;
@@ -3086,8 +3090,9 @@ __global__ void __launch_bounds__(2 * GPT2__FQ, HD <= 64 ? 256 / GPT2__FQ : 1) g
 #pragma unroll
             for (int kk = 0; kk < KK; kk++)
                 gpt2__ldsm4(qf[kk], Qs + (w * 16 + ((lane >> 3) & 1) * 8 + (lane & 7)) * LD + kk * 16 + (lane >> 4) * 8);
-        /* with wgmma every warp takes every step (the warpgroup issues together); keys past a warp's rows are masked */
-        if (WG || (warp_live && k0 <= warp_last)) {
+        /* with wgmma a warp takes every step its warpgroup takes (the four issue together); keys past a warp's rows
+           are masked */
+        if (WG ? wg_live && k0 <= wg_last : warp_live && k0 <= warp_last) {
             const T *Kb = Ks + (st & 1) * GPT2__FK * KLD, *Vb = Vs + (st & 1) * GPT2__FK * KLD;
             float s[8][4];
             if constexpr (WG) {
