@@ -1877,10 +1877,11 @@ static gpt2_status gpt2__cpu_step(gpt2_model *m, const gpt2__seq *seqs, int n, i
      invariance holds either way; in F16/BF16 decode rows take their GELU from gpt2__gelu (bias into T, then
      GELU), never from cuBLASLt's epilogue, whose rounding no formula reproduced (gpt2__decode_lt)
    - on sm_90+ the kernels that follow a product start as programmatic dependent launches (gpt2__launch,
-     gpt2__pdl_wait), and residual + LN and decode attention let the next kernel launch early
-     (gpt2__pdl_trigger), so a skinny product streams its weights while they finish; every load that does not
-     depend on the kernel before (LN gain and shift, biases, a few rows' cached K/V into shared memory or
-     L2) is issued before the wait
+     gpt2__pdl_wait), and products, residual + LN and decode attention let the next kernel launch as soon as
+     they start, before their own wait (gpt2__pdl_enter), so a batch-1 step's kernels launch as far ahead as
+     the SMs have room: a skinny product streams its weights while the kernels before it finish; every load that does not
+     depend on the kernels before (weights, LN gain and shift, biases, a few rows' cached K/V into shared
+     memory or L2) is issued before the wait
    - a step of at most 2 decode rows (gpt2__lnf_use) runs no separate residual + LN inside a layer: the
      product that reads it (qkv, the MLP's first) computes it in 256-thread blocks that play
      gpt2__residual_ln_kernel's threads in its order (gpt2__lnf_row), so the bits are the same
@@ -2011,11 +2012,27 @@ static __device__ __forceinline__ void gpt2__pdl_wait(void) {
 }
 /* Lets the kernel after this one (launched with PDL) start now: its blocks become resident as room frees up and do
    what needs no input (gpt2__skinny_kernel: stream its weights) until their gpt2__pdl_wait, which still waits for
-   this whole kernel. Called once every thread of a block is past its own gpt2__pdl_wait. */
+   this whole kernel (and so for every kernel before it). The dependent launches once every block of this kernel
+   has called it or exited, so all of this kernel's blocks are resident by then: the dependents' waiting blocks
+   cannot keep it from running. */
 static __device__ __forceinline__ void gpt2__pdl_trigger(void) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && !defined(GPT2__NO_PDL_TRIGGER) /* (the latter: bench A/B builds) */
     asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
 #endif
+}
+/* A kernel's entry into its dependent work: the trigger first, then the wait, so that the next kernel launches while
+   this one still waits for the one before. A batch-1 step's kernels then launch as far ahead as the SMs have room
+   for, and a product's weights stream while the kernels before it finish: 0.234 -> 0.229 ms at 124M, 1.664 -> 1.609 at 1558M
+   (RESULTS.md item 109). Only what needs no kernel's output may come before it (weights, constants, cached K/V of
+   earlier steps: the step's first kernel is never a dependent launch, so no step's work starts before the last
+   step's sampler is done). GPT2__PDL_EARLY 0 (bench A/B builds): the wait first, as before. */
+#ifndef GPT2__PDL_EARLY
+#define GPT2__PDL_EARLY 1
+#endif
+static __device__ __forceinline__ void gpt2__pdl_enter(void) {
+    if (GPT2__PDL_EARLY) gpt2__pdl_trigger();
+    gpt2__pdl_wait();
+    if (!GPT2__PDL_EARLY) gpt2__pdl_trigger();
 }
 
 /* What joins row r of the residual stream: rows r < P take add[r] (T, the layer's bias included); with part set,
@@ -2086,8 +2103,7 @@ __global__ void __launch_bounds__(256) gpt2__residual_ln_kernel(float *__restric
             bb[j] = gpt2__ld4(b + c);
             if (mode == 1) bi[j] = gpt2__ld4(ad.bias + c);
         }
-    gpt2__pdl_wait();
-    gpt2__pdl_trigger();
+    gpt2__pdl_enter();
     const int t = mode == 0 ? (tok[r] < 0 ? ad.feed[-1 - tok[r]] : tok[r]) : 0;
     float sum = 0.0f;
     if (E == 0) {
@@ -2357,8 +2373,7 @@ __global__ void __launch_bounds__(128) gpt2__attn_kernel(const T *__restrict__ q
             asm volatile("prefetch.global.L2 [%0];" ::"l"(vh + at));
         }
     }
-    gpt2__pdl_wait();
-    gpt2__pdl_trigger();
+    gpt2__pdl_enter();
     const int nc = hd / VE, gl = threadIdx.x & (lpk - 1), g = threadIdx.x / lpk;
     const T *q = qkv + (size_t)r * 3 * C + (size_t)h * hd, *kn = q + C, *vn = q + 2 * C;
     if (STG) {
@@ -2689,8 +2704,7 @@ __global__ void __launch_bounds__(256) gpt2__attn_mma_kernel(const T *__restrict
             asm volatile("prefetch.global.L2 [%0];" ::"l"(vh + (size_t)k0 * HD + (size_t)i * 64));
         }
     }
-    gpt2__pdl_wait();
-    gpt2__pdl_trigger();
+    gpt2__pdl_enter();
     const T *q = qkv + (size_t)r * 3 * C + (size_t)h * HD, *kn = q + C, *vn = q + 2 * C;
     /* this row's own key and value (position p) into the cache; the chunks read them from qkv */
     if (store && p < k1 && threadIdx.x < 16) {
@@ -2785,8 +2799,7 @@ __global__ void __launch_bounds__(32 * WB) gpt2__attn_stream_kernel(const T *__r
     uint64_t *bars = (uint64_t *)((float *)((T *)gpt2__amma_sh + (size_t)WB * NS * STAGE) + WB * (8 * HD + 16)) + warp * NS;
     if (TMA && lane == 0)
         for (int i = 0; i < NS; i++) gpt2__mbar_init(bars + i);
-    gpt2__pdl_wait();
-    gpt2__pdl_trigger();
+    gpt2__pdl_enter();
     if (item >= n_items) return;
     const int sp = item % n_split, h = (item / n_split) % H, z = item / (n_split * H);
     gpt2__dec<T> it;
@@ -3203,8 +3216,7 @@ static __device__ __forceinline__ float gpt2__gelu(float v) {
    of 8, else one; grid-stride. */
 template <typename T>
 __global__ void gpt2__gelu_kernel(T *x, size_t n) {
-    gpt2__pdl_wait();
-    gpt2__pdl_trigger();
+    gpt2__pdl_enter();
     const size_t stride = (size_t)gridDim.x * blockDim.x, t0 = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
     if (n % 8 == 0 && ((uintptr_t)x & 15) == 0) {
         for (size_t i = t0; i < n / 8; i += stride) {
@@ -3415,8 +3427,7 @@ __global__ void __launch_bounds__(32 * NW) gpt2__skinny_kernel(const T *__restri
                 lb[k][j] = gpt2__ld4(lnf.b + c);
                 lbi[k][j] = gpt2__ld4(lnf.bias + c);
             }
-    gpt2__pdl_wait();
-    gpt2__pdl_trigger();
+    gpt2__pdl_enter();
     if constexpr (LNE > 0) {
         static_assert(256 % (32 * NW) == 0, "threads play whole warps of gpt2__residual_ln_kernel");
         __shared__ float lsh[8];
