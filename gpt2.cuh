@@ -3365,6 +3365,9 @@ static __device__ __forceinline__ void gpt2__lnf_row(const gpt2__lnf<T> &a, int 
 #ifndef GPT2__SK_NW
 #define GPT2__SK_NW 1    /* warps per block, 8 output columns each */
 #endif
+#ifndef GPT2__SK_NW_WIDE
+#define GPT2__SK_NW_WIDE 2 /* ... in products that still have two blocks an SM at this many (gpt2__skinny_go) */
+#endif
 #ifndef GPT2__SK_KC
 #define GPT2__SK_KC 128  /* K per stage */
 #endif
@@ -4090,6 +4093,18 @@ static gpt2_status gpt2__skinny_run(cudaStream_t st, int pdl, void *D, const T *
                         out_f32, out_f32 ? 0 : gelu, gpt2__lnf<T>{});
 }
 
+/* gpt2__skinny_run with GPT2__SK_NW warps a block, or GPT2__SK_NW_WIDE where the product still has two blocks an SM
+   at that many (columns / 8 / NW_WIDE blocks per piece): 1558M's batch-1 step 1.615 -> 1.599 ms, other sizes the same
+   or unchanged (RESULTS.md item 111). Each warp's chain is the same either way, so are the bits. */
+template <typename T>
+static gpt2_status gpt2__skinny_go(const gpt2__cuda_state *S, cudaStream_t st, int pdl, void *D, const T *W, const T *X,
+                                   const T *bias, int O, int n, int I, int out_f32, int ldd, int splits, int gelu) {
+    if ((long long)(O / (8 * GPT2__SK_NW_WIDE)) * splits >= 2LL * S->sms &&
+        gpt2__skinny_smem(GPT2__SK_ROWS, I / splits, sizeof(T), GPT2__SK_NW_WIDE) <= GPT2__SK_SMEM_MAX)
+        return gpt2__skinny_run<T, GPT2__SK_NW_WIDE>(st, pdl, D, W, X, bias, O, n, I, out_f32, ldd, splits, gelu);
+    return gpt2__skinny_run<T>(st, pdl, D, W, X, bias, O, n, I, out_f32, ldd, splits, gelu);
+}
+
 /* gpt2__skinny_kernel with its own residual + layer norm (gpt2__lnf): GPT2__LNF_NW warps a block, so that a block
    has enough threads to load a row at once; E by C as gpt2__residual_ln. */
 /* Raises the kernel's dynamic shared-memory limit to all a block may have on this GPU less its static part; that
@@ -4215,7 +4230,7 @@ static gpt2_status gpt2__linear(gpt2_model *m, gpt2__cuda_state *S, void *D, con
     else D = (char *)D + (size_t)P * ldd * (out_f32 ? sizeof(float) : sizeof(T));
     if constexpr (sizeof(T) == 2)
         if (gpt2__skinny_use(S, O, nd, I, sp, epi, out_f32))
-            return gpt2__skinny_run<T>(S->stream, S->pdl, D, (const T *)W, Xd, (const T *)bias, O, nd, I, out_f32, ldd, sp,
+            return gpt2__skinny_go<T>(S, S->stream, S->pdl, D, (const T *)W, Xd, (const T *)bias, O, nd, I, out_f32, ldd, sp,
                                        epi == GPT2__EPI_BIAS_GELU);
     return gpt2__decode_lt<T>(S, D, W, Xd, bias, O, nd, I, epi, out_f32, ldd, sp);
 }
@@ -4227,7 +4242,7 @@ static gpt2_status gpt2__linear(gpt2_model *m, gpt2__cuda_state *S, void *D, con
 template <typename T>
 static gpt2_status gpt2__skinny_check(gpt2_model *m, gpt2__cuda_state *S) {
     S->sk_n = 0;
-    if (!S->skinny || !gpt2__skinny_enable<T>()) { cudaGetLastError(); return GPT2_OK; }
+    if (!S->skinny || !gpt2__skinny_enable<T>() || !gpt2__skinny_enable<T, GPT2__SK_NW_WIDE>()) { cudaGetLastError(); return GPT2_OK; }
     const int C = m->cfg.n_embd, F = m->n_inner, R = GPT2__SK_ROWS;
     const gpt2__cuda_layer *y = &S->layers[0];
     const struct { int O, I, sp, epi, f32; const void *W, *b; } pr[5] = {
@@ -4265,7 +4280,7 @@ static gpt2_status gpt2__skinny_check(gpt2_model *m, gpt2__cuda_state *S) {
             if (cudaMemsetAsync(d1, 0, bytes, S->stream) != cudaSuccess || cudaMemsetAsync(d2, 0xff, bytes, S->stream) != cudaSuccess)
                 st = gpt2__fail(GPT2_ERR_DEVICE, "%s:%d: cudaMemsetAsync failed", __FILE__, __LINE__);
             if (!st) st = gpt2__decode_lt<T>(S, d1, pr[k].W, dx, pr[k].b, O, n, I, pr[k].epi, pr[k].f32, O, sp);
-            if (!st) st = gpt2__skinny_run<T>(S->stream, 0, d2, (const T *)pr[k].W, (const T *)dx, (const T *)pr[k].b, O, n, I,
+            if (!st) st = gpt2__skinny_go<T>(S, S->stream, 0, d2, (const T *)pr[k].W, (const T *)dx, (const T *)pr[k].b, O, n, I,
                                               pr[k].f32, O, sp, pr[k].epi == GPT2__EPI_BIAS_GELU);
             if (!st && (cudaStreamSynchronize(S->stream) != cudaSuccess || cudaMemcpy(h1, d1, bytes, cudaMemcpyDeviceToHost) != cudaSuccess ||
                         cudaMemcpy(h2, d2, bytes, cudaMemcpyDeviceToHost) != cudaSuccess))
