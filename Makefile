@@ -101,6 +101,9 @@ bench/read_bw: bench/read_bw.cu
 bench/mma_chain: bench/mma_chain.cu
 	$(BUILD) bench/mma_chain.cu -o $@
 
+bench/skinny_wg: bench/skinny_wg.cu $(HEADERS)
+	$(BUILD) bench/skinny_wg.cu -o $@ $(LIBS)
+
 bench/midgemm: bench/midgemm.cu $(HEADERS)
 	$(BUILD) bench/midgemm.cu -o $@ $(LIBS)
 
@@ -109,6 +112,6 @@ bench/greensplit: bench/greensplit.cu
 	$(BUILD) bench/greensplit.cu -o $@ -lcublasLt -L$(dir $(NVCC))../lib64/stubs -lcuda
 
 clean:
-	rm -f demo_c examples/hello tests/mpi/test_mpi demo demo_mpi test_gpt2 test_gpt2_c test_gpt2_asan test_gpt2_asan.log bench/bench_gpt2 bench/bench_mixed bench/logits_hash bench/attn_decode bench/read_bw bench/mma_chain bench/midgemm bench/greensplit
+	rm -f demo_c examples/hello tests/mpi/test_mpi demo demo_mpi test_gpt2 test_gpt2_c test_gpt2_asan test_gpt2_asan.log bench/bench_gpt2 bench/bench_mixed bench/logits_hash bench/attn_decode bench/read_bw bench/mma_chain bench/skinny_wg bench/midgemm bench/greensplit
 
 .PHONY: all test fuzz bench clean
