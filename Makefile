@@ -98,8 +98,8 @@ bench/attn_decode: bench/attn_decode.cu $(HEADERS)
 bench/read_bw: bench/read_bw.cu
 	$(BUILD) bench/read_bw.cu -o $@
 
-bench/mma_chain: bench/mma_chain.cu
-	$(BUILD) bench/mma_chain.cu -o $@
+bench/mma_chain: bench/mma_chain.cu $(HEADERS)
+	$(BUILD) bench/mma_chain.cu -o $@ $(LIBS)
 
 bench/skinny_wg: bench/skinny_wg.cu $(HEADERS)
 	$(BUILD) bench/skinny_wg.cu -o $@ $(LIBS)

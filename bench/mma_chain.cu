@@ -11,6 +11,9 @@
    bits agree between the forms, F16 and BF16, K 768 and 1600 (124M's n_embd and 1558M's), 8 rows of X.
    Time: clock64 in thread 0 around the chain (after the operands are staged, until its result is read), median of 9
    launches of one block. Usage: bench/mma_chain */
+#define GPT2_IMPLEMENTATION
+#include "gpt2.cuh" /* its device helpers: gpt2__mma, gpt2__ldsm4, gpt2__fence_async_smem */
+
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -18,25 +21,10 @@
 #include <cstring>
 #include <type_traits>
 #include <vector>
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
-#include <cuda_runtime.h>
 
 #define CK(x) do { cudaError_t e_ = (x); if (e_ != cudaSuccess) { printf("%s:%d: %s\n", __FILE__, __LINE__, cudaGetErrorString(e_)); return 1; } } while (0)
 static const int ROWS = 8, COLS = 64; /* X rows; W rows (output columns) one warpgroup owns */
 
-static __device__ __forceinline__ void mma16816(float *d, const uint32_t *a, uint32_t b0, uint32_t b1, __half) {
-    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
-                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]) : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-static __device__ __forceinline__ void mma16816(float *d, const uint32_t *a, uint32_t b0, uint32_t b1, __nv_bfloat16) {
-    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
-                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]) : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-static __device__ __forceinline__ void ldsm4(uint32_t *r, const void *p) {
-    const unsigned a = (unsigned)__cvta_generic_to_shared(p);
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n" : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(a));
-}
 /* a use of v the clock read after it must wait for */
 static __device__ __forceinline__ void touch(float v) { asm volatile("mov.b32 %0, %0;\n" : "+f"(v)); }
 
@@ -56,12 +44,12 @@ __global__ void chain_mma(const T *W, const T *X, float *D, long long *cyc) {
 #pragma unroll 4
     for (int kk = 0; kk < K; kk += 32) {
         uint32_t b[4], xa[4], a0[4], a1[4];
-        ldsm4(b, Wc + kk);
-        ldsm4(xa, Xc + kk);
+        gpt2__ldsm4(b, Wc + kk);
+        gpt2__ldsm4(xa, Xc + kk);
         a0[0] = xa[0]; a0[2] = xa[1]; a1[0] = xa[2]; a1[2] = xa[3];
         a0[1] = a0[3] = a1[1] = a1[3] = 0u;
-        mma16816(acc, a0, b[0], b[1], T());
-        if (kk + 16 < K) mma16816(acc, a1, b[2], b[3], T());
+        gpt2__mma(acc, a0, b[0], b[1], T());
+        if (kk + 16 < K) gpt2__mma(acc, a1, b[2], b[3], T());
     }
     touch(acc[0] + acc[1] + acc[2] + acc[3]);
     const long long t1 = clock64();
@@ -83,7 +71,7 @@ __global__ void chain_wgmma(const T *W, const T *X, float *D, long long *cyc) {
     T *Ws = (T *)sh, *Xs = Ws + COLS * K;
     for (int i = tid; i < COLS * K; i += blockDim.x) Ws[((i % K) / 8 * COLS + i / K) * 8 + i % 8] = W[i];
     for (int i = tid; i < ROWS * K; i += blockDim.x) Xs[((i % K) / 8 * ROWS + i / K) * 8 + i % 8] = X[i];
-    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); /* the stores above, before wgmma reads them */
+    gpt2__fence_async_smem(); /* the stores above, before wgmma reads them */
     __syncthreads();
     const uint64_t wa = (uint32_t)__cvta_generic_to_shared(Ws), xa = (uint32_t)__cvta_generic_to_shared(Xs);
     /* along K a core matrix is COLS (W) or ROWS (X) core-matrix rows of 16 bytes on; along M/N, 8 rows of 16 bytes */
