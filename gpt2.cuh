@@ -1876,6 +1876,8 @@ static gpt2_status gpt2__cpu_step(gpt2_model *m, const gpt2__seq *seqs, int n, i
      cuBLASLt's bits (it adds K in 16-wide MMA slices in order, as the pinned algorithm does), so batch
      invariance holds either way; in F16/BF16 decode rows take their GELU from gpt2__gelu (bias into T, then
      GELU), never from cuBLASLt's epilogue, whose rounding no formula reproduced (gpt2__decode_lt)
+   - the logits of such a step (gpt2__skinny_kernel's AM form) also leave, per 8 columns, their largest value and
+     its index (gpt2__amax), and a greedy row's sampler reduces those instead of the vocabulary: the same id
    - on sm_90+ the kernels that follow a product start as programmatic dependent launches (gpt2__launch,
      gpt2__pdl_wait), and products, residual + LN and decode attention let the next kernel launch as soon as
      they start, before their own wait (gpt2__pdl_enter), so a batch-1 step's kernels launch as far ahead as
@@ -3350,8 +3352,15 @@ static __device__ __forceinline__ void gpt2__lnf_row(const gpt2__lnf<T> &a, int 
    the next kernel launch, then reads X's n rows. Tuned on the H100 (bench_gpt2 --skinny, --steps; RESULTS.md).
    LNE > 0 (gpt2__lnf_run: NW 8, one piece, n <= GPT2__LNF_ROWS, X unused): X's rows are instead the layer norm of
    the residual rows lnf names, computed by the block into shared memory (gpt2__lnf_row; LNE chunks per thread as
-   gpt2__residual_ln_kernel's E), with the LN's gain, shift and bias loaded before the PDL wait. */
+   gpt2__residual_ln_kernel's E), with the LN's gain, shift and bias loaded before the PDL wait.
+   AM (out_f32, one piece, amax.p set): also the argmax candidates of gpt2__amax, a template flag so that the other
+   products' code stays as it was (a run-time test there cost 124M's batch-1 step 0.9%: RESULTS.md item 114). */
 #define GPT2__SK_ROWS 16 /* most decode rows gpt2__skinny_kernel takes */
+/* The logits' argmax candidates gpt2__skinny_kernel leaves for the greedy sampler in its AM form (out_f32, one piece:
+   the logits product, gpt2__skinny_run with p set): p [n][O / 8], for each row and each warp's 8 columns the largest sum among columns below V
+   and its column (lowest among ties; -inf and INT_MAX where none is greater than -inf), as .x and the int bits of .y.
+   The greedy sampler then reduces O / 8 pairs a row instead of V logits (gpt2__sample_kernel). */
+typedef struct gpt2__amax { float2 *p; int V; } gpt2__amax;
 #define GPT2__LNF_ROWS 2 /* most decode rows whose residual + layer norm the next product computes (gpt2__lnf) */
 #ifndef GPT2__LNF_MAX_C
 #define GPT2__LNF_MAX_C 4096 /* ... at widths up to this */
@@ -3374,10 +3383,10 @@ static __device__ __forceinline__ void gpt2__lnf_row(const gpt2__lnf<T> &a, int 
 #ifndef GPT2__SK_ST
 #define GPT2__SK_ST 10   /* stages */
 #endif
-template <typename T, bool R16, int NW = GPT2__SK_NW, int KC = GPT2__SK_KC, int ST = GPT2__SK_ST, int LNE = 0>
+template <typename T, bool R16, int NW = GPT2__SK_NW, int KC = GPT2__SK_KC, int ST = GPT2__SK_ST, int LNE = 0, bool AM = false>
 __global__ void __launch_bounds__(32 * NW) gpt2__skinny_kernel(const T *__restrict__ W, const T *__restrict__ X, void *__restrict__ D,
                                                          const T *__restrict__ bias, int O, int n, int I, int Ik, int ldd, int out_f32,
-                                                         int gelu, gpt2__lnf<T> lnf) {
+                                                         int gelu, gpt2__lnf<T> lnf, gpt2__amax amax) {
 #if __CUDA_ARCH__ >= 800
     constexpr int LDW = KC + 8, COLS = 8 * NW, PER = KC / 32; /* PER: 16-byte copies per thread per stage */
     static_assert(KC % 32 == 0, "a stage holds whole pairs of 16-wide slices");
@@ -3484,7 +3493,22 @@ __global__ void __launch_bounds__(32 * NW) gpt2__skinny_kernel(const T *__restri
     }
 #undef GPT2__SK_ISSUE
     gpt2__cp_wait<0>();
-    if (col >= O) return;
+    if (col >= O) return; /* the whole warp: O is a multiple of 8 */
+    if constexpr (AM)
+#pragma unroll
+        for (int hh = 0; hh < (R16 ? 2 : 1); hh++) { /* row g + 8 hh: this thread's two columns, then the quad's 8 */
+            const int r = g + 8 * hh;
+            float bv = -INFINITY;
+            int bi = 0x7FFFFFFF;
+            if (r < n && col < amax.V && acc[2 * hh] > bv) { bv = acc[2 * hh]; bi = col; }
+            if (r < n && col + 1 < amax.V && acc[2 * hh + 1] > bv) { bv = acc[2 * hh + 1]; bi = col + 1; }
+            for (int o = 1; o < 4; o <<= 1) {
+                const float ov = __shfl_xor_sync(0xffffffffu, bv, o);
+                const int oi = __shfl_xor_sync(0xffffffffu, bi, o);
+                if (ov > bv || (ov == bv && oi < bi)) { bv = ov; bi = oi; }
+            }
+            if (r < n && (lane & 3) == 0) amax.p[(size_t)r * (O / 8) + (col >> 3)] = make_float2(bv, __int_as_float(bi));
+        }
     for (int hh = 0; hh < 2; hh++) {
         const int r = g + 8 * hh;
         if (r >= n) break;
@@ -3600,9 +3624,11 @@ static __device__ void gpt2__page_extract(const float *p, int V, unsigned long l
    Exactness: z and p are computed as the CPU does (no fused multiply-add; p = exp rounded to float), and every
    double sum runs in the CPU's order on one thread, so both backends pick the same token from the same logits.
    Candidates sorted by p are streamed in pages of GPT2__PAGE keys (each page a radix select + bitonic sort); with
-   a cut of at most GPT2__PAGE candidates (top_k <= 4096) one page holds them all. */
+   a cut of at most GPT2__PAGE candidates (top_k <= 4096) one page holds them all. amax (na a row; NULL: none): the
+   logits product's argmax candidates (gpt2__amax), which a greedy row reduces instead of its V logits: the same id,
+   the largest logit and the lowest index among ties, in one round of loads where the row takes several. */
 __global__ void __launch_bounds__(GPT2__SAMPLE_THREADS, 2) gpt2__sample_kernel(float *logits, int V, int ld, const gpt2__pick *picks, int *next,
-                                                                                gpt2__advance adv, int row0) {
+                                                                                gpt2__advance adv, int row0, const float2 *amax, int na) {
     __shared__ gpt2__sample_sh sh;
     gpt2__pdl_wait();
     const int row = row0 + (int)blockIdx.x, tid = threadIdx.x, nt = blockDim.x, lane = tid & 31, w = tid >> 5, nw = nt >> 5;
@@ -3623,7 +3649,22 @@ __global__ void __launch_bounds__(GPT2__SAMPLE_THREADS, 2) gpt2__sample_kernel(f
         /* 1. argmax, lowest index among ties */
         float bv = -INFINITY;
         int bi = 0x7FFFFFFF;
-        if (((uintptr_t)p & 15) == 0) {
+        if (amax) {
+            /* 8 loads in flight per thread before any compare: one round for the 6,288 pairs of GPT-2's vocabulary */
+            const float2 *cr = amax + (size_t)row * na;
+            for (int i0 = tid; i0 < na; i0 += 8 * nt) {
+                float2 c[8];
+#pragma unroll
+                for (int u = 0; u < 8; u++)
+                    if (i0 + u * nt < na) c[u] = cr[i0 + u * nt];
+#pragma unroll
+                for (int u = 0; u < 8; u++) {
+                    if (i0 + u * nt >= na) break;
+                    const int ci = __float_as_int(c[u].y);
+                    if (c[u].x > bv || (c[u].x == bv && ci < bi)) { bv = c[u].x; bi = ci; }
+                }
+            }
+        } else if (((uintptr_t)p & 15) == 0) {
             /* 16-byte loads, GPT2__ARGMAX_LD of them in flight per thread before any compare (one row is latency-bound) */
             const int n4 = V / 4;
             for (int i0 = tid; i0 < n4; i0 += GPT2__ARGMAX_LD * nt) {
@@ -3821,6 +3862,9 @@ typedef struct gpt2__cuda_state {
     int lnf;                            /* steps of <= GPT2__LNF_ROWS decode rows fold residual + LN into the next product
                                            (gpt2__lnf; tests turn it off to compare) */
     float *x2;                          /* [GPT2__LNF_ROWS][C]: the residual's other buffer on that path */
+    float2 *amax;                       /* [GPT2__SK_ROWS][ldv / 8]: the logits' argmax candidates (gpt2__amax), */
+    int amax_n;                         /* ... per row, as the run launched last left them (0: none; the sampler reads
+                                           the logits) */
     int lnf_smem;                       /* shared memory a block may have on this GPU (that path's limit) */
     int part_rows, parts;               /* decode steps run as up to `parts` parts of at least part_rows rows at once
                                            (gpt2__cuda_parts; part_rows 0: never; tests and bench_gpt2 change them) */
@@ -3839,6 +3883,7 @@ typedef struct gpt2__cuda_state {
     cudaEvent_t att_go[GPT2__MAX_PARTS], att_done[GPT2__MAX_PARTS]; /* and the events between them */
     cudaStream_t att_stream;            /* while a part of a split step runs: its attention stream (NULL: S->stream), */
     int att_part;                       /* its index, */
+    int in_parts;                       /* 1 while gpt2__cuda_parts launches its parts */
     cudaStream_t tail_stream;           /* and for the last part, where its work after its last attention goes */
     int att_mma;                        /* decode attention on the tensor cores (gpt2__attn_mma_kernel for few rows,
                                            gpt2__attn_stream_kernel for many; fixed at init: a row's bits never depend
@@ -4078,19 +4123,23 @@ static int gpt2__skinny_enable(void) {
     cudaFuncAttributes fa;
     return cudaFuncSetAttribute(gpt2__skinny_kernel<T, false, NW, KC, ST>, cudaFuncAttributeMaxDynamicSharedMemorySize, GPT2__SK_SMEM_MAX) == cudaSuccess &&
            cudaFuncSetAttribute(gpt2__skinny_kernel<T, true, NW, KC, ST>, cudaFuncAttributeMaxDynamicSharedMemorySize, GPT2__SK_SMEM_MAX) == cudaSuccess &&
+           cudaFuncSetAttribute(gpt2__skinny_kernel<T, false, NW, KC, ST, 0, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, GPT2__SK_SMEM_MAX) == cudaSuccess &&
+           cudaFuncSetAttribute(gpt2__skinny_kernel<T, true, NW, KC, ST, 0, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, GPT2__SK_SMEM_MAX) == cudaSuccess &&
            cudaFuncGetAttributes(&fa, gpt2__skinny_kernel<T, false, NW, KC, ST>) == cudaSuccess && fa.ptxVersion >= 80;
 }
 /* The product of gpt2__gemm_run (n rows; epilogue bias when bias is set and not out_f32, else none; T half or
    bfloat16) by gpt2__skinny_kernel, then with gelu gpt2__gelu; pdl as gpt2__launch. */
 template <typename T, int NW = GPT2__SK_NW, int KC = GPT2__SK_KC, int ST = GPT2__SK_ST>
 static gpt2_status gpt2__skinny_run(cudaStream_t st, int pdl, void *D, const T *W, const T *X, const T *bias, int O, int n,
-                                    int I, int out_f32, int ldd, int splits, int gelu = 0) {
+                                    int I, int out_f32, int ldd, int splits, int gelu = 0, gpt2__amax amax = {NULL, 0}) {
     if (ldd < O) ldd = O;
     const int Ik = I / splits;
-    return gpt2__launch(n > 8 ? gpt2__skinny_kernel<T, true, NW, KC, ST> : gpt2__skinny_kernel<T, false, NW, KC, ST>,
+    const bool am = out_f32 && splits == 1 && amax.p;
+    return gpt2__launch(n > 8 ? (am ? gpt2__skinny_kernel<T, true, NW, KC, ST, 0, true> : gpt2__skinny_kernel<T, true, NW, KC, ST>)
+                              : (am ? gpt2__skinny_kernel<T, false, NW, KC, ST, 0, true> : gpt2__skinny_kernel<T, false, NW, KC, ST>),
                         dim3((unsigned)((O + 8 * NW - 1) / (8 * NW)), (unsigned)splits), dim3(32 * NW),
                         gpt2__skinny_smem(n, Ik, sizeof(T), NW, KC, ST), st, pdl, W, X, D, out_f32 ? (const T *)NULL : bias, O, n, I, Ik, ldd,
-                        out_f32, out_f32 ? 0 : gelu, gpt2__lnf<T>{});
+                        out_f32, out_f32 ? 0 : gelu, gpt2__lnf<T>{}, am ? amax : gpt2__amax{NULL, 0});
 }
 
 /* gpt2__skinny_run with GPT2__SK_NW warps a block, or GPT2__SK_NW_WIDE where the product still has two blocks an SM
@@ -4098,11 +4147,12 @@ static gpt2_status gpt2__skinny_run(cudaStream_t st, int pdl, void *D, const T *
    or unchanged (RESULTS.md item 111). Each warp's chain is the same either way, so are the bits. */
 template <typename T>
 static gpt2_status gpt2__skinny_go(const gpt2__cuda_state *S, cudaStream_t st, int pdl, void *D, const T *W, const T *X,
-                                   const T *bias, int O, int n, int I, int out_f32, int ldd, int splits, int gelu) {
+                                   const T *bias, int O, int n, int I, int out_f32, int ldd, int splits, int gelu,
+                                   gpt2__amax amax = {NULL, 0}) {
     if ((long long)(O / (8 * GPT2__SK_NW_WIDE)) * splits >= 2LL * S->sms &&
         gpt2__skinny_smem(GPT2__SK_ROWS, I / splits, sizeof(T), GPT2__SK_NW_WIDE) <= GPT2__SK_SMEM_MAX)
-        return gpt2__skinny_run<T, GPT2__SK_NW_WIDE>(st, pdl, D, W, X, bias, O, n, I, out_f32, ldd, splits, gelu);
-    return gpt2__skinny_run<T>(st, pdl, D, W, X, bias, O, n, I, out_f32, ldd, splits, gelu);
+        return gpt2__skinny_run<T, GPT2__SK_NW_WIDE>(st, pdl, D, W, X, bias, O, n, I, out_f32, ldd, splits, gelu, amax);
+    return gpt2__skinny_run<T>(st, pdl, D, W, X, bias, O, n, I, out_f32, ldd, splits, gelu, amax);
 }
 
 /* gpt2__skinny_kernel with its own residual + layer norm (gpt2__lnf): GPT2__LNF_NW warps a block, so that a block
@@ -4112,7 +4162,7 @@ static gpt2_status gpt2__skinny_go(const gpt2__cuda_state *S, cudaStream_t st, i
 template <typename T, int E>
 static int gpt2__lnf_enable_e(int optin) {
     cudaFuncAttributes fa;
-    void (*k)(const T *, const T *, void *, const T *, int, int, int, int, int, int, int, gpt2__lnf<T>) =
+    void (*k)(const T *, const T *, void *, const T *, int, int, int, int, int, int, int, gpt2__lnf<T>, gpt2__amax) =
         gpt2__skinny_kernel<T, false, GPT2__LNF_NW, GPT2__SK_KC, GPT2__LNF_ST, E>;
     if (cudaFuncGetAttributes(&fa, k) != cudaSuccess || fa.ptxVersion < 80 || (int)fa.sharedSizeBytes >= optin) return 0;
     const int smem = optin - (int)fa.sharedSizeBytes;
@@ -4134,14 +4184,14 @@ static gpt2_status gpt2__lnf_run(gpt2__cuda_state *S, void *D, const void *W, co
                                  gpt2__lnf<T> lnf) {
     if constexpr (sizeof(T) != 2) return gpt2__fail(GPT2_ERR_ARG, "%s:%d: gpt2__lnf has no F32 form", __FILE__, __LINE__);
     else {
-    void (*k)(const T *, const T *, void *, const T *, int, int, int, int, int, int, int, gpt2__lnf<T>) =
+    void (*k)(const T *, const T *, void *, const T *, int, int, int, int, int, int, int, gpt2__lnf<T>, gpt2__amax) =
         C <= 1024 ? gpt2__skinny_kernel<T, false, GPT2__LNF_NW, GPT2__SK_KC, GPT2__LNF_ST, 1>
         : C <= 2048 ? gpt2__skinny_kernel<T, false, GPT2__LNF_NW, GPT2__SK_KC, GPT2__LNF_ST, 2>
                     : gpt2__skinny_kernel<T, false, GPT2__LNF_NW, GPT2__SK_KC, GPT2__LNF_ST, 4>;
     if (C > 4096) return gpt2__fail(GPT2_ERR_ARG, "%s:%d: gpt2__lnf over width %d", __FILE__, __LINE__, C);
     return gpt2__launch(k, dim3((unsigned)((O + 8 * GPT2__LNF_NW - 1) / (8 * GPT2__LNF_NW)), 1u), dim3(32 * GPT2__LNF_NW),
                         gpt2__skinny_smem(n, C, sizeof(T), GPT2__LNF_NW, GPT2__SK_KC, GPT2__LNF_ST), S->stream, S->pdl, (const T *)W, (const T *)NULL, D,
-                        (const T *)bias, O, n, C, C, O, 0, gelu, lnf);
+                        (const T *)bias, O, n, C, C, O, 0, gelu, lnf, gpt2__amax{NULL, 0});
     }
 }
 
@@ -4218,7 +4268,8 @@ static gpt2_status gpt2__decode_lt(gpt2__cuda_state *S, void *D, const void *W, 
    pieces part [k][N-P][O] without the bias, for gpt2__residual_ln_kernel to add up (gpt2__resid). */
 template <typename T>
 static gpt2_status gpt2__linear(gpt2_model *m, gpt2__cuda_state *S, void *D, const void *W, const void *X, const void *bias,
-                                int O, int N, int P, int I, int epi, int out_f32, int ldd, float *part) {
+                                int O, int N, int P, int I, int epi, int out_f32, int ldd, float *part,
+                                gpt2__amax amax = {NULL, 0}) {
     const cudaDataType_t dt = gpt2__cuda_type<T>::id;
     if (ldd < O) ldd = O;
     gpt2_status st;
@@ -4231,7 +4282,7 @@ static gpt2_status gpt2__linear(gpt2_model *m, gpt2__cuda_state *S, void *D, con
     if constexpr (sizeof(T) == 2)
         if (gpt2__skinny_use(S, O, nd, I, sp, epi, out_f32))
             return gpt2__skinny_go<T>(S, S->stream, S->pdl, D, (const T *)W, Xd, (const T *)bias, O, nd, I, out_f32, ldd, sp,
-                                       epi == GPT2__EPI_BIAS_GELU);
+                                       epi == GPT2__EPI_BIAS_GELU, amax);
     return gpt2__decode_lt<T>(S, D, W, Xd, bias, O, nd, I, epi, out_f32, ldd, sp);
 }
 
@@ -4604,7 +4655,12 @@ static gpt2_status gpt2__cuda_run_t(gpt2_model *m, gpt2__cuda_state *S, const gp
                                   ln, C, cf->ln_eps, S->pdl);
         if (st) return st;
     }
-    return gpt2__linear<T>(m, S, S->logits, S->wte, ln, NULL, S->ldv, n_out, 0, C, GPT2__EPI_NONE, 1, S->ldv, NULL);
+    /* logits of few rows on gpt2__skinny_kernel (not inside a step of parts, whose runs share S->amax) leave the
+       greedy sampler their argmax candidates */
+    const int am = !S->in_parts && n_out <= GPT2__SK_ROWS && S->ldv % 8 == 0 && gpt2__skinny_use(S, S->ldv, n_out, C, 1, GPT2__EPI_NONE, 1);
+    S->amax_n = am ? S->ldv / 8 : 0;
+    return gpt2__linear<T>(m, S, S->logits, S->wte, ln, NULL, S->ldv, n_out, 0, C, GPT2__EPI_NONE, 1, S->ldv, NULL,
+                           am ? gpt2__amax{S->amax, cf->n_vocab} : gpt2__amax{NULL, 0});
 }
 
 static gpt2_status gpt2__cuda_run(gpt2_model *m, const gpt2__cuda_meta *d, int N, int P, int n_out, int all_rows) {
@@ -4622,7 +4678,8 @@ static gpt2_status gpt2__cuda_sample(gpt2_model *m, const gpt2__cuda_meta *d, in
     gpt2__advance adv = {NULL, NULL, NULL, 0};
     if (P == 0 && N == n && S->h_meta_dev) adv = {d->pos, d->tok, S->h_meta_dev, (long long)S->meta_bytes};
     return gpt2__launch(gpt2__sample_kernel, dim3((unsigned)rows), dim3(GPT2__SAMPLE_THREADS), 0, st, pdl, S->logits,
-                        m->cfg.n_vocab, S->ldv, (const gpt2__pick *)d->picks, d->next, adv, row0);
+                        m->cfg.n_vocab, S->ldv, (const gpt2__pick *)d->picks, d->next, adv, row0,
+                        (const float2 *)(S->amax_n ? S->amax : NULL), S->amax_n);
 }
 
 /* How many parts a step of N fed rows, P of them prompt rows, runs as (gpt2__cuda_parts; 1: one run). Only pure
@@ -4776,6 +4833,7 @@ static gpt2_status gpt2__cuda_parts(gpt2_model *m, const gpt2__cuda_meta *d, int
     const int split = S->split_step && S->green_sms > 0;
     GPT2__CU(cudaEventRecord(S->fork, S->stream));
     const gpt2__cuda_rows whole = gpt2__rows_of(S);
+    S->in_parts = 1;
     for (int i = 0; i < np; i++) {
         const int r0 = gpt2__part_at(N, np, i), n = gpt2__part_at(N, np, i + 1) - r0;
         const size_t r = (size_t)r0;
@@ -4803,8 +4861,9 @@ static gpt2_status gpt2__cuda_parts(gpt2_model *m, const gpt2__cuda_meta *d, int
         S->att_stream = S->tail_stream = NULL;
         gpt2__rows_set(S, &whole);
         if (!st && split) st = gpt2__cuda_sample(m, d, N, 0, N, r0, n, end, 0); /* the step-wide rows r0.. */
-        if (st) return st;
+        if (st) { S->in_parts = 0; return st; }
     }
+    S->in_parts = 0;
     for (int i = split ? 0 : 1; i < np; i++) {
         GPT2__CU(cudaEventRecord(S->pjoin[i], split ? S->gstream[1][i] : S->pstream[i]));
         GPT2__CU(cudaStreamWaitEvent(S->stream, S->pjoin[i], 0));
@@ -5031,13 +5090,15 @@ static gpt2_status gpt2__cuda_init_state(gpt2_model *m, gpt2__cuda_state *S) {
     const size_t R = (size_t)S->max_rows;
     size_t act = gpt2__align256(R * C * 4) + logit_bytes + gpt2__align256(S->part_floats * 4) +
                  3 * gpt2__align256(R * C * es) + gpt2__align256(R * 3 * C * es) + gpt2__align256(R * F * es) +
-                 gpt2__align256(R * H * sizeof(unsigned)) + gpt2__align256((size_t)GPT2__LNF_ROWS * C * 4);
+                 gpt2__align256(R * H * sizeof(unsigned)) + gpt2__align256((size_t)GPT2__LNF_ROWS * C * 4) +
+                 gpt2__align256((size_t)GPT2__SK_ROWS * (S->ldv / 8) * sizeof(float2));
     GPT2__CU(cudaMalloc(&S->act, act));
     char *a = (char *)S->act;
     S->att_count = (unsigned *)a; a += gpt2__align256(R * H * sizeof(unsigned));
     GPT2__CU(cudaMemset(S->att_count, 0, R * H * sizeof(unsigned)));
     S->x = (float *)a; a += gpt2__align256(R * C * 4);
     S->x2 = (float *)a; a += gpt2__align256((size_t)GPT2__LNF_ROWS * C * 4);
+    S->amax = (float2 *)a; a += gpt2__align256((size_t)GPT2__SK_ROWS * (S->ldv / 8) * sizeof(float2));
     S->logits = (float *)a; a += logit_bytes;
     S->part = (float *)a; a += gpt2__align256(S->part_floats * 4);
     S->ln = a; a += gpt2__align256(R * C * es);

@@ -13,7 +13,12 @@
    L products each with weights of its own (so they stream from DRAM), chained with programmatic dependent launch
    in one CUDA graph, replayed 10 times: µs a product (median), for gpt2__skinny_kernel (1 or 2 warps a block, as
    gpt2__skinny_go picks) and for this form; and the outputs of one product of each, compared bit for bit, at 1 and
-   2 rows, F16 and BF16. Build: make bench/skinny_wg (needs the sm_90a code the Makefile builds). */
+   2 rows, F16 and BF16. Build: make bench/skinny_wg (needs the sm_90a code the Makefile builds).
+   `bench/skinny_wg lnf [from]` runs only the second part (RESULTS.md item 113): the LN-folded products (qkv and the
+   MLP's first product of a step of <= 2 rows), gpt2__skinny_kernel's LNE form against lnf_wg with 4 and 8 warps,
+   shapes from index `from` (0: 124M's, 2: 1558M's alone). On the H100 (2026-11-23) 124M's shapes gave the same bits
+   and ran 3-9% slower; at 1558M's (C 1600) lnf_wg<T, 4, 2> stops on an illegal instruction in warp 3 of every block
+   (compute-sanitizer), not found. */
 #define GPT2_IMPLEMENTATION
 #include "gpt2.cuh" /* gpt2__skinny_run, gpt2__launch, gpt2__cp16_pol, gpt2__pdl_enter, gpt2__wg_desc, ... */
 
@@ -60,6 +65,68 @@ static __device__ __forceinline__ void wg_keep(float (&d)[4]) {
 #pragma unroll
     for (int i = 0; i < 4; i++) asm volatile("" : "+f"(d[i])::"memory");
 }
+/* put(col, r, h, v) for each output this thread holds inside O columns and n rows: d[2 h + j] is column oc + 8 h
+   (oc = o0 + 16 warp + lane / 4), row 2 t + j (t = lane % 4) */
+template <typename F>
+static __device__ __forceinline__ void wg_each(const float (&d)[4], int oc, int t, int O, int n, F put) {
+#pragma unroll
+    for (int h = 0; h < 2; h++)
+#pragma unroll
+        for (int j = 0; j < 2; j++)
+            if (oc + 8 * h < O && 2 * t + j < n) put(oc + 8 * h, 2 * t + j, h, d[2 * h + j]);
+}
+/* Stage c of W (rows o0..o0+63 of O, row stride ld, Ik of K from Wp) into its ring slot, by the warpgroup's 128
+   threads (tid), then a commit (also when c is past the last of nch). Thread tid's copies: row r = 4 j + lane / 8
+   (j = warp + 4 e), 16-byte chunk q = lane % 8 of 64-wide column block b; a warp copies 4 rows x 128 contiguous
+   bytes a time and writes 512 contiguous shared bytes. */
+template <typename T>
+static __device__ __forceinline__ void wg_issue(unsigned char *ring, int c, int nch, int tid, const T *Wp, int o0, int O,
+                                                size_t ld, int Ik, uint64_t pol) {
+    constexpr int PER = WG_COLS * WG_KC / 8 / 128; /* 8 at KC 128 */
+    if (c < nch) {
+        unsigned char *s = ring + (c % WG_ST) * (WG_COLS * WG_KC * 2);
+#pragma unroll
+        for (int e = 0; e < PER; e++) {
+            const int i = tid + 128 * e, q = i & 7, rb = i >> 3, r = rb % WG_COLS, b = rb / WG_COLS;
+            const int k = c * WG_KC + b * 64 + q * 8;
+            const bool ok = o0 + r < O && k < Ik;
+            gpt2__cp16_pol(s + b * (WG_COLS * 128) + r * 128 + ((q ^ (r & 7)) << 4), ok ? Wp + (size_t)(o0 + r) * ld + k : Wp, ok, pol);
+        }
+    }
+    gpt2__cp_commit();
+}
+/* The chain over nch stages (the first WG_ST - 1 issued): each chunk's k16 steps one group, the stage the group
+   before read refilled once that group is done (two groups in flight). Named: the warpgroup syncs on barrier 1
+   (other warps of the block have left), else on __syncthreads. d: the m64n8 fp32 accumulator, from 0. */
+template <typename T, bool NAMED>
+static __device__ __forceinline__ void wg_chain(float (&d)[4], unsigned char *ring, const unsigned char *xs, int nch, int tid,
+                                                const T *Wp, int o0, int O, size_t ld, int Ik, uint64_t pol) {
+    constexpr int KC = WG_KC, ST = WG_ST, SB = WG_COLS * KC * 2;
+    wg_keep(d); /* the accumulator's registers are set before the first wgmma.fence (and d is not touched again until
+                   wait_group 0: a group in flight writes them) */
+    const int full = Ik / KC, tail = (Ik % KC) / 16;
+    for (int c = 0; c < nch; c++) {
+        gpt2__cp_wait<ST - 2>();
+        gpt2__fence_async_smem(); /* this thread's copies (and X's stores), before wgmma reads them */
+        if (NAMED) asm volatile("bar.sync 1, 128;\n" ::: "memory");
+        else __syncthreads();
+        const unsigned char *s = ring + (c % ST) * SB, *xc = xs + (c * KC / 64) * 1024;
+        asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+        /* the chunk's k16 steps: all of them, or the last chunk's tail (a straight run of each length) */
+        switch (c < full ? KC / 16 : tail) {
+#define WG_CASE(N) case N: wg_steps<N>(d, s, xc, T()); break;
+            WG_CASE(1) WG_CASE(2) WG_CASE(3) WG_CASE(4) WG_CASE(5) WG_CASE(6) WG_CASE(7) WG_CASE(8)
+#undef WG_CASE
+            default: break;
+        }
+        asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+        asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory"); /* the group before is done: its stage is free */
+        wg_issue(ring, c + ST - 1, nch, tid, Wp, o0, O, ld, Ik, pol);
+    }
+    asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+    wg_keep(d);
+    gpt2__cp_wait<0>();
+}
 #endif
 
 /* D = X [n][ld I] @ W^T over piece blockIdx.y of K (Ik elements), W [O][I]; as gpt2__skinny_kernel. Grid: (O / 64
@@ -74,24 +141,8 @@ __global__ void __launch_bounds__(128) skinny_wg(const T *__restrict__ W, const 
     const int tid = threadIdx.x, w = tid >> 5, lane = tid & 31;
     const int o0 = blockIdx.x * WG_COLS, piece = blockIdx.y, nch = (Ik + KC - 1) / KC;
     const T *Wp = W + (size_t)piece * Ik, *Xp = X + (size_t)piece * Ik;
-    /* this thread's copies of a stage: row r = 4 j + lane / 8 (j = warp + 4 e), 16-byte chunk q = lane % 8 of 64-wide
-       column block b; a warp copies 4 rows x 128 contiguous bytes a time and writes 512 contiguous shared bytes */
-    constexpr int PER = WG_COLS * KC / 8 / 128; /* 8 at KC 128 */
     const uint64_t pol = gpt2__evict_first();
-    auto issue = [&](int c) {
-        if (c < nch) {
-            unsigned char *s = ring + (c % ST) * SB;
-#pragma unroll
-            for (int e = 0; e < PER; e++) {
-                const int i = tid + 128 * e, q = i & 7, rb = i >> 3, r = rb % WG_COLS, b = rb / WG_COLS;
-                const int k = c * KC + b * 64 + q * 8;
-                const bool ok = o0 + r < O && k < Ik;
-                gpt2__cp16_pol(s + b * (WG_COLS * 128) + r * 128 + ((q ^ (r & 7)) << 4), ok ? Wp + (size_t)(o0 + r) * I + k : W, ok, pol);
-            }
-        }
-        gpt2__cp_commit();
-    };
-    for (int c = 0; c < ST - 1; c++) issue(c);
+    for (int c = 0; c < ST - 1; c++) wg_issue(ring, c, nch, tid, Wp, o0, O, I, Ik, pol);
     const int g = lane >> 2, t = lane & 3, oc = o0 + 16 * w + g; /* this thread's columns oc, oc + 8; rows 2t, 2t + 1 */
     float bz[2] = {0.0f, 0.0f};
     if (bias && !out_f32) {
@@ -108,46 +159,95 @@ __global__ void __launch_bounds__(128) skinny_wg(const T *__restrict__ W, const 
         *(uint4 *)(xs + (q8 >> 3) * 1024 + r * 128 + (((q8 & 7) ^ r) << 4)) = v;
     }
     float d[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-    wg_keep(d); /* the accumulator's registers are set before the first wgmma.fence (and d is not touched again until
-                   wait_group 0: a group in flight writes them) */
-    const int full = Ik / KC, tail = (Ik % KC) / 16;
-    for (int c = 0; c < nch; c++) {
-        gpt2__cp_wait<ST - 2>();
-        gpt2__fence_async_smem(); /* this thread's copies (and X's stores), before wgmma reads them */
-        __syncthreads();
-        const unsigned char *s = ring + (c % ST) * SB, *xc = xs + (c * KC / 64) * 1024;
-        asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
-        /* the chunk's k16 steps: all of them, or the last chunk's tail (a straight run of each length) */
-        switch (c < full ? KC / 16 : tail) {
-#define WG_CASE(N) case N: wg_steps<N>(d, s, xc, T()); break;
-            WG_CASE(1) WG_CASE(2) WG_CASE(3) WG_CASE(4) WG_CASE(5) WG_CASE(6) WG_CASE(7) WG_CASE(8)
-#undef WG_CASE
-            default: break;
-        }
-        asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
-        asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory"); /* the group before is done: its stage is free */
-        issue(c + ST - 1);
-    }
-    asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
-    wg_keep(d);
-    gpt2__cp_wait<0>();
-    /* d[0], d[1]: column oc, rows 2t, 2t + 1; d[2], d[3]: column oc + 8 */
-#pragma unroll
-    for (int h = 0; h < 2; h++) {
-        const int col = oc + 8 * h;
-        if (col >= O) continue;
-#pragma unroll
-        for (int j = 0; j < 2; j++) {
-            const int r = 2 * t + j;
-            if (r >= n) continue;
-            const float v = d[2 * h + j];
-            if (out_f32) ((float *)D)[((size_t)piece * n + r) * ldd + col] = v;
-            else gpt2__put((T *)D + (size_t)r * ldd + col, v + bz[h]);
-        }
-    }
+    wg_chain<T, false>(d, ring, xs, nch, tid, Wp, o0, O, I, Ik, pol);
+    wg_each(d, oc, t, O, n, [&](int col, int r, int h, float v) {
+        if (out_f32) ((float *)D)[((size_t)piece * n + r) * ldd + col] = v;
+        else gpt2__put((T *)D + (size_t)r * ldd + col, v + bz[h]);
+    });
 #else
     (void)W; (void)X; (void)D; (void)bias; (void)O; (void)n; (void)I; (void)Ik; (void)ldd; (void)out_f32;
 #endif
+}
+
+
+/* The LN-folded form (gpt2__lnf_run's product: qkv and the MLP's first product of a step of <= 2 decode rows): as
+   skinny_wg, but X's rows are the layer norm of the residual rows lnf names, computed by the block (gpt2__lnf_row
+   with LNW warps playing gpt2__residual_ln_kernel's 256 threads, block (0, 0) writing the updated residual), and
+   with gelu the epilogue's GELU of the rounded sum (as gpt2__skinny_kernel). Grid: O / 64 rounded up; block: LNW
+   warps, the first four (one warpgroup) streaming W and issuing the wgmmas, the rest helping with the LN alone. */
+static size_t lnf_wg_smem(int C, int n) { return wg_smem(C) + (size_t)n * C * 2; }
+
+template <typename T, int LNW, int LE>
+__global__ void __launch_bounds__(32 * LNW) lnf_wg(const T *__restrict__ W, T *__restrict__ D, const T *__restrict__ bias, int O,
+                                                   int n, int C, int gelu, gpt2__lnf<T> lnf) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    constexpr int KC = WG_KC, ST = WG_ST, SB = WG_COLS * KC * 2;
+    extern __shared__ __align__(16) unsigned char wg_sh[];
+    unsigned char *ring = (unsigned char *)(((uintptr_t)wg_sh + 1023) & ~(uintptr_t)1023), *xs = ring + ST * SB;
+    const int xb = (C + 63) / 64;
+    T *yb = (T *)(xs + (size_t)WG_XROWS * xb * 128); /* the LN's n plain rows */
+    const int tid = threadIdx.x, w = tid >> 5, lane = tid & 31;
+    const int o0 = blockIdx.x * WG_COLS, nch = (C + KC - 1) / KC;
+    /* the warpgroup, warp-uniform as the compiler sees it (a branch on threadIdx alone would serialize the wgmmas) */
+    const int wgi = LNW > 4 ? __shfl_sync(0xffffffffu, tid >> 7, 0) : 0;
+    const uint64_t pol = gpt2__evict_first();
+    if (wgi == 0)
+        for (int c = 0; c < ST - 1; c++) wg_issue(ring, c, nch, tid, W, o0, O, C, C, pol);
+    const int g = lane >> 2, t = lane & 3, oc = o0 + 16 * (w & 3) + g;
+    float bz[2] = {0.0f, 0.0f};
+    if (wgi == 0) {
+        if (oc < O) bz[0] = gpt2__f(bias[oc]);
+        if (oc + 8 < O) bz[1] = gpt2__f(bias[oc + 8]);
+    }
+    constexpr int LV = 256 / (32 * LNW);
+    float4 lg[LV][LE], lb[LV][LE], lbi[LV][LE];
+#pragma unroll
+    for (int k = 0; k < LV; k++)
+#pragma unroll
+        for (int j = 0; j < LE; j++) {
+            const int c = 4 * (tid + 32 * LNW * k + 256 * j);
+            if (c >= C) continue;
+            lg[k][j] = gpt2__ld4(lnf.g + c);
+            lb[k][j] = gpt2__ld4(lnf.b + c);
+            lbi[k][j] = gpt2__ld4(lnf.bias + c);
+        }
+    gpt2__pdl_enter();
+    __shared__ float lsh[8];
+    for (int r = 0; r < n; r++) gpt2__lnf_row<T, LNW, LE>(lnf, r, C, yb + (size_t)r * C, blockIdx.x == 0, lg, lb, lbi, lsh);
+    __syncthreads();
+    /* the rows into wgmma's layout (as skinny_wg's X; rows n..7 zeros), every thread the same trip count (with a
+       trip count by thread the compiler serializes the wgmmas after it, C7520) */
+    for (int i0 = 0; i0 < WG_XROWS * xb * 8; i0 += 32 * LNW) {
+        const int i = i0 + tid;
+        if (i >= WG_XROWS * xb * 8) continue;
+        const int r = i / (xb * 8), q8 = i % (xb * 8);
+        uint4 v = make_uint4(0u, 0u, 0u, 0u);
+        if (r < n && q8 * 8 < C) v = *(const uint4 *)(yb + (size_t)r * C + q8 * 8);
+        *(uint4 *)(xs + (q8 >> 3) * 1024 + r * 128 + (((q8 & 7) ^ r) << 4)) = v;
+    }
+    gpt2__fence_async_smem();
+    __syncthreads();
+    if (wgi != 0) return;
+    __syncwarp(); /* wgmma's .aligned forms want every warp converged */
+    float d[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    wg_chain<T, (LNW > 4)>(d, ring, xs, nch, tid, W, o0, O, C, C, pol);
+    wg_each(d, oc, t, O, n, [&](int col, int r, int h, float s) {
+        T v;
+        gpt2__put(&v, s + bz[h]);
+        if (gelu) gpt2__put(&v, gpt2__gelu(gpt2__f(v)));
+        D[(size_t)r * O + col] = v;
+    });
+#else
+    (void)W; (void)D; (void)bias; (void)O; (void)n; (void)C; (void)gelu; (void)lnf;
+#endif
+}
+
+__global__ void fillf(float *p, size_t n, uint32_t seed, float s, float off) {
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+        uint32_t x = (uint32_t)i * 2654435761u ^ seed;
+        x ^= x >> 13; x *= 0x5bd1e995; x ^= x >> 15;
+        p[i] = ((x & 0xFFFF) / 65536.0f - 0.5f) * s + off;
+    }
 }
 
 __global__ void fill(uint16_t *p, size_t n, uint32_t seed, float s, int bf) {
@@ -249,7 +349,91 @@ static void run(const char *ty, const Shape &sh, int sms, bool timing) {
     CU(cudaFree(W)); CU(cudaFree(X)); CU(cudaFree(b)); CU(cudaFree(D1)); CU(cudaFree(D2));
 }
 
-int main() {
+/* The LN-folded products of a batch-1 step: gpt2__skinny_kernel with LNE (gpt2__lnf_run, 8 warps of 8 columns)
+   against lnf_wg with 4 and 8 warps; bits of D and of the updated residual, and µs a product chained. */
+struct LnShape { const char *name; int O, C, splits, gelu; };
+
+template <typename T, int LE>
+static void run_lnf(const char *ty, const LnShape &sh, bool timing) {
+    const int O = sh.O, C = sh.C, L = 12;
+    const size_t wn = (size_t)O * C;
+    T *W, *b, *lbias, *D0, *D1, *D2;
+    float *x, *xo0, *xo1, *xo2, *part, *g, *bb;
+    CU(cudaMalloc(&W, wn * L * sizeof(T)));
+    CU(cudaMalloc(&b, O * sizeof(T)));
+    CU(cudaMalloc(&lbias, C * sizeof(T)));
+    CU(cudaMalloc(&D0, 2 * O * sizeof(T))); CU(cudaMalloc(&D1, 2 * O * sizeof(T))); CU(cudaMalloc(&D2, 2 * O * sizeof(T)));
+    CU(cudaMalloc(&x, 2 * C * 4)); CU(cudaMalloc(&xo0, 2 * C * 4)); CU(cudaMalloc(&xo1, 2 * C * 4)); CU(cudaMalloc(&xo2, 2 * C * 4));
+    CU(cudaMalloc(&part, 4 * 2 * C * 4)); CU(cudaMalloc(&g, C * 4)); CU(cudaMalloc(&bb, C * 4));
+    const int bf = !std::is_same<T, __half>::value;
+    fill<<<1024, 256>>>((uint16_t *)W, wn * L, 2, 0.25f, bf);
+    fill<<<8, 256>>>((uint16_t *)b, O, 3, 1.0f, bf);
+    fill<<<8, 256>>>((uint16_t *)lbias, C, 4, 0.5f, bf);
+    fillf<<<8, 256>>>(x, 2 * C, 5, 4.0f, 0.3f);
+    fillf<<<8, 256>>>(part, 8 * C, 6, 1.0f, 0.0f);
+    fillf<<<8, 256>>>(g, C, 7, 0.5f, 1.0f);
+    fillf<<<8, 256>>>(bb, C, 8, 0.2f, 0.0f);
+    CU(cudaGetLastError());
+    int optin = 0, dev = 0;
+    CU(cudaGetDevice(&dev));
+    CU(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
+    if (!gpt2__lnf_enable_e<T, LE>(optin)) { printf("gpt2__lnf cannot run here\n"); exit(1); }
+    CU(cudaFuncSetAttribute(lnf_wg<T, 4, LE>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)lnf_wg_smem(C, 2)));
+    CU(cudaFuncSetAttribute(lnf_wg<T, 8, LE>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)lnf_wg_smem(C, 2)));
+    for (int n = 1; n <= 2; n++) {
+        const gpt2__lnf<T> f0 = {x, xo0, part, (size_t)n * C, sh.splits, lbias, g, bb, 1e-5f};
+        gpt2__lnf<T> f1 = f0, f2 = f0;
+        f1.xo = xo1; f2.xo = xo2;
+        auto ref = [&](cudaStream_t st, int i, int pdl, T *D, const gpt2__lnf<T> &f) {
+            gpt2__launch(gpt2__skinny_kernel<T, false, GPT2__LNF_NW, GPT2__SK_KC, GPT2__LNF_ST, LE>,
+                         dim3((unsigned)((O + 8 * GPT2__LNF_NW - 1) / (8 * GPT2__LNF_NW)), 1u), dim3(32 * GPT2__LNF_NW),
+                         gpt2__skinny_smem(n, C, sizeof(T), GPT2__LNF_NW, GPT2__SK_KC, GPT2__LNF_ST), st, pdl, (const T *)(W + wn * i),
+                         (const T *)NULL, (void *)D, (const T *)b, O, n, C, C, O, 0, sh.gelu, f, gpt2__amax{NULL, 0});
+        };
+        auto w4 = [&](cudaStream_t st, int i, int pdl, T *D, const gpt2__lnf<T> &f) {
+            gpt2__launch(lnf_wg<T, 4, LE>, dim3((O + 63) / 64), dim3(128), lnf_wg_smem(C, n), st, pdl, (const T *)(W + wn * i), D,
+                         (const T *)b, O, n, C, sh.gelu, f);
+        };
+        auto w8 = [&](cudaStream_t st, int i, int pdl, T *D, const gpt2__lnf<T> &f) {
+            gpt2__launch(lnf_wg<T, 8, LE>, dim3((O + 63) / 64), dim3(256), lnf_wg_smem(C, n), st, pdl, (const T *)(W + wn * i), D,
+                         (const T *)b, O, n, C, sh.gelu, f);
+        };
+        CU(cudaMemset(D0, 0xFF, 2 * O * sizeof(T))); CU(cudaMemset(D1, 0x7F, 2 * O * sizeof(T))); CU(cudaMemset(D2, 0x7E, 2 * O * sizeof(T)));
+        CU(cudaMemset(xo0, 0xFF, 2 * C * 4)); CU(cudaMemset(xo1, 0x7F, 2 * C * 4)); CU(cudaMemset(xo2, 0x7E, 2 * C * 4));
+        ref(0, 0, 0, D0, f0);
+        CU(cudaDeviceSynchronize());
+        w4(0, 0, 0, D1, f1);
+        CU(cudaDeviceSynchronize());
+        w8(0, 0, 0, D2, f2);
+        CU(cudaGetLastError());
+        CU(cudaDeviceSynchronize());
+        std::vector<uint16_t> h0(n * O), h1(n * O), h2(n * O);
+        std::vector<float> r0(n * C), r1(n * C), r2(n * C);
+        CU(cudaMemcpy(h0.data(), D0, n * O * 2, cudaMemcpyDeviceToHost));
+        CU(cudaMemcpy(h1.data(), D1, n * O * 2, cudaMemcpyDeviceToHost));
+        CU(cudaMemcpy(h2.data(), D2, n * O * 2, cudaMemcpyDeviceToHost));
+        CU(cudaMemcpy(r0.data(), xo0, n * C * 4, cudaMemcpyDeviceToHost));
+        CU(cudaMemcpy(r1.data(), xo1, n * C * 4, cudaMemcpyDeviceToHost));
+        CU(cudaMemcpy(r2.data(), xo2, n * C * 4, cudaMemcpyDeviceToHost));
+        size_t d1 = 0, d2 = 0, x1 = 0, x2 = 0;
+        for (int i = 0; i < n * O; i++) { d1 += h0[i] != h1[i]; d2 += h0[i] != h2[i]; }
+        for (int i = 0; i < n * C; i++) { x1 += memcmp(&r0[i], &r1[i], 4) != 0; x2 += memcmp(&r0[i], &r2[i], 4) != 0; }
+        printf("%-4s LN-folded %-16s %5d x %5d, %d row%s: outputs differing bit for bit, 4 warps %zu, 8 warps %zu of %d; residual %zu, %zu of %d",
+               ty, sh.name, O, C, n, n > 1 ? "s" : " ", d1, d2, n * O, x1, x2, n * C);
+        if (timing) {
+            const float a = chain_us(L, [&](cudaStream_t st, int i, int pdl) { ref(st, i, pdl, D0, f0); });
+            const float c4 = chain_us(L, [&](cudaStream_t st, int i, int pdl) { w4(st, i, pdl, D1, f1); });
+            const float c8 = chain_us(L, [&](cudaStream_t st, int i, int pdl) { w8(st, i, pdl, D2, f2); });
+            printf("; chained, µs a product: gpt2__skinny_kernel LNE %.2f, wgmma 4 warps %.2f (%+.1f%%), 8 warps %.2f (%+.1f%%)", a, c4,
+                   100.0 * (c4 - a) / a, c8, 100.0 * (c8 - a) / a);
+        }
+        printf("\n");
+    }
+    CU(cudaFree(W)); CU(cudaFree(b)); CU(cudaFree(lbias)); CU(cudaFree(D0)); CU(cudaFree(D1)); CU(cudaFree(D2));
+    CU(cudaFree(x)); CU(cudaFree(xo0)); CU(cudaFree(xo1)); CU(cudaFree(xo2)); CU(cudaFree(part)); CU(cudaFree(g)); CU(cudaFree(bb));
+}
+
+int main(int argc, char **argv) {
     int dev = 0, sms = 0, major = 0;
     CU(cudaGetDevice(&dev));
     CU(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
@@ -264,7 +448,17 @@ int main() {
         {"1558M qkv", 4800, 1600, 1}, {"1558M attention proj", 1600, 1600, 4}, {"1558M MLP first", 6400, 1600, 1},
         {"1558M MLP proj", 1600, 6400, 4},
     };
-    for (const Shape &s : shapes) run<__half>("f16", s, sms, true);
-    for (const Shape &s : shapes) run<__nv_bfloat16>("bf16", s, sms, false);
+    const bool lnf_only = argc > 1 && !strcmp(argv[1], "lnf");
+    if (!lnf_only) {
+        for (const Shape &s : shapes) run<__half>("f16", s, sms, true);
+        for (const Shape &s : shapes) run<__nv_bfloat16>("bf16", s, sms, false);
+    }
+    const LnShape ln[] = {{"124M qkv", 2304, 768, 4, 0}, {"124M MLP first", 3072, 768, 2, 1},
+                          {"1558M qkv", 4800, 1600, 4, 0}, {"1558M MLP first", 6400, 1600, 4, 1}};
+    const int from = argc > 2 ? atoi(argv[2]) : 0; /* bench/skinny_wg lnf 2: the 1558M shapes alone */
+    for (int i = from; i < 2; i++) run_lnf<__half, 1>("f16", ln[i], true);
+    for (int i = 2; i < 4; i++) run_lnf<__half, 2>("f16", ln[i], true);
+    for (int i = 0; i < 2; i++) run_lnf<__nv_bfloat16, 1>("bf16", ln[i], false);
+    for (int i = 2; i < 4; i++) run_lnf<__nv_bfloat16, 2>("bf16", ln[i], false);
     return 0;
 }
