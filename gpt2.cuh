@@ -3650,7 +3650,7 @@ __global__ void __launch_bounds__(GPT2__SAMPLE_THREADS, 2) gpt2__sample_kernel(f
         float bv = -INFINITY;
         int bi = 0x7FFFFFFF;
         if (amax) {
-            /* 8 loads in flight per thread before any compare: one round for the 6,288 pairs of GPT-2's vocabulary */
+            /* 8 loads in flight per thread before any compare: one round for the 6,283 pairs of GPT-2's vocabulary */
             const float2 *cr = amax + (size_t)row * na;
             for (int i0 = tid; i0 < na; i0 += 8 * nt) {
                 float2 c[8];
