@@ -3352,7 +3352,10 @@ static __device__ __forceinline__ void gpt2__lnf_row(const gpt2__lnf<T> &a, int 
    the next kernel launch, then reads X's n rows. Tuned on the H100 (bench_gpt2 --skinny, --steps; RESULTS.md).
    LNE > 0 (gpt2__lnf_run: NW 8, one piece, n <= GPT2__LNF_ROWS, X unused): X's rows are instead the layer norm of
    the residual rows lnf names, computed by the block into shared memory (gpt2__lnf_row; LNE chunks per thread as
-   gpt2__residual_ln_kernel's E), with the LN's gain, shift and bias loaded before the PDL wait.
+   gpt2__residual_ln_kernel's E), with the LN's gain, shift and bias loaded before the PDL wait. FIT (with
+   gpt2__cuda_state.lnf_fit, where gpt2__lnf_stages is fewer than ST): a ring of that many stages, a form of its own
+   so that the other products' code stays as it was (a ring sized at run time in every LN-folded product measured
+   0.4% slower at 1558M, whose ring it leaves at ST: RESULTS.md item 115).
    AM (out_f32, one piece, amax.p set): also the argmax candidates of gpt2__amax, a template flag so that the other
    products' code stays as it was (a run-time test there cost 124M's batch-1 step 0.9%: RESULTS.md item 114). */
 #define GPT2__SK_ROWS 16 /* most decode rows gpt2__skinny_kernel takes */
@@ -3383,7 +3386,22 @@ typedef struct gpt2__amax { float2 *p; int V; } gpt2__amax;
 #ifndef GPT2__SK_ST
 #define GPT2__SK_ST 10   /* stages */
 #endif
-template <typename T, bool R16, int NW = GPT2__SK_NW, int KC = GPT2__SK_KC, int ST = GPT2__SK_ST, int LNE = 0, bool AM = false>
+/* The ring stages of an LN-folded product of width C in its FIT form: GPT2__LNF_ST, or from width GPT2__LNF_FIT_C on
+   just as many as K has chunks where that is fewer (all of them are issued before the PDL wait either way; the block
+   then leaves the SM more room for the kernels beside it). Measured on the H100 with a run-time ring in every
+   LN-folded product (RESULTS.md item 115): 355M's batch-1 step 0.546 -> 0.525 ms with 8 stages in place of 10;
+   124M's 0.229 -> 0.241-0.244 with 6 or 7, hence the width. Off by default until the
+   FIT form itself is measured (gpt2__cuda_state.lnf_fit). */
+#ifndef GPT2__LNF_FIT_C
+#define GPT2__LNF_FIT_C 1024
+#endif
+static __host__ __device__ int gpt2__lnf_stages(int C) {
+    const int nch = (C + GPT2__SK_KC - 1) / GPT2__SK_KC;
+    return C >= GPT2__LNF_FIT_C && nch < GPT2__LNF_ST ? nch : GPT2__LNF_ST;
+}
+
+template <typename T, bool R16, int NW = GPT2__SK_NW, int KC = GPT2__SK_KC, int ST = GPT2__SK_ST, int LNE = 0, bool AM = false,
+          bool FIT = false>
 __global__ void __launch_bounds__(32 * NW) gpt2__skinny_kernel(const T *__restrict__ W, const T *__restrict__ X, void *__restrict__ D,
                                                          const T *__restrict__ bias, int O, int n, int I, int Ik, int ldd, int out_f32,
                                                          int gelu, gpt2__lnf<T> lnf, gpt2__amax amax) {
@@ -3391,8 +3409,10 @@ __global__ void __launch_bounds__(32 * NW) gpt2__skinny_kernel(const T *__restri
     constexpr int LDW = KC + 8, COLS = 8 * NW, PER = KC / 32; /* PER: 16-byte copies per thread per stage */
     static_assert(KC % 32 == 0, "a stage holds whole pairs of 16-wide slices");
     extern __shared__ __align__(16) unsigned char gpt2__skinny_sh[];
-    T *Ws = (T *)gpt2__skinny_sh, *Xs = Ws + ST * COLS * LDW;
     const int LDX = ((Ik + 31) & ~31) + 8, tid = threadIdx.x, w = tid >> 5, lane = tid & 31;
+    /* the ring, then X's n rows; chunk c goes to stage c % ST, so a K of nch < ST chunks needs only nch stages
+       (FIT: the LN-folded form's ring of gpt2__lnf_stages) */
+    T *Ws = (T *)gpt2__skinny_sh, *Xs = Ws + (FIT ? gpt2__lnf_stages(Ik) : ST) * COLS * LDW;
     const int o0 = blockIdx.x * COLS, piece = blockIdx.y, nch = (Ik + KC - 1) / KC;
     const T *Wp = W + (size_t)piece * Ik, *Xp = X + (size_t)piece * Ik;
     /* this thread's copies of each stage: W row o0 + cr[e], K offset cq[e] within the stage */
@@ -3866,6 +3886,8 @@ typedef struct gpt2__cuda_state {
     int amax_n;                         /* ... per row, as the run launched last left them (0: none; the sampler reads
                                            the logits) */
     int lnf_smem;                       /* shared memory a block may have on this GPU (that path's limit) */
+    int lnf_fit;                        /* ... with the FIT form's ring (gpt2__lnf_stages; off by default: tests and
+                                           bench_gpt2 --lnf-fit turn it on before the first step) */
     int part_rows, parts;               /* decode steps run as up to `parts` parts of at least part_rows rows at once
                                            (gpt2__cuda_parts; part_rows 0: never; tests and bench_gpt2 change them) */
     cudaStream_t pstream[GPT2__MAX_PARTS]; /* part i > 0's stream, */
@@ -4104,7 +4126,7 @@ static gpt2_status gpt2__gemm_run(gpt2__cuda_state *S, cudaDataType_t dt, void *
     return GPT2_OK;
 }
 
-/* gpt2__skinny_kernel's shared memory (bytes): the W ring and n rows of X's piece of K */
+/* gpt2__skinny_kernel's shared memory (bytes): n rows of X's piece of K and a W ring of st stages */
 #ifndef GPT2__SK_SMEM_MAX
 #define GPT2__SK_SMEM_MAX (160 << 10)
 #endif
@@ -4159,11 +4181,11 @@ static gpt2_status gpt2__skinny_go(const gpt2__cuda_state *S, cudaStream_t st, i
    has enough threads to load a row at once; E by C as gpt2__residual_ln. */
 /* Raises the kernel's dynamic shared-memory limit to all a block may have on this GPU less its static part; that
    limit, or 0 when it cannot run here */
-template <typename T, int E>
+template <typename T, int E, bool FIT>
 static int gpt2__lnf_enable_e(int optin) {
     cudaFuncAttributes fa;
     void (*k)(const T *, const T *, void *, const T *, int, int, int, int, int, int, int, gpt2__lnf<T>, gpt2__amax) =
-        gpt2__skinny_kernel<T, false, GPT2__LNF_NW, GPT2__SK_KC, GPT2__LNF_ST, E>;
+        gpt2__skinny_kernel<T, false, GPT2__LNF_NW, GPT2__SK_KC, GPT2__LNF_ST, E, false, FIT>;
     if (cudaFuncGetAttributes(&fa, k) != cudaSuccess || fa.ptxVersion < 80 || (int)fa.sharedSizeBytes >= optin) return 0;
     const int smem = optin - (int)fa.sharedSizeBytes;
     return cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, smem) == cudaSuccess ? smem : 0;
@@ -4171,26 +4193,35 @@ static int gpt2__lnf_enable_e(int optin) {
 /* Sets S->lnf_smem, the dynamic shared memory every form may use; 0 when they cannot run here. */
 template <typename T>
 static int gpt2__lnf_enable(gpt2__cuda_state *S) {
-    int optin = 0, a, b, c;
+    int optin = 0;
     if (cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, S->device) != cudaSuccess) optin = 0;
-    a = gpt2__lnf_enable_e<T, 1>(optin); b = gpt2__lnf_enable_e<T, 2>(optin); c = gpt2__lnf_enable_e<T, 4>(optin);
+    int lim[6] = {gpt2__lnf_enable_e<T, 1, false>(optin), gpt2__lnf_enable_e<T, 2, false>(optin), gpt2__lnf_enable_e<T, 4, false>(optin),
+                  gpt2__lnf_enable_e<T, 1, true>(optin),  gpt2__lnf_enable_e<T, 2, true>(optin),  gpt2__lnf_enable_e<T, 4, true>(optin)};
     cudaGetLastError();
-    S->lnf_smem = a < b ? (a < c ? a : c) : (b < c ? b : c);
+    S->lnf_smem = lim[0];
+    for (int i = 1; i < 6; i++) if (lim[i] < S->lnf_smem) S->lnf_smem = lim[i];
     return S->lnf_smem > 0;
 }
+/* The ring stages of the LN-folded products of width C as S runs them */
+static int gpt2__lnf_ring(const gpt2__cuda_state *S, int C) { return S->lnf_fit ? gpt2__lnf_stages(C) : GPT2__LNF_ST; }
 /* D [n][O] (T) = LN(residual rows) @ W^T + bias (then GELU with gelu), the residual rows updated into lnf.xo */
 template <typename T>
 static gpt2_status gpt2__lnf_run(gpt2__cuda_state *S, void *D, const void *W, const void *bias, int O, int n, int C, int gelu,
                                  gpt2__lnf<T> lnf) {
     if constexpr (sizeof(T) != 2) return gpt2__fail(GPT2_ERR_ARG, "%s:%d: gpt2__lnf has no F32 form", __FILE__, __LINE__);
     else {
+    const int st = gpt2__lnf_ring(S, C);
+    const bool fit = st < GPT2__LNF_ST;
     void (*k)(const T *, const T *, void *, const T *, int, int, int, int, int, int, int, gpt2__lnf<T>, gpt2__amax) =
-        C <= 1024 ? gpt2__skinny_kernel<T, false, GPT2__LNF_NW, GPT2__SK_KC, GPT2__LNF_ST, 1>
-        : C <= 2048 ? gpt2__skinny_kernel<T, false, GPT2__LNF_NW, GPT2__SK_KC, GPT2__LNF_ST, 2>
-                    : gpt2__skinny_kernel<T, false, GPT2__LNF_NW, GPT2__SK_KC, GPT2__LNF_ST, 4>;
+        C <= 1024 ? (fit ? gpt2__skinny_kernel<T, false, GPT2__LNF_NW, GPT2__SK_KC, GPT2__LNF_ST, 1, false, true>
+                         : gpt2__skinny_kernel<T, false, GPT2__LNF_NW, GPT2__SK_KC, GPT2__LNF_ST, 1>)
+        : C <= 2048 ? (fit ? gpt2__skinny_kernel<T, false, GPT2__LNF_NW, GPT2__SK_KC, GPT2__LNF_ST, 2, false, true>
+                           : gpt2__skinny_kernel<T, false, GPT2__LNF_NW, GPT2__SK_KC, GPT2__LNF_ST, 2>)
+                    : (fit ? gpt2__skinny_kernel<T, false, GPT2__LNF_NW, GPT2__SK_KC, GPT2__LNF_ST, 4, false, true>
+                           : gpt2__skinny_kernel<T, false, GPT2__LNF_NW, GPT2__SK_KC, GPT2__LNF_ST, 4>);
     if (C > 4096) return gpt2__fail(GPT2_ERR_ARG, "%s:%d: gpt2__lnf over width %d", __FILE__, __LINE__, C);
     return gpt2__launch(k, dim3((unsigned)((O + 8 * GPT2__LNF_NW - 1) / (8 * GPT2__LNF_NW)), 1u), dim3(32 * GPT2__LNF_NW),
-                        gpt2__skinny_smem(n, C, sizeof(T), GPT2__LNF_NW, GPT2__SK_KC, GPT2__LNF_ST), S->stream, S->pdl, (const T *)W, (const T *)NULL, D,
+                        gpt2__skinny_smem(n, C, sizeof(T), GPT2__LNF_NW, GPT2__SK_KC, st), S->stream, S->pdl, (const T *)W, (const T *)NULL, D,
                         (const T *)bias, O, n, C, C, O, 0, gelu, lnf, gpt2__amax{NULL, 0});
     }
 }
@@ -4229,7 +4260,7 @@ static int gpt2__lnf_use(const gpt2__cuda_state *S, const gpt2_model *m, int N, 
     const int C = m->cfg.n_embd, F = m->n_inner;
     return S->lnf && S->esize == 2 && P == 0 && N >= 1 && N <= GPT2__LNF_ROWS && C % 4 == 0 && C <= GPT2__LNF_MAX_C &&
            gpt2__skinny_use(S, 3 * C, N, C, 1, GPT2__EPI_BIAS, 0) && gpt2__skinny_use(S, F, N, C, 1, GPT2__EPI_BIAS_GELU, 0) &&
-           gpt2__skinny_smem(N, C, S->esize, GPT2__LNF_NW, GPT2__SK_KC, GPT2__LNF_ST) <= (size_t)S->lnf_smem;
+           gpt2__skinny_smem(N, C, S->esize, GPT2__LNF_NW, GPT2__SK_KC, gpt2__lnf_ring(S, C)) <= (size_t)S->lnf_smem;
 }
 
 /* How many pieces decode rows of a layer with this K split it into (gpt2__linear with part): a fixed count per
