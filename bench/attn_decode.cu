@@ -27,7 +27,7 @@ int main(void) {
     const size_t ring = GPT2__AMMA_WB * ((8 * 64 + 16) * sizeof(float) + (size_t)GPT2__AMMA_NS * 2 * 32 * 64 * sizeof(T));
     CK(cudaFuncSetAttribute(gpt2__attn_kernel<T, 8, 1, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, optin - 1024));
     CK(cudaFuncSetAttribute(gpt2__attn_mma_kernel<T, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, optin - 1024));
-    CK(cudaFuncSetAttribute(gpt2__attn_stream_kernel<T, GPT2__AMMA_NS, GPT2__AMMA_WB>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)ring));
+    CK(cudaFuncSetAttribute(gpt2__attn_stream_kernel<T, GPT2__AMMA_NS, GPT2__AMMA_WB, false>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)ring));
     cudaEvent_t e0, e1;
     CK(cudaEventCreate(&e0)); CK(cudaEventCreate(&e1));
     for (const auto &cs : cases) {
@@ -62,8 +62,8 @@ int main(void) {
             if (k == 0 && !cs.stg) gpt2__attn_kernel<T, 8, 1, false><<<grid, 128, s_old>>>(qkv, kc, vc, out, part, drows, drows, dpos, C, H, HD, S, split_len, n_split, 8, sl2, cnt, 1, pf);
             if (k == 1 && cs.stg) gpt2__attn_mma_kernel<T, true><<<grid, 256, s_mma>>>(qkv, kc, vc, out, part, drows, drows, dpos, C, H, S, split_len, n_split, sl2, cnt, 1, pf);
             if (k == 1 && !cs.stg) gpt2__attn_mma_kernel<T, false><<<grid, 256, s_mma>>>(qkv, kc, vc, out, part, drows, drows, dpos, C, H, S, split_len, n_split, sl2, cnt, 1, pf);
-            if (k == 2) gpt2__attn_stream_kernel<T, GPT2__AMMA_NS, GPT2__AMMA_WB><<<(n_items + GPT2__AMMA_WB - 1) / GPT2__AMMA_WB, 32 * GPT2__AMMA_WB, ring>>>(
-                qkv, kc, vc, out, part, drows, drows, dpos, C, H, S, split_len, n_split, n_items, sl2, cnt, 1);
+            if (k == 2) gpt2__attn_stream_kernel<T, GPT2__AMMA_NS, GPT2__AMMA_WB, false><<<(n_items + GPT2__AMMA_WB - 1) / GPT2__AMMA_WB, 32 * GPT2__AMMA_WB, ring>>>(
+                qkv, kc, vc, out, part, drows, drows, dpos, C, H, S, split_len, n_split, n_items, sl2, cnt, 1, gpt2__tmap{}, gpt2__tmap{}, 0);
         };
         double bytes = 0;
         for (int i = 0; i < N; i++) bytes += 2.0 * H * (pos[i] + 1) * HD * sizeof(T);

@@ -377,7 +377,7 @@ static void run_lnf(const char *ty, const LnShape &sh, bool timing) {
     int optin = 0, dev = 0;
     CU(cudaGetDevice(&dev));
     CU(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
-    if (!gpt2__lnf_enable_e<T, LE>(optin)) { printf("gpt2__lnf cannot run here\n"); exit(1); }
+    if (!gpt2__lnf_enable_e<T, LE, false>(optin)) { printf("gpt2__lnf cannot run here\n"); exit(1); }
     CU(cudaFuncSetAttribute(lnf_wg<T, 4, LE>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)lnf_wg_smem(C, 2)));
     CU(cudaFuncSetAttribute(lnf_wg<T, 8, LE>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)lnf_wg_smem(C, 2)));
     for (int n = 1; n <= 2; n++) {
