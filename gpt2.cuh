@@ -2635,18 +2635,23 @@ static __device__ __forceinline__ void gpt2__amma_keep(const float (*o)[4], floa
     }
 }
 
-/* the split's 8 chunk records merged in order, for dim dd: L and O (unnormalised), M */
+/* the split's 8 chunk records merged in order, for dim dd: L and O (unnormalised), M. sh_m and sh_l are 16-byte
+   aligned; they are read as explicit 16-byte loads, because nvcc 13.0 vectorizes the plain loop differently from one
+   build to the next (RESULTS.md item 116) */
 static __device__ __forceinline__ void gpt2__amma_merge(const float *sh_o, const float *sh_m, const float *sh_l, int dd, float &M,
                                                         float &L, float &O) {
+    const float4 ma = *(const float4 *)sh_m, mb = *(const float4 *)(sh_m + 4);
+    const float4 la = *(const float4 *)sh_l, lb = *(const float4 *)(sh_l + 4);
+    const float m[8] = {ma.x, ma.y, ma.z, ma.w, mb.x, mb.y, mb.z, mb.w}, l[8] = {la.x, la.y, la.z, la.w, lb.x, lb.y, lb.z, lb.w};
     M = -INFINITY;
 #pragma unroll
-    for (int i = 0; i < 8; i++) M = fmaxf(M, sh_m[i]);
+    for (int i = 0; i < 8; i++) M = fmaxf(M, m[i]);
     L = 0.0f;
     O = 0.0f;
 #pragma unroll
     for (int i = 0; i < 8; i++) {
-        const float w = gpt2__ex2(sh_m[i] - M);
-        L += sh_l[i] * w;
+        const float w = gpt2__ex2(m[i] - M);
+        L += l[i] * w;
         O += sh_o[i * 64 + dd] * w;
     }
 }
@@ -3390,8 +3395,8 @@ typedef struct gpt2__amax { float2 *p; int V; } gpt2__amax;
    just as many as K has chunks where that is fewer (all of them are issued before the PDL wait either way; the block
    then leaves the SM more room for the kernels beside it). Measured on the H100 with a run-time ring in every
    LN-folded product (RESULTS.md item 115): 355M's batch-1 step 0.546 -> 0.525 ms with 8 stages in place of 10;
-   124M's 0.229 -> 0.241-0.244 with 6 or 7, hence the width. Off by default until the
-   FIT form itself is measured (gpt2__cuda_state.lnf_fit). */
+   124M's 0.229 -> 0.241-0.244 with 6 or 7, hence the width. The FIT form itself: 355M 0.549 -> 0.525 ms, 124M and
+   1558M unchanged (RESULTS.md item 115); on by default (gpt2__cuda_state.lnf_fit). */
 #ifndef GPT2__LNF_FIT_C
 #define GPT2__LNF_FIT_C 1024
 #endif
@@ -3886,8 +3891,8 @@ typedef struct gpt2__cuda_state {
     int amax_n;                         /* ... per row, as the run launched last left them (0: none; the sampler reads
                                            the logits) */
     int lnf_smem;                       /* shared memory a block may have on this GPU (that path's limit) */
-    int lnf_fit;                        /* ... with the FIT form's ring (gpt2__lnf_stages; off by default: tests and
-                                           bench_gpt2 --lnf-fit turn it on before the first step) */
+    int lnf_fit;                        /* ... with the FIT form's ring (gpt2__lnf_stages; on by default: tests and
+                                           bench_gpt2 --no-lnf-fit turn it off before the first step) */
     int part_rows, parts;               /* decode steps run as up to `parts` parts of at least part_rows rows at once
                                            (gpt2__cuda_parts; part_rows 0: never; tests and bench_gpt2 change them) */
     cudaStream_t pstream[GPT2__MAX_PARTS]; /* part i > 0's stream, */
@@ -5189,6 +5194,7 @@ static gpt2_status gpt2__cuda_init_state(gpt2_model *m, gpt2__cuda_state *S) {
     if (st) return st;
     GPT2__CU(cudaGetLastError());
     S->skinny = 1;
+    S->lnf_fit = 1;
     S->att_stage = 1;
     if (m->dtype == GPT2_DTYPE_F16) gpt2__attn_stage_enable<__half>(S);
     else if (m->dtype == GPT2_DTYPE_BF16) gpt2__attn_stage_enable<__nv_bfloat16>(S);
