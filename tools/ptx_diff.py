@@ -5,10 +5,11 @@ Usage: python3 tools/ptx_diff.py REF [REF2] [--src bench/bench_gpt2.cu] [--arch 
 
 Builds --src (default bench/bench_gpt2.cu, which instantiates every kernel form the engine launches) to PTX at git
 ref REF and at REF2 (default: the working tree), and lists the kernels whose PTX differs once label numbers and
-the compiler's per-build internal names are normalized, plus the kernels only one side has. nvcc 13.0 does not
-emit the same PTX for the same source every time (RESULTS.md item 116: gpt2__attn_mma_kernel's merge), so with
---runs N (default 2) each side is built N times and a kernel that already differs between builds of one side is
-reported as unstable rather than as moved by the change.
+the compiler's per-build internal names are normalized, plus the kernels only one side has. nvcc 13.0 did not
+emit the same PTX for the same source every time (RESULTS.md item 116: gpt2__attn_mma_kernel's merge, until its
+loads were written out), and another compiler may do so elsewhere, so with --runs N (default 2) each side is built
+N times and a kernel that already differs between builds of one side is reported as unstable rather than as moved
+by the change.
 """
 import argparse
 import os
@@ -73,7 +74,8 @@ def main():
             roots.append(d)
         A = build(roots[0], a.src, a.arch, a.runs, tmp, "a")
         B = build(roots[1], a.src, a.arch, a.runs, tmp, "b")
-    noisy = unstable(A) | unstable(B)
+    noisy_a, noisy_b = unstable(A), unstable(B)
+    noisy = noisy_a | noisy_b
     a0, b0 = A[0], B[0]
     moved = sorted(k for k in a0 if k in b0 and k not in noisy and a0[k] != b0[k])
     # a kernel renamed by the change (a template parameter added) with the same PTX
@@ -87,7 +89,8 @@ def main():
             only_b.discard(same[0])
     b_name = a.ref2 or "the working tree"
     print(f"{len(a0)} kernels in {a.ref}, {len(b0)} in {b_name} ({a.runs} builds each)")
-    for title, names in (("moved by the change", moved), ("unstable between builds of one side", sorted(noisy)),
+    for title, names in (("moved by the change", moved), (f"unstable between builds of {a.ref}", sorted(noisy_a)),
+                         (f"unstable between builds of {b_name}", sorted(noisy_b)),
                          ("renamed, the same PTX", renamed), (f"only in {a.ref}", sorted(only_a)),
                          (f"only in {b_name}", sorted(only_b))):
         print(f"{title}: {len(names)}")
