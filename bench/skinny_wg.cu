@@ -18,7 +18,8 @@
    MLP's first product of a step of <= 2 rows), gpt2__skinny_kernel's LNE form against lnf_wg with 4 and 8 warps,
    shapes from index `from` (0: 124M's, 2: 1558M's alone). On the H100 (2026-11-23) 124M's shapes gave the same bits
    and ran 3-9% slower; at 1558M's (C 1600) lnf_wg<T, 4, 2> stops on an illegal instruction in warp 3 of every block
-   (compute-sanitizer), not found. */
+   (compute-sanitizer, -lineinfo: at wg_issue's cp.async during the chain's refills, which 124M's K never needs and
+   skinny_wg runs at C 1600 without fault), not found. */
 #define GPT2_IMPLEMENTATION
 #include "gpt2.cuh" /* gpt2__skinny_run, gpt2__launch, gpt2__cp16_pol, gpt2__pdl_enter, gpt2__wg_desc, ... */
 
