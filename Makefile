@@ -57,7 +57,8 @@ demo_c: demo.cu $(HEADERS)
 examples/hello: examples/hello.c $(HEADERS)
 	$(CBUILD) examples/hello.c -o $@ -lm
 
-test: test_gpt2 test_gpt2_c test_gpt2_asan examples/hello $(if $(VALGRIND),demo_c) $(if $(MPICC),demo demo_mpi tests/mpi/test_mpi)
+test: test_gpt2 test_gpt2_c test_gpt2_asan examples/hello $(if $(VALGRIND),demo_c) $(if $(MPICC),demo demo_mpi tests/mpi/test_mpi) \
+      $(if $(NVCC),tests/sanitize_kernels)
 	@echo "== the README's example"
 	./examples/hello weights "ROMEO:" > /dev/null
 ifneq ($(VALGRIND),)
@@ -75,6 +76,11 @@ ifeq ($(MPICC),)
 endif
 	@echo "== the suite"
 	./test_gpt2
+
+# the few-row products on random data with no cuBLASLt call, for compute-sanitizer on a GPU (tests/sanitize.sh);
+# built by make test so that CI compiles it
+tests/sanitize_kernels: tests/sanitize_kernels.cu $(HEADERS)
+	$(BUILD) tests/sanitize_kernels.cu -o $@ $(LIBS)
 
 # libFuzzer harnesses (clang): regression inputs, the seed corpus, then FUZZ_SECONDS of fresh fuzzing each
 FUZZ_SECONDS ?= 30
@@ -112,6 +118,6 @@ bench/greensplit: bench/greensplit.cu
 	$(BUILD) bench/greensplit.cu -o $@ -lcublasLt -L$(dir $(NVCC))../lib64/stubs -lcuda
 
 clean:
-	rm -f demo_c examples/hello tests/mpi/test_mpi demo demo_mpi test_gpt2 test_gpt2_c test_gpt2_asan test_gpt2_asan.log bench/bench_gpt2 bench/bench_mixed bench/logits_hash bench/attn_decode bench/read_bw bench/mma_chain bench/skinny_wg bench/midgemm bench/greensplit
+	rm -f demo_c examples/hello tests/mpi/test_mpi tests/sanitize_kernels demo demo_mpi test_gpt2 test_gpt2_c test_gpt2_asan test_gpt2_asan.log bench/bench_gpt2 bench/bench_mixed bench/logits_hash bench/attn_decode bench/read_bw bench/mma_chain bench/skinny_wg bench/midgemm bench/greensplit
 
 .PHONY: all test fuzz bench clean

@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# tests/sanitize.sh — compute-sanitizer over gpt2.cuh's own kernels, on a GPU. Logs under $OUT (default /tmp/sanitize).
+#   racecheck: tests/sanitize_kernels few; memcheck, synccheck: tests/sanitize_kernels (the few-row products and the
+#              LN-folded ones, no cuBLASLt)
+#   racecheck: ./test_gpt2 residual attention, F16 and BF16 (tests that launch no cuBLASLt kernel: residual + layer
+#              norm, prefill and decode attention in every form; the sampler's test is left out: over 100 s)
+#   memcheck:  ./test_gpt2 lnf generate lookahead, F16 and BF16 (whole steps, cuBLASLt included)
+# racecheck cannot run over cuBLASLt's kernels (tests/sanitize_kernels.cu says why), so whole steps get memcheck only.
+# Prints one line per run and exits non-zero when any run reports an error or a failed test.
+# Usage: bash tests/sanitize.sh [TIMEOUT_S per run, default 300]; needs test_gpt2 and tests/sanitize_kernels built.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+out=${OUT:-/tmp/sanitize}; mkdir -p "$out"
+to=${1:-300}
+bad=0
+run() { # NAME DTYPE TOOL PROGRAM ARGS...
+    local name=$1 dt=$2 tool=$3; shift 3
+    GPT2_TEST_BACKEND=cuda GPT2_TEST_DTYPE=$dt timeout "$to" compute-sanitizer --tool "$tool" --error-exitcode 9 \
+        $([ "$tool" = memcheck ] && echo --leak-check no) "$@" > "$out/$name.log" 2>&1
+    local rc=$?
+    local summary; summary=$(grep -hE "SUMMARY|^[0-9]+ (passed|checks)|Internal Sanitizer" "$out/$name.log" | tr '\n' ' ')
+    echo "$name: rc $rc; $summary"
+    [ $rc = 0 ] || bad=1
+}
+run kernels_racecheck f16 racecheck tests/sanitize_kernels few
+for tool in memcheck synccheck; do run "kernels_$tool" f16 "$tool" tests/sanitize_kernels; done
+for dt in f16 bf16; do
+    run "race_tests_$dt" "$dt" racecheck ./test_gpt2 residual attention
+    run "mem_steps_$dt" "$dt" memcheck ./test_gpt2 lnf generate lookahead
+done
+echo "sanitize: $([ $bad = 0 ] && echo clean || echo 'errors (logs in '"$out"')')"
+exit $bad

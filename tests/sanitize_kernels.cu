@@ -1,0 +1,209 @@
+/* tests/sanitize_kernels.cu — gpt2.cuh's few-row decode products on random data, with no cuBLASLt call, for
+   compute-sanitizer (tests/sanitize.sh runs it under racecheck, memcheck and synccheck).
+
+   Why a program of its own: racecheck cannot get past cuBLASLt. Over cuBLASLt's kernels it runs for hours (and
+   reports hazards inside them: it does not follow their barriers), and with a kernel filter (`--kernel-name
+   kns=gpt2__`, or `--kernel-name-exclude kns=nvjet`) it stops at the first cuBLASLt launch with "Internal Sanitizer
+   Error: The Sanitizer failed to handle a hardware exception" (compute-sanitizer 2025.3.1, H100; even
+   `./test_gpt2 matmul`, which runs cuBLASLt alone). Every test_gpt2 test of the few-row products or of whole steps
+   calls cuBLASLt (gpt2__skinny_check at load, the prompt products), so none of them finishes under racecheck.
+
+   What it launches, in F16 and BF16 (sm_80+), each as a decode step does:
+   - gpt2__skinny_kernel through gpt2__skinny_run: the forms a step uses (bias into T; GELU; fp32 K pieces; the
+     logits' argmax candidates), 1 and 2 warps a block, every row count 1..16, on GPT-2's shapes and odd small ones;
+   - the LN-folded form through gpt2__lnf_run: widths 768, 1024, 1280, 1600, 2560 (E 1, 2, 4), 1 and 2 rows, with and
+     without GELU, in the FIT ring and the full ring;
+   and checks what can be checked without a reference: the two block widths give the same bits, and so do the two
+   rings (output and updated residual rows). Prints one line per group and "N checks, N failed". `few` as the
+   argument: row counts 1, 2, 9 and 16 only, and the logits' shape 5000 columns wide (racecheck is slow). Build: make
+   tests/sanitize_kernels (needs nvcc). */
+#define GPT2_IMPLEMENTATION
+#include "gpt2.cuh"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <vector>
+
+static int checks, failed, few; /* few: row counts 1, 2, 9 and 16 only, and the logits' shape narrowed (racecheck) */
+#define CK(x)                                                                                      \
+    do {                                                                                           \
+        cudaError_t e_ = (x);                                                                      \
+        if (e_ != cudaSuccess) {                                                                   \
+            printf("%s:%d: %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_));             \
+            exit(1);                                                                               \
+        }                                                                                          \
+    } while (0)
+#define ST_OK(x)                                                                                   \
+    do {                                                                                           \
+        gpt2_status s_ = (x);                                                                      \
+        if (s_ != GPT2_OK) {                                                                       \
+            printf("%s:%d: %s: %s\n", __FILE__, __LINE__, #x, gpt2_last_error());                  \
+            exit(1);                                                                               \
+        }                                                                                          \
+    } while (0)
+static void expect(int ok, const char *what) {
+    checks++;
+    if (!ok) { failed++; printf("FAIL %s\n", what); }
+}
+
+static uint32_t rng_state = 0x2545F491u;
+static float frand(float scale) { /* uniform in [-scale, scale) */
+    rng_state = rng_state * 1664525u + 1013904223u;
+    return scale * ((float)(rng_state >> 8) / 8388608.0f - 1.0f);
+}
+template <typename T> static T tof(float f);
+template <> __half tof<__half>(float f) { return __float2half(f); }
+template <> __nv_bfloat16 tof<__nv_bfloat16>(float f) { return __float2bfloat16(f); }
+template <typename T> static T *dev_rand(size_t n, float scale) {
+    std::vector<T> h(n);
+    for (size_t i = 0; i < n; i++) h[i] = tof<T>(frand(scale));
+    T *d = NULL;
+    CK(cudaMalloc(&d, n * sizeof(T)));
+    CK(cudaMemcpy(d, h.data(), n * sizeof(T), cudaMemcpyHostToDevice));
+    return d;
+}
+static float *dev_f(size_t n, float scale, float base) {
+    std::vector<float> h(n);
+    for (size_t i = 0; i < n; i++) h[i] = base + frand(scale);
+    float *d = NULL;
+    CK(cudaMalloc(&d, n * sizeof(float)));
+    CK(cudaMemcpy(d, h.data(), n * sizeof(float), cudaMemcpyHostToDevice));
+    return d;
+}
+static int same_bytes(const void *a, const void *b, size_t n) {
+    std::vector<unsigned char> x(n), y(n);
+    CK(cudaMemcpy(x.data(), a, n, cudaMemcpyDeviceToHost));
+    CK(cudaMemcpy(y.data(), b, n, cudaMemcpyDeviceToHost));
+    return memcmp(x.data(), y.data(), n) == 0;
+}
+
+/* Every form of the few-row product on one shape: O outputs, K = I in `splits` pieces (fp32 pieces only) */
+template <typename T>
+static void skinny_shape(cudaStream_t st, int pdl, const char *dt, int O, int I, int splits) {
+    T *W = dev_rand<T>((size_t)O * I, 0.05f), *X = dev_rand<T>((size_t)GPT2__SK_ROWS * I, 1.0f), *B = dev_rand<T>((size_t)O, 0.5f);
+    const size_t bytes = (size_t)splits * GPT2__SK_ROWS * O * 4;
+    void *d1, *d2;
+    float2 *a1, *a2;
+    CK(cudaMalloc(&d1, bytes));
+    CK(cudaMalloc(&d2, bytes));
+    CK(cudaMalloc(&a1, (size_t)GPT2__SK_ROWS * (O / 8) * sizeof(float2)));
+    CK(cudaMalloc(&a2, (size_t)GPT2__SK_ROWS * (O / 8) * sizeof(float2)));
+    int launches = 0;
+    for (int form = 0; form < 4; form++) { /* bias into T; GELU; fp32 pieces; fp32 one piece + argmax candidates */
+        const int f32 = form >= 2, gelu = form == 1, sp = form == 2 ? splits : 1;
+        if (form == 2 && splits == 1) continue;
+        if (!gpt2__skinny_fits(O, GPT2__SK_ROWS, I, sp, 2)) continue;
+        for (int n = 1; n <= GPT2__SK_ROWS; n++) {
+            if (few && n != 1 && n != 2 && n != 9 && n != GPT2__SK_ROWS) continue;
+            const size_t nb = (size_t)sp * n * O * (f32 ? 4 : 2);
+            gpt2__amax m1 = {form == 3 ? a1 : NULL, O - 3}, m2 = {form == 3 ? a2 : NULL, O - 3};
+            CK(cudaMemsetAsync(d1, 0x11, nb, st));
+            CK(cudaMemsetAsync(d2, 0x22, nb, st));
+            ST_OK((gpt2__skinny_run<T>(st, pdl, d1, W, X, B, O, n, I, f32, 0, sp, gelu, m1)));
+            ST_OK((gpt2__skinny_run<T, GPT2__SK_NW_WIDE>(st, pdl, d2, W, X, B, O, n, I, f32, 0, sp, gelu, m2)));
+            CK(cudaStreamSynchronize(st));
+            launches += 2;
+            char what[160];
+            snprintf(what, sizeof what, "%s skinny %dx%d/%d form %d, %d rows: 1 and %d warps a block differ", dt, O, I, sp, form, n,
+                     GPT2__SK_NW_WIDE);
+            expect(same_bytes(d1, d2, nb), what);
+            if (form == 3) expect(same_bytes(a1, a2, (size_t)n * (O / 8) * sizeof(float2)), what);
+        }
+    }
+    printf("%s skinny %5d x %4d (%d pieces): %d launches\n", dt, O, I, splits, launches);
+    cudaFree(W); cudaFree(X); cudaFree(B); cudaFree(d1); cudaFree(d2); cudaFree(a1); cudaFree(a2);
+}
+
+/* The LN-folded product at width C: out O = 3C (qkv) or 4C with GELU (the MLP's first), n rows, the residual rows
+   from x + 4 fp32 pieces + bias, in the FIT ring and the full ring */
+template <typename T>
+static void lnf_width(gpt2__cuda_state *S, const char *dt, int C) {
+    const int pieces = 4;
+    float *x = dev_f((size_t)GPT2__LNF_ROWS * C, 1.0f, 0.0f), *part = dev_f((size_t)pieces * GPT2__LNF_ROWS * C, 0.5f, 0.0f);
+    float *g = dev_f((size_t)C, 0.2f, 1.0f), *b = dev_f((size_t)C, 0.2f, 0.0f), *xo[2];
+    T *bias = dev_rand<T>((size_t)C, 0.5f);
+    int launches = 0;
+    for (int gelu = 0; gelu < 2; gelu++) {
+        const int O = (gelu ? 4 : 3) * C;
+        T *W = dev_rand<T>((size_t)O * C, 0.05f), *B = dev_rand<T>((size_t)O, 0.5f), *D[2];
+        for (int i = 0; i < 2; i++) {
+            CK(cudaMalloc(&D[i], (size_t)GPT2__LNF_ROWS * O * sizeof(T)));
+            CK(cudaMalloc(&xo[i], (size_t)GPT2__LNF_ROWS * C * sizeof(float)));
+        }
+        for (int n = 1; n <= GPT2__LNF_ROWS; n++) {
+            int ran = 0;
+            for (int fit = 1; fit >= 0; fit--) {
+                S->lnf_fit = fit;
+                if (gpt2__skinny_smem(n, C, sizeof(T), GPT2__LNF_NW, GPT2__SK_KC, gpt2__lnf_ring(S, C)) > (size_t)S->lnf_smem) {
+                    printf("%s lnf C %d, %d rows, %s ring: does not fit in this GPU's shared memory, skipped\n", dt, C, n, fit ? "FIT" : "full");
+                    continue;
+                }
+                const gpt2__lnf<T> f = {x, xo[fit], part, (size_t)n * C, pieces, bias, g, b, 1e-5f};
+                CK(cudaMemsetAsync(D[fit], 0x11 * (fit + 1), (size_t)n * O * sizeof(T), S->stream));
+                CK(cudaMemsetAsync(xo[fit], 0x11 * (fit + 1), (size_t)n * C * sizeof(float), S->stream));
+                ST_OK(gpt2__lnf_run<T>(S, D[fit], W, B, O, n, C, gelu, f));
+                CK(cudaStreamSynchronize(S->stream));
+                launches++;
+                ran++;
+            }
+            if (ran == 2 && gpt2__lnf_stages(C) != GPT2__LNF_ST) { /* the two rings are different kernels only here */
+                char what[160];
+                snprintf(what, sizeof what, "%s lnf C %d O %d, %d rows: the FIT and the full ring differ", dt, C, O, n);
+                expect(same_bytes(D[0], D[1], (size_t)n * O * sizeof(T)) && same_bytes(xo[0], xo[1], (size_t)n * C * sizeof(float)), what);
+            }
+        }
+        cudaFree(W); cudaFree(B);
+        for (int i = 0; i < 2; i++) { cudaFree(D[i]); cudaFree(xo[i]); }
+    }
+    printf("%s lnf C %4d (ring %d / %d stages): %d launches\n", dt, C, gpt2__lnf_stages(C), GPT2__LNF_ST, launches);
+    cudaFree(x); cudaFree(part); cudaFree(g); cudaFree(b); cudaFree(bias);
+}
+
+template <typename T>
+static void run_dtype(gpt2__cuda_state *S, const char *dt) {
+    if (!gpt2__skinny_enable<T>() || !gpt2__skinny_enable<T, GPT2__SK_NW_WIDE>()) {
+        printf("%s: gpt2__skinny_kernel cannot run on this GPU (sm_80+ code needed)\n", dt);
+        expect(0, "skinny kernel enabled");
+        return;
+    }
+    const int shapes[][3] = {{2304, 768, 1}, {768, 768, 2},   {3072, 768, 1}, {768, 3072, 4}, {50264, 768, 1},
+                             {4800, 1600, 1}, {1600, 1600, 4}, {1600, 6400, 4}, {288, 96, 1},  {1000, 400, 2}};
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) /* few: the logits' 50264 columns as 5000 (the same code, fewer blocks) */
+        skinny_shape<T>(S->stream, S->pdl, dt, few && shapes[i][0] > 5000 ? 5000 : shapes[i][0], shapes[i][1], shapes[i][2]);
+    if (!gpt2__lnf_enable<T>(S)) {
+        printf("%s: the LN-folded products cannot run on this GPU (too little shared memory a block)\n", dt);
+        return;
+    }
+    const int widths[] = {768, 1024, 1280, 1600, 2560};
+    for (int C : widths) lnf_width<T>(S, dt, C);
+}
+
+int main(int argc, char **argv) {
+    setvbuf(stdout, NULL, _IOLBF, 0); /* progress shows in a log even when a sanitizer run is cut off */
+    few = argc > 1 && !strcmp(argv[1], "few");
+    int n = 0;
+    if (cudaGetDeviceCount(&n) != cudaSuccess || n < 1) {
+        printf("no CUDA device\n0 checks, 0 failed\n");
+        return 0;
+    }
+    static gpt2__cuda_state S; /* the few fields these launchers read: device, sms, stream, pdl, lnf_smem, lnf_fit */
+    memset(&S, 0, sizeof S);
+    cudaDeviceProp pr;
+    CK(cudaGetDeviceProperties(&pr, 0));
+    CK(cudaSetDevice(0));
+    CK(cudaStreamCreate(&S.stream));
+    S.device = 0;
+    S.sms = pr.multiProcessorCount;
+    S.pdl = pr.major >= 9;
+    printf("%s (sm_%d%d)\n", pr.name, pr.major, pr.minor);
+    if (pr.major < 8) {
+        printf("needs sm_80+\n0 checks, 0 failed\n");
+        return 0;
+    }
+    run_dtype<__half>(&S, "F16");
+    run_dtype<__nv_bfloat16>(&S, "BF16");
+    CK(cudaDeviceSynchronize());
+    printf("%d checks, %d failed\n", checks, failed);
+    return failed != 0;
+}
