@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # tests/sanitize.sh — compute-sanitizer over gpt2.cuh's own kernels, on a GPU. Logs under $OUT (default /tmp/sanitize).
-#   racecheck: tests/sanitize_kernels few; memcheck, synccheck: tests/sanitize_kernels (the few-row products and the
-#              LN-folded ones, no cuBLASLt)
+#   racecheck: tests/sanitize_kernels few; memcheck, synccheck: tests/sanitize_kernels (the few-row products, the
+#              LN-folded ones and the sampler, no cuBLASLt)
 #   racecheck: ./test_gpt2 residual attention, F16 and BF16 (tests that launch no cuBLASLt kernel: residual + layer
-#              norm, prefill and decode attention in every form; the sampler's test is left out: over 100 s)
+#              norm, prefill and decode attention in every form; the sampler's own test takes over 100 s under it,
+#              so the sampler's racecheck is tests/sanitize_kernels')
 #   memcheck:  ./test_gpt2 lnf generate lookahead, F16 and BF16 (whole steps, cuBLASLt included)
 # racecheck cannot run over cuBLASLt's kernels (tests/sanitize_kernels.cu says why), so whole steps get memcheck only.
 # Prints one line per run and exits non-zero when any run reports an error or a failed test.

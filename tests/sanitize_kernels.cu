@@ -1,5 +1,5 @@
-/* tests/sanitize_kernels.cu — gpt2.cuh's few-row decode products on random data, with no cuBLASLt call, for
-   compute-sanitizer (tests/sanitize.sh runs it under racecheck, memcheck and synccheck).
+/* tests/sanitize_kernels.cu — gpt2.cuh's few-row decode products and its sampler on random data, with no cuBLASLt
+   call, for compute-sanitizer (tests/sanitize.sh runs it under racecheck, memcheck and synccheck).
 
    Why a program of its own: racecheck cannot get past cuBLASLt. Over cuBLASLt's kernels it runs for hours (and
    reports hazards inside them: it does not follow their barriers), and with a kernel filter (`--kernel-name
@@ -8,15 +8,17 @@
    `./test_gpt2 matmul`, which runs cuBLASLt alone). Every test_gpt2 test of the few-row products or of whole steps
    calls cuBLASLt (gpt2__skinny_check at load, the prompt products), so none of them finishes under racecheck.
 
-   What it launches, in F16 and BF16 (sm_80+), each as a decode step does:
+   What it launches, each as a decode step does (the products in F16 and BF16, sm_80+):
    - gpt2__skinny_kernel through gpt2__skinny_run: the forms a step uses (bias into T; GELU; fp32 K pieces; the
      logits' argmax candidates), 1 and 2 warps a block, every row count 1..16, on GPT-2's shapes and odd small ones;
    - the LN-folded form through gpt2__lnf_run: widths 768, 1024, 1280, 1600, 2560 (E 1, 2, 4), 1 and 2 rows, with and
      without GELU, in the FIT ring and the full ring;
-   and checks what can be checked without a reference: the two block widths give the same bits, and so do the two
-   rings (output and updated residual rows). Prints one line per group and "N checks, N failed". `few` as the
-   argument: row counts 1, 2, 9 and 16 only, and the logits' shape 5000 columns wide (racecheck is slow). Build: make
-   tests/sanitize_kernels (needs nvcc). */
+   - the sampler (gpt2__sample_kernel) at vocabularies 1003 and 50257: greedy (from the logits and from argmax
+     candidates), top-k, top-p, both, no cut, with and without a pure decode step's advance record;
+   and checks what can be checked without cuBLASLt: the two block widths give the same bits, and so do the two
+   rings (output and updated residual rows); the sampler picks the CPU's token. Prints one line per group and
+   "N checks, N failed". With `few` as the argument: row counts 1, 2, 9 and 16 only, the logits' shape 5000 columns
+   wide, one sampler row per rule (racecheck is slow). Build: make tests/sanitize_kernels (needs nvcc). */
 #define GPT2_IMPLEMENTATION
 #include "gpt2.cuh"
 
@@ -25,7 +27,7 @@
 #include <string.h>
 #include <vector>
 
-static int checks, failed, few; /* few: row counts 1, 2, 9 and 16 only, and the logits' shape narrowed (racecheck) */
+static int checks, failed, few; /* few: row counts 1, 2, 9 and 16 only, the logits' shape narrowed, one sampler row a rule */
 #define CK(x)                                                                                      \
     do {                                                                                           \
         cudaError_t e_ = (x);                                                                      \
@@ -160,6 +162,70 @@ static void lnf_width(gpt2__cuda_state *S, const char *dt, int C) {
     cudaFree(x); cudaFree(part); cudaFree(g); cudaFree(b); cudaFree(bias);
 }
 
+/* The sampler (gpt2__sample_kernel) on one vocabulary: greedy from the logits and from argmax candidates, top-k
+   (within one page and past it), top-p, both, and no cut (every page), with and without the step's advance
+   record; each pick checked against the CPU's gpt2__sample. few: one row per rule, else three. */
+static void sampler_vocab(int V) {
+    const gpt2_sampling rules[] = {{0.0f, 0, 0.0f, 1},   {1.0f, 0, 0.0f, 2},    {0.9f, 40, 0.0f, 3},  {1.0f, 4096, 0.0f, 4},
+                                   {1.0f, 4097, 0.3f, 5}, {0.8f, 0, 0.9f, 6},    {1.0f, 50, 0.9f, 7},  {2.0f, 10000, 0.999f, 8}};
+    const int nr = (int)(sizeof rules / sizeof rules[0]), per = few ? 1 : 3, n = nr * per, na = (V + 7) / 8;
+    std::vector<float> logits((size_t)n * V);
+    std::vector<float2> am((size_t)n * na);
+    std::vector<gpt2__pick> picks(n);
+    for (size_t i = 0; i < logits.size(); i++) logits[i] = 3.0f * frand(1.0f);
+    for (int i = 0; i < n; i++) {
+        for (int j = 0; j < na; j++) { /* as gpt2__skinny_kernel leaves them: each 8 columns' largest, lowest index among ties */
+            float bv = -INFINITY;
+            int bi = 0x7FFFFFFF;
+            for (int c = 8 * j; c < 8 * j + 8 && c < V; c++)
+                if (logits[(size_t)i * V + c] > bv) { bv = logits[(size_t)i * V + c]; bi = c; }
+            am[(size_t)i * na + j].x = bv;
+            memcpy(&am[(size_t)i * na + j].y, &bi, 4);
+        }
+        const gpt2_sampling *r = &rules[i % nr];
+        memset(&picks[i], 0, sizeof picks[i]);
+        picks[i].temperature = r->temperature; picks[i].top_k = r->top_k; picks[i].top_p = r->top_p;
+        picks[i].seed = 0x9E3779B97F4A7C15ull * (uint64_t)(i + 1);
+        picks[i].draw = (uint64_t)i;
+        picks[i].sample = 1;
+    }
+    float *d_logits;
+    float2 *d_am;
+    gpt2__pick *d_picks;
+    int *d_next, *d_pos, *d_tok;
+    CK(cudaMalloc(&d_logits, logits.size() * 4));
+    CK(cudaMalloc(&d_am, am.size() * sizeof(float2)));
+    CK(cudaMalloc(&d_picks, (size_t)n * sizeof(gpt2__pick)));
+    CK(cudaMalloc(&d_next, (size_t)n * 4));
+    CK(cudaMalloc(&d_pos, (size_t)n * 4));
+    CK(cudaMalloc(&d_tok, (size_t)n * 4));
+    CK(cudaMemcpy(d_am, am.data(), am.size() * sizeof(float2), cudaMemcpyHostToDevice));
+    CK(cudaMemset(d_pos, 0, (size_t)n * 4));
+    std::vector<gpt2__cand> scratch(V);
+    std::vector<int> got(n);
+    for (int form = 0; form < 3; form++) { /* the logits; the argmax candidates; the logits with the advance record */
+        CK(cudaMemcpy(d_logits, logits.data(), logits.size() * 4, cudaMemcpyHostToDevice)); /* the kernel overwrites sampled rows */
+        CK(cudaMemcpy(d_picks, picks.data(), (size_t)n * sizeof(gpt2__pick), cudaMemcpyHostToDevice));
+        const gpt2__advance adv = {form == 2 ? d_pos : NULL, form == 2 ? d_tok : NULL, NULL, 0};
+        gpt2__sample_kernel<<<n, GPT2__SAMPLE_THREADS>>>(d_logits, V, V, d_picks, d_next, adv, 0, form == 1 ? d_am : NULL, form == 1 ? na : 0);
+        CK(cudaGetLastError());
+        CK(cudaDeviceSynchronize());
+        CK(cudaMemcpy(got.data(), d_next, (size_t)n * 4, cudaMemcpyDeviceToHost));
+        for (int i = 0; i < n; i++) {
+            gpt2_sampling r = rules[i % nr];
+            r.seed = picks[i].seed;
+            if (form == 1 && r.temperature > 0.0f) continue; /* candidates serve greedy rows alone; the others ran as form 0 */
+            const int want = gpt2__sample(&logits[(size_t)i * V], V, &r, picks[i].draw, scratch.data());
+            char what[160];
+            snprintf(what, sizeof what, "sampler V %d form %d row %d (temperature %g, top_k %d, top_p %g): GPU %d, CPU %d", V, form, i,
+                     r.temperature, r.top_k, r.top_p, got[i], want);
+            expect(got[i] == want, what);
+        }
+    }
+    printf("sampler V %5d: %d rows, 3 forms\n", V, n);
+    cudaFree(d_logits); cudaFree(d_am); cudaFree(d_picks); cudaFree(d_next); cudaFree(d_pos); cudaFree(d_tok);
+}
+
 template <typename T>
 static void run_dtype(gpt2__cuda_state *S, const char *dt) {
     if (!gpt2__skinny_enable<T>() || !gpt2__skinny_enable<T, GPT2__SK_NW_WIDE>()) {
@@ -203,6 +269,8 @@ int main(int argc, char **argv) {
     }
     run_dtype<__half>(&S, "F16");
     run_dtype<__nv_bfloat16>(&S, "BF16");
+    sampler_vocab(1003);
+    sampler_vocab(50257);
     CK(cudaDeviceSynchronize());
     printf("%d checks, %d failed\n", checks, failed);
     return failed != 0;
