@@ -2,7 +2,8 @@
 # bench/run.sh [SIZE...] — gpt2.cuh and both peers (careful PyTorch: bench/torch_peer.py; HF
 # transformers: bench/hf_peer.py) on DESIGN.md's standard workloads, in one device call on one GPU,
 # printed side by side with the ratios (bench/compare.py). Default sizes: 124M 1558M, F16.
-# ALL=1 also runs bench_gpt2 on every shape in F16, BF16 and F32. Logs go to $OUT (or bench/out).
+# ALL=1 also runs bench_gpt2 on every shape in F16, BF16 and F32. Logs go to $OUT (or bench/out); PACK=1 leaves
+# there only table.md and logs.tgz (the device tool brings back at most 8 files: a run's logs were lost so once).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${OUT:-bench/out}
@@ -27,3 +28,7 @@ OUT="$out" timeout 180 python3 bench/torch_peer.py $sizes > "$out/torch_peer.log
 OUT="$out" timeout 200 python3 bench/hf_peer.py table > "$out/hf_peer.log" 2>&1 || tail -5 "$out/hf_peer.log"
 python3 bench/make_random_model.py 124M /tmp/m124M > /dev/null && timeout 120 bench/bench_mixed /tmp/m124M 4096 256 cuda f16 2>&1 | tee "$out/mixed.txt"
 python3 bench/compare.py "$out" | tee "$out/table.md"
+if [ "${PACK:-0}" = 1 ]; then
+    tar czf /tmp/bench_logs.tgz -C "$out" --exclude=table.md . &&
+        find "$out" -mindepth 1 -maxdepth 1 ! -name table.md -exec rm -rf {} + && mv /tmp/bench_logs.tgz "$out/logs.tgz"
+fi
