@@ -2635,13 +2635,25 @@ static __device__ __forceinline__ void gpt2__amma_keep(const float (*o)[4], floa
     }
 }
 
+/* 16 bytes of shared memory at p (16-byte aligned) as one ld.shared.v4, written out in PTX: a C-level float4 load
+   is the compiler's to split (RESULTS.md items 116 and 118). volatile with a memory clobber, so it stays after the
+   barrier that publishes what it reads. */
+static __device__ __forceinline__ float4 gpt2__lds4(const float *p) {
+    float4 v;
+    asm volatile("ld.shared.v4.f32 {%0, %1, %2, %3}, [%4];\n"
+                 : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w)
+                 : "r"((unsigned)__cvta_generic_to_shared(p))
+                 : "memory");
+    return v;
+}
 /* the split's 8 chunk records merged in order, for dim dd: L and O (unnormalised), M. sh_m and sh_l are 16-byte
-   aligned; they are read as explicit 16-byte loads, because nvcc 13.0 vectorizes the plain loop differently from one
-   build to the next (RESULTS.md item 116) */
+   aligned shared memory; they are read as four ld.shared.v4 in PTX of our own, because nvcc 13.0 emitted the C
+   loads of this merge differently from one build to the next (a plain loop; RESULTS.md item 116) and, as explicit
+   float4 loads, differently with unrelated code added elsewhere in the file (item 118) */
 static __device__ __forceinline__ void gpt2__amma_merge(const float *sh_o, const float *sh_m, const float *sh_l, int dd, float &M,
                                                         float &L, float &O) {
-    const float4 ma = *(const float4 *)sh_m, mb = *(const float4 *)(sh_m + 4);
-    const float4 la = *(const float4 *)sh_l, lb = *(const float4 *)(sh_l + 4);
+    const float4 ma = gpt2__lds4(sh_m), mb = gpt2__lds4(sh_m + 4);
+    const float4 la = gpt2__lds4(sh_l), lb = gpt2__lds4(sh_l + 4);
     const float m[8] = {ma.x, ma.y, ma.z, ma.w, mb.x, mb.y, mb.z, mb.w}, l[8] = {la.x, la.y, la.z, la.w, lb.x, lb.y, lb.z, lb.w};
     M = -INFINITY;
 #pragma unroll
@@ -3340,6 +3352,23 @@ static __device__ __forceinline__ void gpt2__lnf_row(const gpt2__lnf<T> &a, int 
                                          (v[k][j].z - mean) * rstd * g.z + b.z, (v[k][j].w - mean) * rstd * g.w + b.w));
         }
 }
+/* This thread's chunks of the LN's gain, shift and the residual's bias, as gpt2__lnf_row takes them (G, B, BI):
+   loaded before the PDL wait, since they never depend on the kernel before. A block of 32 NW threads, width C. */
+template <typename T, int NW, int E>
+static __device__ __forceinline__ void gpt2__lnf_params(const gpt2__lnf<T> &a, int C, float4 (&G)[256 / (32 * NW)][E],
+                                                        float4 (&B)[256 / (32 * NW)][E], float4 (&BI)[256 / (32 * NW)][E]) {
+    const int t = threadIdx.x;
+#pragma unroll
+    for (int k = 0; k < 256 / (32 * NW); k++)
+#pragma unroll
+        for (int j = 0; j < E; j++) {
+            const int c = 4 * (t + 32 * NW * k + 256 * j);
+            if (c >= C) continue;
+            G[k][j] = gpt2__ld4(a.g + c);
+            B[k][j] = gpt2__ld4(a.b + c);
+            BI[k][j] = gpt2__ld4(a.bias + c);
+        }
+}
 
 /* Decode rows of a linear layer, few of them (n <= GPT2__SK_ROWS), on the tensor cores, computing what cuBLASLt's
    pinned algorithm computes for them, bit for bit where gpt2__skinny_check finds it so. On the H100 (bench_gpt2
@@ -3453,17 +3482,7 @@ __global__ void __launch_bounds__(32 * NW) gpt2__skinny_kernel(const T *__restri
     /* LNE > 0: X is the layer norm of the residual rows, computed here (gpt2__lnf_row; Ik == I == C) */
     constexpr int LV = 256 / (32 * NW), LE = LNE > 0 ? LNE : 1;
     float4 lg[LV][LE], lb[LV][LE], lbi[LV][LE];
-    if constexpr (LNE > 0)
-#pragma unroll
-        for (int k = 0; k < LV; k++)
-#pragma unroll
-            for (int j = 0; j < LE; j++) {
-                const int c = 4 * (tid + 32 * NW * k + 256 * j);
-                if (c >= Ik) continue;
-                lg[k][j] = gpt2__ld4(lnf.g + c);
-                lb[k][j] = gpt2__ld4(lnf.b + c);
-                lbi[k][j] = gpt2__ld4(lnf.bias + c);
-            }
+    if constexpr (LNE > 0) gpt2__lnf_params<T, NW, LE>(lnf, Ik, lg, lb, lbi);
     gpt2__pdl_enter();
     if constexpr (LNE > 0) {
         static_assert(256 % (32 * NW) == 0, "threads play whole warps of gpt2__residual_ln_kernel");

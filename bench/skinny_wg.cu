@@ -21,7 +21,7 @@
    (compute-sanitizer, -lineinfo: at wg_issue's cp.async during the chain's refills, which 124M's K never needs and
    skinny_wg runs at C 1600 without fault), not found. */
 #define GPT2_IMPLEMENTATION
-#include "gpt2.cuh" /* gpt2__skinny_run, gpt2__launch, gpt2__cp16_pol, gpt2__pdl_enter, gpt2__wg_desc, ... */
+#include "gpt2.cuh" /* gpt2__skinny_run, gpt2__launch, gpt2__cp16_pol, gpt2__pdl_enter, gpt2__wg_desc, gpt2__lnf_params, ... */
 
 #include <algorithm>
 #include <stdio.h>
@@ -202,16 +202,7 @@ __global__ void __launch_bounds__(32 * LNW) lnf_wg(const T *__restrict__ W, T *_
     }
     constexpr int LV = 256 / (32 * LNW);
     float4 lg[LV][LE], lb[LV][LE], lbi[LV][LE];
-#pragma unroll
-    for (int k = 0; k < LV; k++)
-#pragma unroll
-        for (int j = 0; j < LE; j++) {
-            const int c = 4 * (tid + 32 * LNW * k + 256 * j);
-            if (c >= C) continue;
-            lg[k][j] = gpt2__ld4(lnf.g + c);
-            lb[k][j] = gpt2__ld4(lnf.b + c);
-            lbi[k][j] = gpt2__ld4(lnf.bias + c);
-        }
+    gpt2__lnf_params<T, LNW, LE>(lnf, C, lg, lb, lbi);
     gpt2__pdl_enter();
     __shared__ float lsh[8];
     for (int r = 0; r < n; r++) gpt2__lnf_row<T, LNW, LE>(lnf, r, C, yb + (size_t)r * C, blockIdx.x == 0, lg, lb, lbi, lsh);
