@@ -16,10 +16,11 @@
    2 rows, F16 and BF16. Build: make bench/skinny_wg (needs the sm_90a code the Makefile builds).
    `bench/skinny_wg lnf [from]` runs only the second part (RESULTS.md item 113): the LN-folded products (qkv and the
    MLP's first product of a step of <= 2 rows), gpt2__skinny_kernel's LNE form against lnf_wg with 4 and 8 warps,
-   shapes from index `from` (0: 124M's, 2: 1558M's alone). On the H100 (2026-11-23) 124M's shapes gave the same bits
-   and ran 3-9% slower; at 1558M's (C 1600) lnf_wg<T, 4, 2> stops on an illegal instruction in warp 3 of every block
-   (compute-sanitizer, -lineinfo: at wg_issue's cp.async during the chain's refills, which 124M's K never needs and
-   skinny_wg runs at C 1600 without fault), not found. */
+   shapes from index `from` (0: 124M's, 2: 1558M's alone). On the H100 (2026-11-23) every shape gives the same bits;
+   lnf_wg ran 124M's 3-9% slower with an L2 policy on its weight copies, and with one stopped at 1558M's (C 1600) on
+   an illegal instruction in warp 3 of every block, at wg_issue's cp.async during the chain's refills (which 124M's K
+   never needs; skinny_wg runs the same refills with the policy without fault). Without the policy (as now) it runs
+   there: 1558M's shapes 6-30% slower than the LNE form, 124M's -3% to +10% (RESULTS.md item 113). */
 #define GPT2_IMPLEMENTATION
 #include "gpt2.cuh" /* gpt2__skinny_run, gpt2__launch, gpt2__cp16_pol, gpt2__pdl_enter, gpt2__wg_desc, gpt2__lnf_params, ... */
 
@@ -80,7 +81,7 @@ static __device__ __forceinline__ void wg_each(const float (&d)[4], int oc, int 
    threads (tid), then a commit (also when c is past the last of nch). Thread tid's copies: row r = 4 j + lane / 8
    (j = warp + 4 e), 16-byte chunk q = lane % 8 of 64-wide column block b; a warp copies 4 rows x 128 contiguous
    bytes a time and writes 512 contiguous shared bytes. */
-template <typename T>
+template <typename T, bool POL = true>
 static __device__ __forceinline__ void wg_issue(unsigned char *ring, int c, int nch, int tid, const T *Wp, int o0, int O,
                                                 size_t ld, int Ik, uint64_t pol) {
     constexpr int PER = WG_COLS * WG_KC / 8 / 128; /* 8 at KC 128 */
@@ -91,7 +92,9 @@ static __device__ __forceinline__ void wg_issue(unsigned char *ring, int c, int 
             const int i = tid + 128 * e, q = i & 7, rb = i >> 3, r = rb % WG_COLS, b = rb / WG_COLS;
             const int k = c * WG_KC + b * 64 + q * 8;
             const bool ok = o0 + r < O && k < Ik;
-            gpt2__cp16_pol(s + b * (WG_COLS * 128) + r * 128 + ((q ^ (r & 7)) << 4), ok ? Wp + (size_t)(o0 + r) * ld + k : Wp, ok, pol);
+            unsigned char *dst = s + b * (WG_COLS * 128) + r * 128 + ((q ^ (r & 7)) << 4);
+            if (POL) gpt2__cp16_pol(dst, ok ? Wp + (size_t)(o0 + r) * ld + k : Wp, ok, pol);
+            else gpt2__cp16(dst, ok ? Wp + (size_t)(o0 + r) * ld + k : Wp, ok);
         }
     }
     gpt2__cp_commit();
@@ -99,7 +102,7 @@ static __device__ __forceinline__ void wg_issue(unsigned char *ring, int c, int 
 /* The chain over nch stages (the first WG_ST - 1 issued): each chunk's k16 steps one group, the stage the group
    before read refilled once that group is done (two groups in flight). Named: the warpgroup syncs on barrier 1
    (other warps of the block have left), else on __syncthreads. d: the m64n8 fp32 accumulator, from 0. */
-template <typename T, bool NAMED>
+template <typename T, bool NAMED, bool POL = true>
 static __device__ __forceinline__ void wg_chain(float (&d)[4], unsigned char *ring, const unsigned char *xs, int nch, int tid,
                                                 const T *Wp, int o0, int O, size_t ld, int Ik, uint64_t pol) {
     constexpr int KC = WG_KC, ST = WG_ST, SB = WG_COLS * KC * 2;
@@ -122,7 +125,7 @@ static __device__ __forceinline__ void wg_chain(float (&d)[4], unsigned char *ri
         }
         asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
         asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory"); /* the group before is done: its stage is free */
-        wg_issue(ring, c + ST - 1, nch, tid, Wp, o0, O, ld, Ik, pol);
+        wg_issue<T, POL>(ring, c + ST - 1, nch, tid, Wp, o0, O, ld, Ik, pol);
     }
     asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
     wg_keep(d);
@@ -191,9 +194,13 @@ __global__ void __launch_bounds__(32 * LNW) lnf_wg(const T *__restrict__ W, T *_
     const int o0 = blockIdx.x * WG_COLS, nch = (C + KC - 1) / KC;
     /* the warpgroup, warp-uniform as the compiler sees it (a branch on threadIdx alone would serialize the wgmmas) */
     const int wgi = LNW > 4 ? __shfl_sync(0xffffffffu, tid >> 7, 0) : 0;
-    const uint64_t pol = gpt2__evict_first();
+    /* no L2 policy on this form's weight copies: with one (gpt2__cp16_pol, as skinny_wg and gpt2__skinny_kernel
+       stream theirs) every block stopped on an illegal instruction at the first refill once K has more chunks than
+       the ring less one (C 1600), and without it the form runs and gives the same bits (RESULTS.md item 113,
+       twenty-third session). Why the operand faults here and not in skinny_wg's same refills is not known. */
+    const uint64_t pol = 0;
     if (wgi == 0)
-        for (int c = 0; c < ST - 1; c++) wg_issue(ring, c, nch, tid, W, o0, O, C, C, pol);
+        for (int c = 0; c < ST - 1; c++) wg_issue<T, false>(ring, c, nch, tid, W, o0, O, C, C, pol);
     const int g = lane >> 2, t = lane & 3, oc = o0 + 16 * (w & 3) + g;
     float bz[2] = {0.0f, 0.0f};
     if (wgi == 0) {
@@ -222,7 +229,7 @@ __global__ void __launch_bounds__(32 * LNW) lnf_wg(const T *__restrict__ W, T *_
     if (wgi != 0) return;
     __syncwarp(); /* wgmma's .aligned forms want every warp converged */
     float d[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-    wg_chain<T, (LNW > 4)>(d, ring, xs, nch, tid, W, o0, O, C, C, pol);
+    wg_chain<T, (LNW > 4), false>(d, ring, xs, nch, tid, W, o0, O, C, C, pol);
     wg_each(d, oc, t, O, n, [&](int col, int r, int h, float s) {
         T v;
         gpt2__put(&v, s + bz[h]);
