@@ -2209,7 +2209,9 @@ static __device__ __forceinline__ void gpt2__cp16(void *dst, const void *src, bo
 }
 /* ... with an L2 policy: a stream read once a step marked to leave L2 first, so that it does not push out what the
    step reads again. Decode attention of many rows reads the KV cache so (the weights both parts read and the
-   activations stay; RESULTS.md item 84) */
+   activations stay; RESULTS.md item 84). No kernel here issues wgmma and these copies together: in a prototype that
+   did (bench/skinny_wg's lnf_wg), every block stopped on an illegal instruction at such a copy, and ran without
+   the policy (RESULTS.md item 113, cause not found). */
 #ifndef GPT2__KV_EVICT_FIRST
 #define GPT2__KV_EVICT_FIRST 1
 #endif
