@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """ptx_diff.py — which kernels a change to gpt2.cuh really moved, compared as PTX (no GPU needed).
 
-Usage: python3 tools/ptx_diff.py REF [REF2] [--src bench/bench_gpt2.cu] [--arch sm_90a] [--runs N]
+Usage: python3 tools/ptx_diff.py REF [REF2] [--src bench/bench_gpt2.cu] [--arch sm_90a] [--runs N] [--show TEXT]
 
 Builds --src (default bench/bench_gpt2.cu, which instantiates every kernel form the engine launches) to PTX at git
 ref REF and at REF2 (default: the working tree), and lists the kernels whose PTX differs once label numbers and
@@ -9,9 +9,11 @@ the compiler's per-build internal names are normalized, plus the kernels only on
 emit the same PTX for the same source every time (RESULTS.md item 116: gpt2__attn_mma_kernel's merge, until its
 loads were written out), and another compiler may do so elsewhere, so with --runs N (default 2) each side is built
 N times and a kernel that already differs between builds of one side is reported as unstable rather than as moved
-by the change.
+by the change. --show TEXT prints the normalized PTX diff (first builds) of each moved kernel whose name contains
+TEXT ("" for all of them).
 """
 import argparse
+import difflib
 import os
 import re
 import subprocess
@@ -59,6 +61,7 @@ def main():
     ap.add_argument("--src", default="bench/bench_gpt2.cu")
     ap.add_argument("--arch", default="sm_90a")
     ap.add_argument("--runs", type=int, default=2)
+    ap.add_argument("--show", default=None, help="print the PTX diff of moved kernels whose name contains this")
     a = ap.parse_args()
     top = subprocess.run(["git", "rev-parse", "--show-toplevel"], capture_output=True, text=True, check=True).stdout.strip()
     with tempfile.TemporaryDirectory() as tmp:
@@ -96,6 +99,11 @@ def main():
         print(f"{title}: {len(names)}")
         for k in names:
             print("  " + k)
+    if a.show is not None:
+        for k in moved:
+            if a.show in k:
+                print(f"\n--- {k}: {a.ref} -> {b_name}")
+                print("\n".join(difflib.unified_diff(a0[k].splitlines(), b0[k].splitlines(), lineterm="", n=2)))
 
 
 if __name__ == "__main__":
