@@ -197,7 +197,8 @@ __global__ void __launch_bounds__(32 * LNW) lnf_wg(const T *__restrict__ W, T *_
     /* no L2 policy on this form's weight copies: with one (gpt2__cp16_pol, as skinny_wg and gpt2__skinny_kernel
        stream theirs) every block stopped on an illegal instruction at the first refill once K has more chunks than
        the ring less one (C 1600), and without it the form runs and gives the same bits (RESULTS.md item 113,
-       twenty-third session). Why the operand faults here and not in skinny_wg's same refills is not known. */
+       twenty-third session). Why the operand faults here and not in skinny_wg's same refills is not known (a policy
+       made right before each copy faults too). */
     const uint64_t pol = 0;
     if (wgi == 0)
         for (int c = 0; c < ST - 1; c++) wg_issue<T, false>(ring, c, nch, tid, W, o0, O, C, C, pol);
