@@ -5123,7 +5123,11 @@ static gpt2_status gpt2__cuda_init_state(gpt2_model *m, gpt2__cuda_state *S) {
     GPT2__CU(cudaStreamCreateWithFlags(&S->stream, cudaStreamNonBlocking));
     GPT2__CU(cudaEventCreateWithFlags(&S->fork, cudaEventDisableTiming));
     S->part_rows = GPT2__PART_ROWS;
-    S->parts = GPT2__PARTS;
+    /* F32 decode steps run as one part. Its products run on the FP32 units and want every SM: kept off the
+       attention's SMs they lose more than the overlap gives, and a second part reads the weights again (H100,
+       throughput 124M / 355M: 73.5k / 29.4k tokens/s in two parts with attention on 56 SMs, 80.4k / 31.6k in two
+       parts on every SM, 82.7k / 31.9k in one; RESULTS.md item 119). Tests still set parts to run F32 in parts. */
+    S->parts = m->dtype == GPT2_DTYPE_F32 ? 1 : GPT2__PARTS;
     S->prefill_order = -1;
     GPT2__LT(cublasLtCreate(&S->lt));
     GPT2__CU(cudaMalloc(&S->lt_ws, S->lt_ws_size));
