@@ -1861,13 +1861,14 @@ static gpt2_status gpt2__cpu_step(gpt2_model *m, const gpt2__seq *seqs, int n, i
      cuBLASLt algorithm (gpt2__linear, gpt2__gemm_run), so a row's result never depends on the batch it shares;
      decode rows of the two projections into the residual split K into a fixed number of fp32 pieces per shape
      (gpt2__decode_splits), which the residual + layer-norm kernel adds in order
-   - attention: prompt chunks go to a flash-style tensor-core kernel in 64-row tiles (F16/BF16, head size
-     32/64/128; longest tiles of every head first while the step's K/V fit in L2; it stores its tile's K and V
-     and reads the keys fed in the same step from qkv), every other row to a row kernel split along the
-     sequence in fixed 256-key pieces (which also stores a decode row's own K and V), again whatever the batch:
-     with head size 64 in F16/BF16 on the tensor cores, in 32-key chunks merged in a fixed order, by
-     gpt2__attn_mma_kernel (few rows) or gpt2__attn_stream_kernel (many), the same bits; else gpt2__attn_kernel;
-     only without the tiled kernel (F32) does a separate pass store K and V first
+   - attention: prompt chunks go to a flash-style kernel in 64-row tiles (head size 32/64/128, sm_80+: on the
+     tensor cores in F16/BF16, on the CUDA cores in F32; longest tiles of every head first while the step's K/V
+     fit in L2; it stores its tile's K and V and reads the keys fed in the same step from qkv), every other row
+     to a row kernel split along the sequence in fixed 256-key pieces (which also stores a decode row's own K
+     and V), again whatever the batch: with head size 64 in F16/BF16 on the tensor cores, in 32-key chunks
+     merged in a fixed order, by gpt2__attn_mma_kernel (few rows) or gpt2__attn_stream_kernel (many), the same
+     bits; else gpt2__attn_kernel; only without the tiled kernel (other head sizes, GPUs before sm_80) does a
+     separate pass store K and V first
    - a step's per-row and per-sequence inputs (tokens, positions, slots, sampling parameters) live in one
      device blob, copied from pinned memory (two staging blobs in turn); the pure-decode step is a CUDA graph
      replayed per batch size; only the sampled ids come back to the host, and gpt2_generate launches the next
@@ -3224,6 +3225,172 @@ __global__ void __launch_bounds__(2 * GPT2__FQ, HD <= 64 ? 256 / GPT2__FQ : 1) g
 #endif
 }
 
+/* Causal attention for prompt chunks in F32, flash style on the CUDA cores (F32 has no TF32: DESIGN.md), head size HD
+   in {32, 64, 128}: gpt2__attn_prefill_kernel's F32 counterpart, with its tiles (gpt2__plan_attention), its key
+   sources (the cache before the run's first row, qkv for the run's own rows) and its store of the tile's own K and
+   V into the cache; no score matrix leaves the block.
+   Grid: n_tiles * H blocks, as gpt2__attn_prefill_kernel's (heads_inner the same). Block: 256 threads; thread
+   (ty, tx) = (tid / 16, tid % 16) owns query rows ty + 16a of the tile (a < FQ / 16), and in each step of 64 keys the
+   scores of keys tx + 16b (b < 4) and the output dims tx * HD/16 .. + HD/16 - 1.
+   Shared memory (gpt2__prefill32_smem): Q [FQ][HD + 4], K [2][64][HD + 4], V [2][64][HD] (cp.async, double
+   buffered), P [FQ][64 + 4]. Per step: S = Q K^T (fp32 FMAs over the dims in order) -> online softmax per row
+   (log2 units, key <= query position; the row's max and partial sums over its 16 threads by butterflies) -> P ->
+   O = O * correction + P V (FMAs over the keys in order). out[row][h*HD..] = O / l.
+   A row's arithmetic involves only its own query and the keys (which 64-key step a key falls in is fixed by its
+   position), never the tile's other rows, so a prompt row gives the same bits however its prompt is chunked.
+   Matches the attention loop of gpt2__cpu_run (RESULTS.md item 120). */
+#define GPT2__F32_NT 256 /* threads of gpt2__attn_prefill32_kernel */
+template <int HD>
+static constexpr size_t gpt2__prefill32_smem() {
+    return ((size_t)GPT2__FQ * (HD + 4) + 2 * GPT2__FK * (HD + 4) + 2 * GPT2__FK * HD + (size_t)GPT2__FQ * (GPT2__FK + 4)) * sizeof(float);
+}
+template <int HD>
+__global__ void __launch_bounds__(GPT2__F32_NT, HD <= 64 ? 2 : 1) gpt2__attn_prefill32_kernel(const float *__restrict__ qkv, float *__restrict__ kc,
+                                                                       float *__restrict__ vc, float *__restrict__ out,
+                                                                       const gpt2__tile *__restrict__ tiles, int C, int H,
+                                                                       int max_seq, float scale_log2, int heads_inner) {
+    constexpr int LD = HD + 4, PLD = GPT2__FK + 4, RQ = GPT2__FQ / 16, DPT = HD / 16;
+    constexpr int CPR = HD / 4, RPI = GPT2__F32_NT / CPR; /* 16-byte chunks per row; rows a pass of the block copies */
+    static_assert(GPT2__FK == 64 && GPT2__FQ % 16 == 0 && HD % 16 == 0 && GPT2__FK % RPI == 0 && GPT2__FQ % RPI == 0, "tile shapes");
+    extern __shared__ __align__(16) float gpt2__p32_sh[];
+    float *Qs = gpt2__p32_sh, *Ks = Qs + GPT2__FQ * LD, *Vs = Ks + 2 * GPT2__FK * LD, *Ps = Vs + 2 * GPT2__FK * HD;
+    const int n_tiles = (int)(gridDim.x / H), tile = heads_inner ? blockIdx.x / H : blockIdx.x % n_tiles;
+    const gpt2__tile tl = tiles[tile];
+    const int h = heads_inner ? blockIdx.x % H : blockIdx.x / n_tiles, tid = threadIdx.x, ty = tid >> 4, tx = tid & 15;
+    const size_t head = ((size_t)tl.slot * H + h) * max_seq * HD;
+    const int kend = tl.pos0 + tl.n, nsteps = (kend + GPT2__FK - 1) / GPT2__FK;
+    const int jr = tid / CPR, c4 = (tid % CPR) * 4; /* the thread copies chunk c4 of rows jr, jr + RPI, ... */
+    float *kcb = kc + head + c4, *vcb = vc + head + c4;          /* + key * HD: a cached key */
+    const float *qb = qkv + (size_t)h * HD + c4;                 /* + row * 3C: a fed row's q (k at + C, v at + 2C) */
+    /* keys [step*64, +64) into buffer bf: before the run's first row from the cache, the run's own from qkv (other
+       blocks store them meanwhile); past kend zeros */
+    auto load_kv = [&](int step, int bf) {
+        const int k0 = step * GPT2__FK;
+#pragma unroll
+        for (int it = 0; it < GPT2__FK / RPI; it++) {
+            const int j = jr + it * RPI, kp = k0 + j, key = kp < kend ? kp : 0;
+            const float *ks = key >= tl.first ? qb + (size_t)(tl.row0 - tl.pos0 + key) * 3 * C + C : kcb + (size_t)key * HD;
+            const float *vs = key >= tl.first ? ks + C : vcb + (size_t)key * HD;
+            gpt2__cp16(Ks + (bf * GPT2__FK + j) * LD + c4, ks, kp < kend);
+            gpt2__cp16(Vs + (bf * GPT2__FK + j) * HD + c4, vs, kp < kend);
+        }
+    };
+#pragma unroll
+    for (int it = 0; it < GPT2__FQ / RPI; it++) {
+        const int rr = jr + it * RPI;
+        gpt2__cp16(Qs + rr * LD + c4, qb + (size_t)(tl.row0 + (rr < tl.n ? rr : 0)) * 3 * C, rr < tl.n);
+    }
+    load_kv(0, 0);
+    gpt2__cp_commit();
+    float o[RQ][DPT], m[RQ], l[RQ];
+#pragma unroll
+    for (int a = 0; a < RQ; a++) {
+        m[a] = -INFINITY;
+        l[a] = 0.0f;
+#pragma unroll
+        for (int e = 0; e < DPT; e++) o[a][e] = 0.0f;
+    }
+    for (int st = 0; st < nsteps; st++) {
+        if (st + 1 < nsteps) { load_kv(st + 1, (st + 1) & 1); gpt2__cp_commit(); gpt2__cp_wait<1>(); }
+        else gpt2__cp_wait<0>();
+        __syncthreads();
+        const int k0 = st * GPT2__FK;
+        const float *Kb = Ks + (st & 1) * GPT2__FK * LD, *Vb = Vs + (st & 1) * GPT2__FK * HD;
+        /* the tile's own rows among these keys go from shared memory into the cache, for later steps */
+        if (k0 + GPT2__FK > tl.pos0)
+#pragma unroll
+            for (int it = 0; it < GPT2__FK / RPI; it++) {
+                const int j = jr + it * RPI, kp = k0 + j;
+                if (kp >= tl.pos0 && kp < kend) {
+                    *(float4 *)(kcb + (size_t)kp * HD) = *(const float4 *)(Kb + j * LD + c4);
+                    *(float4 *)(vcb + (size_t)kp * HD) = *(const float4 *)(Vb + j * HD + c4);
+                }
+            }
+        /* S = Q K^T: score (a, b) is row ty + 16a against key tx + 16b, its dims added in order */
+        float s[RQ][4];
+#pragma unroll
+        for (int a = 0; a < RQ; a++) s[a][0] = s[a][1] = s[a][2] = s[a][3] = 0.0f;
+#pragma unroll 4
+        for (int d = 0; d < HD; d += 4) {
+            float4 q[RQ], k[4];
+#pragma unroll
+            for (int a = 0; a < RQ; a++) q[a] = *(const float4 *)(Qs + (ty + 16 * a) * LD + d);
+#pragma unroll
+            for (int b = 0; b < 4; b++) k[b] = *(const float4 *)(Kb + (tx + 16 * b) * LD + d);
+#pragma unroll
+            for (int a = 0; a < RQ; a++)
+#pragma unroll
+                for (int b = 0; b < 4; b++) {
+                    s[a][b] = fmaf(q[a].x, k[b].x, s[a][b]);
+                    s[a][b] = fmaf(q[a].y, k[b].y, s[a][b]);
+                    s[a][b] = fmaf(q[a].z, k[b].z, s[a][b]);
+                    s[a][b] = fmaf(q[a].w, k[b].w, s[a][b]);
+                }
+        }
+        /* online softmax per row: the max over the row's 16 threads, P into shared memory, the corrections */
+#pragma unroll
+        for (int a = 0; a < RQ; a++) {
+            const int i = ty + 16 * a, qpos = tl.pos0 + i;
+            float mx = -INFINITY;
+#pragma unroll
+            for (int b = 0; b < 4; b++) {
+                if (!(i < tl.n && k0 + tx + 16 * b <= qpos)) s[a][b] = -INFINITY;
+                mx = fmaxf(mx, s[a][b]);
+            }
+#pragma unroll
+            for (int x = 1; x < 16; x <<= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, x));
+            const float mn = fmaxf(m[a], mx * scale_log2);
+            const float base = mn != -INFINITY ? mn : 0.0f; /* a row with no live key yet keeps o = l = 0 */
+            const float corr = exp2f(m[a] - base);
+            float rs = 0.0f;
+#pragma unroll
+            for (int b = 0; b < 4; b++) {
+                const float p = exp2f(fmaf(s[a][b], scale_log2, -base));
+                rs += p;
+                Ps[i * PLD + tx + 16 * b] = p;
+            }
+            l[a] = l[a] * corr + rs;
+            m[a] = mn;
+#pragma unroll
+            for (int e = 0; e < DPT; e++) o[a][e] *= corr;
+        }
+        __syncthreads();
+        /* O += P V: dims tx * DPT .. of rows ty + 16a, the keys added in order */
+#pragma unroll 2
+        for (int j = 0; j < GPT2__FK; j += 4) {
+            float4 p[RQ];
+#pragma unroll
+            for (int a = 0; a < RQ; a++) p[a] = *(const float4 *)(Ps + (ty + 16 * a) * PLD + j);
+#pragma unroll
+            for (int jj = 0; jj < 4; jj++) {
+                float v[DPT];
+#pragma unroll
+                for (int e = 0; e < DPT; e += 2) *(float2 *)&v[e] = *(const float2 *)(Vb + (j + jj) * HD + tx * DPT + e);
+#pragma unroll
+                for (int a = 0; a < RQ; a++) {
+                    const float pj = jj == 0 ? p[a].x : jj == 1 ? p[a].y : jj == 2 ? p[a].z : p[a].w;
+#pragma unroll
+                    for (int e = 0; e < DPT; e++) o[a][e] = fmaf(pj, v[e], o[a][e]);
+                }
+            }
+        }
+        __syncthreads(); /* before the next step's copies and P overwrite what this one read */
+    }
+#pragma unroll
+    for (int a = 0; a < RQ; a++) {
+        float la = l[a];
+#pragma unroll
+        for (int x = 1; x < 16; x <<= 1) la += __shfl_xor_sync(0xffffffffu, la, x);
+        const int i = ty + 16 * a;
+        if (i < tl.n) {
+            const float inv = 1.0f / la;
+            float *row = out + (size_t)(tl.row0 + i) * C + (size_t)h * HD + tx * DPT;
+#pragma unroll
+            for (int e = 0; e < DPT; e += 2) *(float2 *)(row + e) = make_float2(o[a][e] * inv, o[a][e + 1] * inv);
+        }
+    }
+}
+
 /* gelu_new (as gpt2__cpu_gelu) of a value already rounded to T, in fp32, every operation rounded as written (no
    fused multiply-add), so each kernel that calls it gives the same bits: the decode rows' GELU (gpt2__linear) */
 static __device__ __forceinline__ float gpt2__gelu(float v) {
@@ -4571,11 +4738,19 @@ static int gpt2__prefill_enable(void) {
                                 (int)gpt2__prefill_smem<T, HD>()) == cudaSuccess &&
            cudaFuncGetAttributes(&fa, gpt2__attn_prefill_kernel<T, HD>) == cudaSuccess && fa.ptxVersion >= 80;
 }
+template <int HD>
+static int gpt2__prefill32_enable(void) {
+    return cudaFuncSetAttribute(gpt2__attn_prefill32_kernel<HD>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                (int)gpt2__prefill32_smem<HD>()) == cudaSuccess;
+}
 static int gpt2__prefill_usable(gpt2_dtype dt, int hd, int device) {
     cudaDeviceProp pr;
-    if (dt == GPT2_DTYPE_F32 || cudaGetDeviceProperties(&pr, device) != cudaSuccess || pr.major < 8) return 0;
+    if (cudaGetDeviceProperties(&pr, device) != cudaSuccess || pr.major < 8) return 0;
     int ok = 0;
-    if (dt == GPT2_DTYPE_F16)
+    if (dt == GPT2_DTYPE_F32)
+        ok = hd == 32 ? gpt2__prefill32_enable<32>() : hd == 64 ? gpt2__prefill32_enable<64>()
+           : hd == 128 ? gpt2__prefill32_enable<128>() : 0;
+    else if (dt == GPT2_DTYPE_F16)
         ok = hd == 32 ? gpt2__prefill_enable<__half, 32>() : hd == 64 ? gpt2__prefill_enable<__half, 64>()
            : hd == 128 ? gpt2__prefill_enable<__half, 128>() : 0;
     else
@@ -4585,8 +4760,19 @@ static int gpt2__prefill_usable(gpt2_dtype dt, int hd, int device) {
     return ok;
 }
 
-static gpt2_status gpt2__prefill(gpt2__cuda_state *, const gpt2_model *, float *, float *, const gpt2__cuda_meta *) {
-    return gpt2__fail(GPT2_ERR_DEVICE, "%s:%d: the tiled prefill attention has no F32 form", __FILE__, __LINE__);
+template <int HD>
+static gpt2_status gpt2__prefill32_launch(gpt2__cuda_state *S, const gpt2_model *m, float *kc, float *vc, const gpt2__cuda_meta *d) {
+    const int C = m->cfg.n_embd, H = m->cfg.n_head;
+    const int heads_inner = S->prefill_order >= 0 ? S->prefill_order : 2.0 * (double)d->tile_keys * C * 4 <= (double)S->l2_bytes;
+    gpt2__attn_prefill32_kernel<HD><<<dim3((unsigned)d->n_tiles * (unsigned)H), GPT2__F32_NT, gpt2__prefill32_smem<HD>(), S->stream>>>(
+        (const float *)S->qkv, kc, vc, (float *)S->att, d->tiles, C, H, m->max_seq, 1.4426950408889634f / sqrtf((float)HD), heads_inner);
+    GPT2__LAUNCHED();
+    return GPT2_OK;
+}
+static gpt2_status gpt2__prefill(gpt2__cuda_state *S, const gpt2_model *m, float *kc, float *vc, const gpt2__cuda_meta *d) {
+    const int hd = m->cfg.n_embd / m->cfg.n_head;
+    return hd == 32 ? gpt2__prefill32_launch<32>(S, m, kc, vc, d) : hd == 64 ? gpt2__prefill32_launch<64>(S, m, kc, vc, d)
+                    : gpt2__prefill32_launch<128>(S, m, kc, vc, d);
 }
 template <typename T>
 static gpt2_status gpt2__prefill(gpt2__cuda_state *S, const gpt2_model *m, T *kc, T *vc, const gpt2__cuda_meta *d) {
@@ -5226,7 +5412,7 @@ static gpt2_status gpt2__cuda_init_state(gpt2_model *m, gpt2__cuda_state *S) {
     else gpt2__attn_stage_enable<float>(S);
     /* tensor-core decode attention: with the tiled prefill kernel (so sm_80+, F16/BF16, its own key stored by the
        kernel), head size 64, splits of 256 */
-    if (S->flash && C / H == 64 && GPT2__SPLIT_LEN == 256)
+    if (S->flash && C / H == 64 && GPT2__SPLIT_LEN == 256 && m->dtype != GPT2_DTYPE_F32)
         S->att_mma = m->dtype == GPT2_DTYPE_F16 ? gpt2__attn_mma_enable<__half>(S) : gpt2__attn_mma_enable<__nv_bfloat16>(S);
     if (S->att_mma) {
         if (m->dtype == GPT2_DTYPE_F16) gpt2__kv_maps<__half>(m, S);

@@ -199,7 +199,7 @@ static gpt2_model *random_model(const char *size, gpt2_dtype dt, int max_batch, 
                S->esize != 2 ? " none (F32)" : S->skinny ? "" : " (off: --no-skinny)", GPT2__LNF_ROWS,
                S->lnf ? "yes" : !g_lnf ? "no (--no-lnf)" : S->esize != 2 ? "no (F32)" : "no (this GPU)",
                S->parts, S->part_rows, S->green_sms, S->kv_tma && S->att_tma ? "TMA" : S->kv_tma ? "cp.async (--att-tma 0)" : "cp.async",
-               S->flash_wg ? "wgmma" : S->flash ? "mma.sync" : "CUDA cores");
+               S->flash_wg ? "wgmma" : S->flash ? (S->esize == 4 ? "CUDA cores, in tiles" : "mma.sync") : "CUDA cores, row by row");
         if (!S->green_sms) printf("no SMs of its own for decode attention: %s\n", S->green_why ? S->green_why : "?");
     }
     return m;

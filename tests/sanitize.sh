@@ -2,9 +2,9 @@
 # tests/sanitize.sh — compute-sanitizer over gpt2.cuh's own kernels, on a GPU. Logs under $OUT (default /tmp/sanitize).
 #   racecheck: tests/sanitize_kernels few; memcheck, synccheck: tests/sanitize_kernels (the few-row products, the
 #              LN-folded ones and the sampler, no cuBLASLt)
-#   racecheck: ./test_gpt2 residual attention, F16 and BF16 (tests that launch no cuBLASLt kernel: residual + layer
-#              norm, prefill and decode attention in every form; the sampler's own test takes over 100 s under it,
-#              so the sampler's racecheck is tests/sanitize_kernels')
+#   racecheck: ./test_gpt2 residual attention prefill_rows, F16 and BF16 (tests that launch no cuBLASLt kernel:
+#              residual + layer norm, prefill and decode attention in every form and dtype, F32's tiles included;
+#              the sampler's own test takes over 100 s under it, so the sampler's racecheck is tests/sanitize_kernels')
 #   memcheck:  ./test_gpt2 lnf generate lookahead, F16 and BF16 (whole steps, cuBLASLt included)
 # racecheck cannot run over cuBLASLt's kernels (tests/sanitize_kernels.cu says why), so whole steps get memcheck only.
 # Prints one line per run and exits non-zero when any run reports an error or a failed test.
@@ -26,7 +26,7 @@ run() { # NAME DTYPE TOOL PROGRAM ARGS...
 run kernels_racecheck f16 racecheck tests/sanitize_kernels few
 for tool in memcheck synccheck; do run "kernels_$tool" f16 "$tool" tests/sanitize_kernels; done
 for dt in f16 bf16; do
-    run "race_tests_$dt" "$dt" racecheck ./test_gpt2 residual attention
+    run "race_tests_$dt" "$dt" racecheck ./test_gpt2 residual attention prefill_rows
     run "mem_steps_$dt" "$dt" memcheck ./test_gpt2 lnf generate lookahead
 done
 echo "sanitize: $([ $bad = 0 ] && echo clean || echo 'errors (logs in '"$out"')')"
