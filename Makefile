@@ -113,11 +113,14 @@ bench/skinny_wg: bench/skinny_wg.cu $(HEADERS)
 bench/midgemm: bench/midgemm.cu $(HEADERS)
 	$(BUILD) bench/midgemm.cu -o $@ $(LIBS)
 
+bench/f32_chain: bench/f32_chain.cu $(HEADERS)
+	$(BUILD) bench/f32_chain.cu -o $@ $(LIBS)
+
 # links the driver library (green contexts called directly); the toolkit's stub where no driver is installed
 bench/greensplit: bench/greensplit.cu
 	$(BUILD) bench/greensplit.cu -o $@ -lcublasLt -L$(dir $(NVCC))../lib64/stubs -lcuda
 
 clean:
-	rm -f demo_c examples/hello tests/mpi/test_mpi tests/sanitize_kernels demo demo_mpi test_gpt2 test_gpt2_c test_gpt2_asan test_gpt2_asan.log bench/bench_gpt2 bench/bench_mixed bench/logits_hash bench/attn_decode bench/read_bw bench/mma_chain bench/skinny_wg bench/midgemm bench/greensplit
+	rm -f demo_c examples/hello tests/mpi/test_mpi tests/sanitize_kernels demo demo_mpi test_gpt2 test_gpt2_c test_gpt2_asan test_gpt2_asan.log bench/bench_gpt2 bench/bench_mixed bench/logits_hash bench/attn_decode bench/read_bw bench/mma_chain bench/skinny_wg bench/midgemm bench/greensplit bench/f32_chain
 
 .PHONY: all test fuzz bench clean

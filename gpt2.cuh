@@ -3400,18 +3400,19 @@ static __device__ __forceinline__ float gpt2__gelu(float v) {
 }
 
 /* x [n] in T := gpt2__gelu(x), in place: decode rows of the MLP's first product that cuBLASLt computed with the
-   bias alone (rows contiguous). 8 elements (16 bytes) per thread and step when x is 16-byte aligned and n a multiple
-   of 8, else one; grid-stride. */
+   bias alone (rows contiguous; in every dtype). 16 bytes of elements per thread and step when x is 16-byte aligned
+   and n a multiple of their count, else one; grid-stride. */
 template <typename T>
 __global__ void gpt2__gelu_kernel(T *x, size_t n) {
     gpt2__pdl_enter();
     const size_t stride = (size_t)gridDim.x * blockDim.x, t0 = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-    if (n % 8 == 0 && ((uintptr_t)x & 15) == 0) {
-        for (size_t i = t0; i < n / 8; i += stride) {
+    constexpr int E = 16 / sizeof(T);
+    if (n % E == 0 && ((uintptr_t)x & 15) == 0) {
+        for (size_t i = t0; i < n / E; i += stride) {
             uint4 u = ((const uint4 *)x)[i];
             T *e = (T *)&u;
 #pragma unroll
-            for (int k = 0; k < 8; k++) gpt2__put(e + k, gpt2__gelu(gpt2__f(e[k])));
+            for (int k = 0; k < E; k++) gpt2__put(e + k, gpt2__gelu(gpt2__f(e[k])));
             ((uint4 *)x)[i] = u;
         }
         return;
@@ -3737,6 +3738,87 @@ __global__ void __launch_bounds__(32 * NW) gpt2__skinny_kernel(const T *__restri
         }
     }
 #endif
+}
+
+/* Decode products of at most GPT2__SK_ROWS rows in F32 on the CUDA cores, with the bits of cuBLASLt's F32 decode
+   class where that class adds K in one fused multiply-add chain per output, in order (no split of K inside
+   cuBLASLt: on the H100 every such product of the published shapes; gpt2__skinny_check keeps a product on this
+   kernel only where every output bit agrees, RESULTS.md item 121). D = X [n][I] @ W^T per piece of K as
+   gpt2__gemm_run: piece p of `gridDim.y` covers [p Ik, (p+1) Ik) into D + p n ldd (fp32, no bias: out_f32), or one
+   piece + bias (fp32 add after the chain) then GELU with gelu (gpt2__gelu, as every F32 decode row now applies it).
+   Grid: (ceil(O / 32), pieces); block: one warp, lane l the output column 32 blockIdx.x + l, its chain over k in
+   order with one accumulator per row (NR rows at most, n at run time). W's 32 rows stream through shared memory in
+   chunks of 16 k (cp.async, a ring of GPT2__SK32_ST chunks; [32][16 + 4] floats each, so a lane's 16-byte reads of
+   its own row are free of bank conflicts), the first GPT2__SK32_ST - 1 issued before the PDL wait; X's n rows of the
+   piece follow into shared memory after it. Ik a multiple of 16 (gpt2__sk32_fits). */
+#ifndef GPT2__SK32_ST
+#define GPT2__SK32_ST 16 /* ring chunks (2.5 KB each) */
+#endif
+#define GPT2__SK32_KC 16
+template <int NR>
+__global__ void __launch_bounds__(32) gpt2__skinny32_kernel(const float *__restrict__ W, const float *__restrict__ X, float *__restrict__ D,
+                                                            const float *__restrict__ bias, int O, int n, int I, int Ik, int ldd, int gelu) {
+    extern __shared__ __align__(16) float gpt2__sk32_sh[];
+    constexpr int KC = GPT2__SK32_KC, ST = GPT2__SK32_ST, LD = KC + 4;
+    float *ring = gpt2__sk32_sh, *xs = ring + ST * 32 * LD; /* xs: [n][Ik] */
+    const int lane = threadIdx.x, c0 = blockIdx.x * 32, p = blockIdx.y, nch = Ik / KC;
+    const float *wp = W + (size_t)p * Ik;
+    /* chunk c into ring slot c % ST: 32 rows x 16 k, 128 copies of 16 bytes, 4 a lane (row lane / 4 + 8 i, quarter lane % 4) */
+    auto issue = [&](int c) {
+        float *dst = ring + (c % ST) * 32 * LD;
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            const int r = (lane >> 2) + 8 * i, q = (lane & 3) * 4;
+            const bool ok = c0 + r < O;
+            gpt2__cp16(dst + r * LD + q, wp + (size_t)(ok ? c0 + r : 0) * I + (size_t)c * KC + q, ok);
+        }
+    };
+    for (int c = 0; c < ST - 1; c++) {
+        if (c < nch) issue(c);
+        gpt2__cp_commit();
+    }
+    gpt2__pdl_enter();
+    for (int i = lane * 4; i < n * Ik; i += 32 * 4) {
+        const int r = i / Ik, k = i % Ik;
+        *(float4 *)(xs + i) = *(const float4 *)(X + (size_t)r * I + (size_t)p * Ik + k);
+    }
+    float acc[NR];
+#pragma unroll
+    for (int r = 0; r < NR; r++) acc[r] = 0.0f;
+    for (int c = 0; c < nch; c++) {
+        if (c + ST - 1 < nch) issue(c + ST - 1);
+        gpt2__cp_commit();
+        gpt2__cp_wait<ST - 1>();
+        __syncwarp();
+        const float *wr = ring + (c % ST) * 32 * LD + lane * LD;
+        const float *xr = xs + c * KC;
+#pragma unroll
+        for (int k = 0; k < KC; k += 4) {
+            const float4 w = *(const float4 *)(wr + k);
+#pragma unroll
+            for (int r = 0; r < NR; r++) {
+                if (r < n) {
+                    const float4 x = *(const float4 *)(xr + (size_t)r * Ik + k);
+                    acc[r] = fmaf(x.x, w.x, acc[r]);
+                    acc[r] = fmaf(x.y, w.y, acc[r]);
+                    acc[r] = fmaf(x.z, w.z, acc[r]);
+                    acc[r] = fmaf(x.w, w.w, acc[r]);
+                }
+            }
+        }
+        __syncwarp(); /* every lane past this slot before a later issue refills it */
+    }
+    const int col = c0 + lane;
+    if (col >= O) return;
+#pragma unroll
+    for (int r = 0; r < NR; r++) {
+        if (r >= n) break;
+        if (bias) {
+            float v = acc[r] + bias[col];
+            if (gelu) v = gpt2__gelu(v);
+            D[(size_t)r * ldd + col] = v;
+        } else D[((size_t)p * n + r) * ldd + col] = acc[r];
+    }
 }
 
 /* A sequence's sampling request as the sampler kernel reads it. */
@@ -4370,6 +4452,28 @@ static gpt2_status gpt2__skinny_go(const gpt2__cuda_state *S, cudaStream_t st, i
     return gpt2__skinny_run<T>(st, pdl, D, W, X, bias, O, n, I, out_f32, ldd, splits, gelu, amax);
 }
 
+/* gpt2__skinny32_kernel (F32): its shared memory, whether it takes a product's shape, its limit raised (0: it cannot
+   run here), and the product of gpt2__gemm_run by it (bias set: one piece, + bias, then GELU with gelu; else fp32
+   pieces); pdl as gpt2__launch. */
+static size_t gpt2__sk32_smem(int n, int Ik) { return ((size_t)GPT2__SK32_ST * 32 * (GPT2__SK32_KC + 4) + (size_t)n * Ik) * sizeof(float); }
+static int gpt2__sk32_fits(int O, int n, int I, int splits) {
+    return O >= 1 && n >= 1 && n <= GPT2__SK_ROWS && splits >= 1 && I % splits == 0 && (I / splits) % GPT2__SK32_KC == 0 &&
+           I % 4 == 0 && gpt2__sk32_smem(GPT2__SK_ROWS, I / splits) <= GPT2__SK_SMEM_MAX;
+}
+static int gpt2__sk32_enable(void) {
+    return cudaFuncSetAttribute(gpt2__skinny32_kernel<1>, cudaFuncAttributeMaxDynamicSharedMemorySize, GPT2__SK_SMEM_MAX) == cudaSuccess &&
+           cudaFuncSetAttribute(gpt2__skinny32_kernel<4>, cudaFuncAttributeMaxDynamicSharedMemorySize, GPT2__SK_SMEM_MAX) == cudaSuccess &&
+           cudaFuncSetAttribute(gpt2__skinny32_kernel<GPT2__SK_ROWS>, cudaFuncAttributeMaxDynamicSharedMemorySize, GPT2__SK_SMEM_MAX) == cudaSuccess;
+}
+static gpt2_status gpt2__sk32_run(cudaStream_t st, int pdl, void *D, const float *W, const float *X, const float *bias, int O, int n,
+                                  int I, int ldd, int splits, int gelu) {
+    if (ldd < O) ldd = O;
+    const int Ik = I / splits;
+    return gpt2__launch(n <= 1 ? gpt2__skinny32_kernel<1> : n <= 4 ? gpt2__skinny32_kernel<4> : gpt2__skinny32_kernel<GPT2__SK_ROWS>,
+                        dim3((unsigned)((O + 31) / 32), (unsigned)splits), dim3(32), gpt2__sk32_smem(n, Ik), st, pdl, W, X, (float *)D,
+                        bias, O, n, I, Ik, ldd, gelu);
+}
+
 /* gpt2__skinny_kernel with its own residual + layer norm (gpt2__lnf): GPT2__LNF_NW warps a block, so that a block
    has enough threads to load a row at once; E by C as gpt2__residual_ln. */
 /* Raises the kernel's dynamic shared-memory limit to all a block may have on this GPU less its static part; that
@@ -4473,7 +4577,7 @@ static int gpt2__decode_splits(int I) {
 template <typename T>
 static gpt2_status gpt2__decode_lt(gpt2__cuda_state *S, void *D, const void *W, const void *X, const void *bias, int O, int n,
                                    int I, int epi, int out_f32, int ldd, int sp) {
-    const int own_gelu = sizeof(T) == 2 && epi == GPT2__EPI_BIAS_GELU && !out_f32;
+    const int own_gelu = epi == GPT2__EPI_BIAS_GELU && !out_f32;
     gpt2_status st = gpt2__gemm_run(S, gpt2__cuda_type<T>::id, D, W, X, bias, O, n, I, own_gelu ? GPT2__EPI_BIAS : epi, out_f32, ldd,
                                     GPT2_GEMM_REF_ROWS, sp);
     if (st || !own_gelu || n < 1) return st;
@@ -4503,21 +4607,28 @@ static gpt2_status gpt2__linear(gpt2_model *m, gpt2__cuda_state *S, void *D, con
     const int nd = N - P, sp = part ? gpt2__decode_splits(I) : 1;
     if (part) epi = GPT2__EPI_NONE, out_f32 = 1, D = part, bias = NULL, ldd = O;
     else D = (char *)D + (size_t)P * ldd * (out_f32 ? sizeof(float) : sizeof(T));
-    if constexpr (sizeof(T) == 2)
+    if constexpr (sizeof(T) == 2) {
         if (gpt2__skinny_use(S, O, nd, I, sp, epi, out_f32))
             return gpt2__skinny_go<T>(S, S->stream, S->pdl, D, (const T *)W, Xd, (const T *)bias, O, nd, I, out_f32, ldd, sp,
                                        epi == GPT2__EPI_BIAS_GELU, amax);
+    } else if (gpt2__skinny_use(S, O, nd, I, sp, epi, out_f32))
+        return gpt2__sk32_run(S->stream, S->pdl, D, (const float *)W, (const float *)Xd, (const float *)bias, O, nd, I, ldd, sp,
+                              epi == GPT2__EPI_BIAS_GELU);
     return gpt2__decode_lt<T>(S, D, W, Xd, bias, O, nd, I, epi, out_f32, ldd, sp);
 }
 
 /* Which decode products gpt2__skinny_kernel may serve: for each of the model's (qkv with bias; the two projections
    in K pieces, fp32; the MLP's first product with bias and GELU; the logits, fp32), it and gpt2__decode_lt run on
    the same weights (layer 0, wte) and random rows, 1 and GPT2__SK_ROWS of them; only a product whose every output
-   bit agrees is listed in S->sk_ok. Nothing is listed below sm_80, in F32, or when a product does not fit. */
+   bit agrees is listed in S->sk_ok. In F32 the kernel is gpt2__skinny32_kernel. Nothing is listed below sm_80 or when
+   a product does not fit. */
 template <typename T>
 static gpt2_status gpt2__skinny_check(gpt2_model *m, gpt2__cuda_state *S) {
     S->sk_n = 0;
-    if (!S->skinny || !gpt2__skinny_enable<T>() || !gpt2__skinny_enable<T, GPT2__SK_NW_WIDE>()) { cudaGetLastError(); return GPT2_OK; }
+    bool on;
+    if constexpr (sizeof(T) == 2) on = S->skinny && gpt2__skinny_enable<T>() && gpt2__skinny_enable<T, GPT2__SK_NW_WIDE>();
+    else on = S->skinny && gpt2__sk32_enable();
+    if (!on) { cudaGetLastError(); return GPT2_OK; }
     const int C = m->cfg.n_embd, F = m->n_inner, R = GPT2__SK_ROWS;
     const gpt2__cuda_layer *y = &S->layers[0];
     const struct { int O, I, sp, epi, f32; const void *W, *b; } pr[5] = {
@@ -4548,15 +4659,19 @@ static gpt2_status gpt2__skinny_check(gpt2_model *m, gpt2__cuda_state *S) {
         st = gpt2__fail(GPT2_ERR_DEVICE, "%s:%d: the skinny-product check could not allocate or copy", __FILE__, __LINE__);
     for (int k = 0; k < 5 && !st; k++) {
         const int O = pr[k].O, I = pr[k].I, sp = pr[k].sp;
-        if (!gpt2__skinny_fits(O, R, I, sp, sizeof(T))) continue;
+        if (sizeof(T) == 2 ? !gpt2__skinny_fits(O, R, I, sp, sizeof(T)) : !gpt2__sk32_fits(O, R, I, sp)) continue;
         int same = 1;
         for (int n = 1; n <= R && same && !st; n += R - 1) {
             const size_t bytes = (size_t)sp * n * O * (pr[k].f32 ? 4 : sizeof(T));
             if (cudaMemsetAsync(d1, 0, bytes, S->stream) != cudaSuccess || cudaMemsetAsync(d2, 0xff, bytes, S->stream) != cudaSuccess)
                 st = gpt2__fail(GPT2_ERR_DEVICE, "%s:%d: cudaMemsetAsync failed", __FILE__, __LINE__);
             if (!st) st = gpt2__decode_lt<T>(S, d1, pr[k].W, dx, pr[k].b, O, n, I, pr[k].epi, pr[k].f32, O, sp);
-            if (!st) st = gpt2__skinny_go<T>(S, S->stream, 0, d2, (const T *)pr[k].W, (const T *)dx, (const T *)pr[k].b, O, n, I,
-                                              pr[k].f32, O, sp, pr[k].epi == GPT2__EPI_BIAS_GELU);
+            if constexpr (sizeof(T) == 2) {
+                if (!st) st = gpt2__skinny_go<T>(S, S->stream, 0, d2, (const T *)pr[k].W, (const T *)dx, (const T *)pr[k].b, O, n, I,
+                                                  pr[k].f32, O, sp, pr[k].epi == GPT2__EPI_BIAS_GELU);
+            } else if (!st)
+                st = gpt2__sk32_run(S->stream, 0, d2, (const float *)pr[k].W, (const float *)dx, pr[k].f32 ? NULL : (const float *)pr[k].b,
+                                    O, n, I, O, sp, pr[k].epi == GPT2__EPI_BIAS_GELU);
             if (!st && (cudaStreamSynchronize(S->stream) != cudaSuccess || cudaMemcpy(h1, d1, bytes, cudaMemcpyDeviceToHost) != cudaSuccess ||
                         cudaMemcpy(h2, d2, bytes, cudaMemcpyDeviceToHost) != cudaSuccess))
                 st = gpt2__fail(GPT2_ERR_DEVICE, "%s:%d: the skinny-product check failed: %s", __FILE__, __LINE__,
@@ -4900,7 +5015,7 @@ static gpt2_status gpt2__cuda_run_t(gpt2_model *m, gpt2__cuda_state *S, const gp
     }
     /* logits of few rows on gpt2__skinny_kernel (not inside a step of parts, whose runs share S->amax) leave the
        greedy sampler their argmax candidates */
-    const int am = !S->in_parts && n_out <= GPT2__SK_ROWS && S->ldv % 8 == 0 && gpt2__skinny_use(S, S->ldv, n_out, C, 1, GPT2__EPI_NONE, 1);
+    const int am = S->esize == 2 && !S->in_parts && n_out <= GPT2__SK_ROWS && S->ldv % 8 == 0 && gpt2__skinny_use(S, S->ldv, n_out, C, 1, GPT2__EPI_NONE, 1);
     S->amax_n = am ? S->ldv / 8 : 0;
     return gpt2__linear<T>(m, S, S->logits, S->wte, ln, NULL, S->ldv, n_out, 0, C, GPT2__EPI_NONE, 1, S->ldv, NULL,
                            am ? gpt2__amax{S->amax, cf->n_vocab} : gpt2__amax{NULL, 0});
@@ -5420,7 +5535,7 @@ static gpt2_status gpt2__cuda_init_state(gpt2_model *m, gpt2__cuda_state *S) {
     }
     if (m->dtype == GPT2_DTYPE_F16) { S->lnf = gpt2__lnf_enable<__half>(S); return gpt2__skinny_check<__half>(m, S); }
     if (m->dtype == GPT2_DTYPE_BF16) { S->lnf = gpt2__lnf_enable<__nv_bfloat16>(S); return gpt2__skinny_check<__nv_bfloat16>(m, S); }
-    return GPT2_OK;
+    return gpt2__skinny_check<float>(m, S);
 }
 
 static gpt2_status gpt2__cuda_init(gpt2_model *m) {

@@ -196,7 +196,7 @@ static gpt2_model *random_model(const char *size, gpt2_dtype dt, int max_batch, 
         for (int i = 0; i < S->sk_n; i++) printf(" %dx%d/%d", S->sk_ok[i][0], S->sk_ok[i][1], S->sk_ok[i][2]);
         printf("%s; layer norms folded into products at <= %d rows: %s; decode steps in up to %d parts of >= %d rows, "
                "their attention on %d SMs of its own (0: on every SM); decode attention reads the caches with %s; prompt attention on %s\n",
-               S->esize != 2 ? " none (F32)" : S->skinny ? "" : " (off: --no-skinny)", GPT2__LNF_ROWS,
+               !S->skinny ? " (off: --no-skinny)" : S->sk_n == 0 ? " none" : "", GPT2__LNF_ROWS,
                S->lnf ? "yes" : !g_lnf ? "no (--no-lnf)" : S->esize != 2 ? "no (F32)" : "no (this GPU)",
                S->parts, S->part_rows, S->green_sms, S->kv_tma && S->att_tma ? "TMA" : S->kv_tma ? "cp.async (--att-tma 0)" : "cp.async",
                S->flash_wg ? "wgmma" : S->flash ? (S->esize == 4 ? "CUDA cores, in tiles" : "mma.sync") : "CUDA cores, row by row");
