@@ -3742,8 +3742,9 @@ __global__ void __launch_bounds__(32 * NW) gpt2__skinny_kernel(const T *__restri
 
 /* Decode products of at most GPT2__SK_ROWS rows in F32 on the CUDA cores, with the bits of cuBLASLt's F32 decode
    class where that class adds K in one fused multiply-add chain per output, in order (no split of K inside
-   cuBLASLt: on the H100 every such product of the published shapes; gpt2__skinny_check keeps a product on this
-   kernel only where every output bit agrees, RESULTS.md item 121). D = X [n][I] @ W^T per piece of K as
+   cuBLASLt, which gpt2__gemm_run's reference avoids: on the H100 every F32 decode product of the published
+   shapes; gpt2__skinny_check keeps a product on this kernel only where every output bit agrees, RESULTS.md items
+   121 and 123). D = X [n][I] @ W^T per piece of K as
    gpt2__gemm_run: piece p of `gridDim.y` covers [p Ik, (p+1) Ik) into D + p n ldd (fp32, no bias: out_f32), or one
    piece + bias (fp32 add after the chain) then GELU with gelu (gpt2__gelu, as every F32 decode row now applies it).
    Grid: (ceil(O / 32), pieces); block: one warp, lane l the output column 32 blockIdx.x + l, its chain over k in
@@ -4362,9 +4363,24 @@ static gpt2_status gpt2__gemm_run(gpt2__cuda_state *S, cudaDataType_t dt, void *
         if (s == CUBLAS_STATUS_SUCCESS && nc > 0) {
             found = 1;
             res = cand[0];
-            for (int i = 0; i < nc; i++) {
+            int whole = 0;
+            for (int i = 0; i < nc && !whole; i++) {
                 gpt2__algo_class(&cand[i].algo, cc);
-                if (cc[1] <= 1) { res = cand[i]; break; }
+                if (cc[1] <= 1) { res = cand[i]; whole = 1; }
+            }
+            /* none: the first pick with its split of K taken out, where cuBLASLt accepts that (F32 at 124M-774M:
+               qkv's and the MLP's first class split K; without the split gpt2__skinny32_kernel can reproduce them,
+               RESULTS.md item 123) */
+            if (!whole) {
+                cublasLtMatmulHeuristicResult_t one = cand[0], chk1;
+                const int k1 = 1;
+                const cublasLtReductionScheme_t none = CUBLASLT_REDUCTION_SCHEME_NONE;
+                if (cublasLtMatmulAlgoConfigSetAttribute(&one.algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &k1, sizeof k1) == CUBLAS_STATUS_SUCCESS &&
+                    cublasLtMatmulAlgoConfigSetAttribute(&one.algo, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME, &none, sizeof none) == CUBLAS_STATUS_SUCCESS &&
+                    cublasLtMatmulAlgoCheck(S->lt, g->desc, g->a, b_ref, d_ref, d_ref, &one.algo, &chk1) == CUBLAS_STATUS_SUCCESS) {
+                    one.workspaceSize = chk1.workspaceSize;
+                    res = one;
+                }
             }
             gpt2__algo_class(&res.algo, rc);
             cublasLtMatmulHeuristicResult_t chk;
