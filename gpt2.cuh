@@ -1873,11 +1873,12 @@ static gpt2_status gpt2__cpu_step(gpt2_model *m, const gpt2__seq *seqs, int n, i
      device blob, copied from pinned memory (two staging blobs in turn); the pure-decode step is a CUDA graph
      replayed per batch size; only the sampled ids come back to the host, and gpt2_generate launches the next
      decode step before reading them (its tokens are read on the GPU: gpt2__cuda_launch with feed)
-   - decode products of at most 16 rows run on gpt2__skinny_kernel where gpt2__skinny_check found it to give
-     cuBLASLt's bits (it adds K in 16-wide MMA slices in order, as the pinned algorithm does), so batch
-     invariance holds either way; in F16/BF16 decode rows take their GELU from gpt2__gelu (bias into T, then
-     GELU), never from cuBLASLt's epilogue, whose rounding no formula reproduced (gpt2__decode_lt)
-   - the logits of such a step (gpt2__skinny_kernel's AM form) also leave, per 8 columns, their largest value and
+   - decode products of at most 16 rows run on gpt2__skinny_kernel (F32: gpt2__skinny32_kernel) where
+     gpt2__skinny_check found it to give cuBLASLt's bits (it adds K in 16-wide MMA slices in order, as the pinned
+     algorithm does; F32's in one fused multiply-add chain, as its pinned class without a split of K does), so
+     batch invariance holds either way; decode rows take their GELU from gpt2__gelu (bias into T, then GELU),
+     never from cuBLASLt's epilogue, whose rounding no formula reproduced (gpt2__decode_lt)
+   - the logits of such a step in F16/BF16 (gpt2__skinny_kernel's AM form) also leave, per 8 columns, their largest value and
      its index (gpt2__amax), and a greedy row's sampler reduces those instead of the vocabulary: the same id
    - on sm_90+ the kernels that follow a product start as programmatic dependent launches (gpt2__launch,
      gpt2__pdl_wait), and products, residual + LN and decode attention let the next kernel launch as soon as
