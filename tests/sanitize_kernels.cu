@@ -8,11 +8,13 @@
    `./test_gpt2 matmul`, which runs cuBLASLt alone). Every test_gpt2 test of the few-row products or of whole steps
    calls cuBLASLt (gpt2__skinny_check at load, the prompt products), so none of them finishes under racecheck.
 
-   What it launches, each as a decode step does (the products in F16 and BF16, sm_80+):
+   What it launches, each as a decode step does (the products in F16 and BF16, sm_80+; F32's product kernel):
    - gpt2__skinny_kernel through gpt2__skinny_run: the forms a step uses (bias into T; GELU; fp32 K pieces; the
      logits' argmax candidates), 1 and 2 warps a block, every row count 1..16, on GPT-2's shapes and odd small ones;
    - the LN-folded form through gpt2__lnf_run: widths 768, 1024, 1280, 1600, 2560 (E 1, 2, 4), 1 and 2 rows, with and
      without GELU, in the FIT ring and the full ring;
+   - F32's few-row product (gpt2__skinny32_kernel) in its three forms, rows 1..16, checked against the host's fused
+     multiply-add chain bit for bit (GELU within 1e-5);
    - the sampler (gpt2__sample_kernel) at vocabularies 1003 and 50257: greedy (from the logits and from argmax
      candidates), top-k, top-p, both, no cut, with and without a pure decode step's advance record;
    and checks what can be checked without cuBLASLt: the two block widths give the same bits, and so do the two
@@ -115,6 +117,55 @@ static void skinny_shape(cudaStream_t st, int pdl, const char *dt, int O, int I,
     }
     printf("%s skinny %5d x %4d (%d pieces): %d launches\n", dt, O, I, splits, launches);
     cudaFree(W); cudaFree(X); cudaFree(B); cudaFree(d1); cudaFree(d2); cudaFree(a1); cudaFree(a2);
+}
+
+/* F32's few-row product (gpt2__skinny32_kernel through gpt2__sk32_run) on one shape, in each form (bias; bias and
+   GELU; fp32 pieces): its outputs of the first 256 and the last 32 columns against one fused multiply-add chain per
+   output on the host (bit for bit; with GELU within 1e-5, the host's tanhf not being the GPU's) */
+static void skinny32_shape(cudaStream_t st, int pdl, int O, int I, int splits) {
+    const int R = GPT2__SK_ROWS;
+    std::vector<float> w((size_t)O * I), x((size_t)R * I), b((size_t)O);
+    for (auto &v : w) v = frand(0.05f);
+    for (auto &v : x) v = frand(1.0f);
+    for (auto &v : b) v = frand(0.5f);
+    float *W, *X, *B, *D;
+    CK(cudaMalloc(&W, w.size() * 4)); CK(cudaMalloc(&X, x.size() * 4)); CK(cudaMalloc(&B, b.size() * 4));
+    CK(cudaMalloc(&D, (size_t)splits * R * O * 4));
+    CK(cudaMemcpy(W, w.data(), w.size() * 4, cudaMemcpyHostToDevice));
+    CK(cudaMemcpy(X, x.data(), x.size() * 4, cudaMemcpyHostToDevice));
+    CK(cudaMemcpy(B, b.data(), b.size() * 4, cudaMemcpyHostToDevice));
+    int launches = 0;
+    for (int form = 0; form < 3; form++) { /* bias; bias and GELU; fp32 pieces */
+        const int sp = form == 2 ? splits : 1, Ik = I / sp;
+        if ((form == 2 && splits == 1) || !gpt2__sk32_fits(O, R, I, sp)) continue;
+        for (int n = 1; n <= R; n++) {
+            if (few && n != 1 && n != 2 && n != 9 && n != R) continue;
+            const size_t nb = (size_t)sp * n * O;
+            CK(cudaMemsetAsync(D, 0x11, nb * 4, st));
+            ST_OK(gpt2__sk32_run(st, pdl, D, W, X, form == 2 ? NULL : B, O, n, I, 0, sp, form == 1));
+            CK(cudaStreamSynchronize(st));
+            launches++;
+            std::vector<float> d(nb);
+            CK(cudaMemcpy(d.data(), D, nb * 4, cudaMemcpyDeviceToHost));
+            int bad = 0;
+            for (int p = 0; p < sp; p++)
+                for (int r = 0; r < n; r++)
+                    for (int o = 0; o < O; o++) {
+                        if (o >= 256 && o < O - 32) continue;
+                        float a = 0.0f;
+                        for (int k = p * Ik; k < (p + 1) * Ik; k++) a = fmaf(x[(size_t)r * I + k], w[(size_t)o * I + k], a);
+                        if (form < 2) a = a + b[o];
+                        if (form == 1) gpt2__cpu_gelu(&a, 1);
+                        const float g = d[((size_t)p * n + r) * O + o];
+                        bad += form == 1 ? !(fabsf(g - a) <= 1e-5f * (1.0f + fabsf(a))) : memcmp(&g, &a, 4) != 0;
+                    }
+            char what[160];
+            snprintf(what, sizeof what, "F32 skinny %dx%d/%d form %d, %d rows: %d outputs differ from the host's chain", O, I, sp, form, n, bad);
+            expect(bad == 0, what);
+        }
+    }
+    printf("F32 skinny %5d x %4d (%d pieces): %d launches\n", O, I, splits, launches);
+    cudaFree(W); cudaFree(X); cudaFree(B); cudaFree(D);
 }
 
 /* The LN-folded product at width C: out O = 3C (qkv) or 4C with GELU (the MLP's first), n rows, the residual rows
@@ -269,6 +320,12 @@ int main(int argc, char **argv) {
     }
     run_dtype<__half>(&S, "F16");
     run_dtype<__nv_bfloat16>(&S, "BF16");
+    if (!gpt2__sk32_enable()) expect(0, "F32 skinny kernel enabled");
+    else {
+        const int shapes32[][3] = {{2304, 768, 1}, {768, 3072, 4}, {50264, 768, 1}, {1600, 6400, 4}, {104, 96, 1}, {1000, 400, 2}};
+        for (size_t i = 0; i < sizeof shapes32 / sizeof shapes32[0]; i++)
+            skinny32_shape(S.stream, S.pdl, few && shapes32[i][0] > 5000 ? 5000 : shapes32[i][0], shapes32[i][1], shapes32[i][2]);
+    }
     sampler_vocab(1003);
     sampler_vocab(50257);
     CK(cudaDeviceSynchronize());
