@@ -4851,11 +4851,14 @@ static gpt2_status gpt2__attn_launch(gpt2__cuda_state *S, const gpt2_model *m, T
                         m->max_seq, split_len, n_split, lpk, scale_log2, S->att_count, store, prefetch);
 }
 
+/* The tiled prefill kernels' block order: S->prefill_order when set (tests, bench), else heads inner while the
+   step's prompt K/V (elements of es bytes) fit in L2 */
+static int gpt2__prefill_heads_inner(const gpt2__cuda_state *S, const gpt2__cuda_meta *d, int C, size_t es) {
+    return S->prefill_order >= 0 ? S->prefill_order : 2.0 * (double)d->tile_keys * C * es <= (double)S->l2_bytes;
+}
 template <typename T, int HD>
 static gpt2_status gpt2__prefill_launch(gpt2__cuda_state *S, const gpt2_model *m, T *kc, T *vc, const gpt2__cuda_meta *d) {
-    const int C = m->cfg.n_embd, H = m->cfg.n_head;
-    const double kv = 2.0 * (double)d->tile_keys * C * sizeof(T);
-    const int heads_inner = S->prefill_order >= 0 ? S->prefill_order : kv <= (double)S->l2_bytes;
+    const int C = m->cfg.n_embd, H = m->cfg.n_head, heads_inner = gpt2__prefill_heads_inner(S, d, C, sizeof(T));
     gpt2__attn_prefill_kernel<T, HD><<<dim3((unsigned)d->n_tiles * (unsigned)H), 2 * GPT2__FQ, gpt2__prefill_smem<T, HD>(), S->stream>>>(
         (const T *)S->qkv, kc, vc, (T *)S->att, d->tiles, C, H, m->max_seq, 1.4426950408889634f / sqrtf((float)HD), heads_inner);
     GPT2__LAUNCHED();
@@ -4894,8 +4897,7 @@ static int gpt2__prefill_usable(gpt2_dtype dt, int hd, int device) {
 
 template <int HD>
 static gpt2_status gpt2__prefill32_launch(gpt2__cuda_state *S, const gpt2_model *m, float *kc, float *vc, const gpt2__cuda_meta *d) {
-    const int C = m->cfg.n_embd, H = m->cfg.n_head;
-    const int heads_inner = S->prefill_order >= 0 ? S->prefill_order : 2.0 * (double)d->tile_keys * C * 4 <= (double)S->l2_bytes;
+    const int C = m->cfg.n_embd, H = m->cfg.n_head, heads_inner = gpt2__prefill_heads_inner(S, d, C, sizeof(float));
     gpt2__attn_prefill32_kernel<HD><<<dim3((unsigned)d->n_tiles * (unsigned)H), GPT2__F32_NT, gpt2__prefill32_smem<HD>(), S->stream>>>(
         (const float *)S->qkv, kc, vc, (float *)S->att, d->tiles, C, H, m->max_seq, 1.4426950408889634f / sqrtf((float)HD), heads_inner);
     GPT2__LAUNCHED();
