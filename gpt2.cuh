@@ -3751,17 +3751,23 @@ __global__ void __launch_bounds__(32 * NW) gpt2__skinny_kernel(const T *__restri
    Grid: (ceil(O / 32), pieces); block: one warp, lane l the output column 32 blockIdx.x + l, its chain over k in
    order with one accumulator per row (NR rows at most, n at run time). W's 32 rows stream through shared memory in
    chunks of 16 k (cp.async, a ring of GPT2__SK32_ST chunks; [32][16 + 4] floats each, so a lane's 16-byte reads of
-   its own row are free of bank conflicts), the first GPT2__SK32_ST - 1 issued before the PDL wait; X's n rows of the
-   piece follow into shared memory after it. Ik a multiple of 16 (gpt2__sk32_fits). */
+   its own row are free of bank conflicts), the first GPT2__SK32_ST - GPT2__SK32_G issued before the PDL wait; X's n
+   rows of the piece follow into shared memory after it. The warp waits once for every GPT2__SK32_G chunks (one wait
+   a chunk spent more on waiting than the chain's 16 fma took: RESULTS.md item 124). Ik a multiple of 16
+   (gpt2__sk32_fits). */
 #ifndef GPT2__SK32_ST
 #define GPT2__SK32_ST 16 /* ring chunks (2.5 KB each) */
+#endif
+#ifndef GPT2__SK32_G
+#define GPT2__SK32_G 4 /* chunks consumed a wait, a divisor of GPT2__SK32_ST (RESULTS.md item 124) */
 #endif
 #define GPT2__SK32_KC 16
 template <int NR>
 __global__ void __launch_bounds__(32) gpt2__skinny32_kernel(const float *__restrict__ W, const float *__restrict__ X, float *__restrict__ D,
                                                             const float *__restrict__ bias, int O, int n, int I, int Ik, int ldd, int gelu) {
     extern __shared__ __align__(16) float gpt2__sk32_sh[];
-    constexpr int KC = GPT2__SK32_KC, ST = GPT2__SK32_ST, LD = KC + 4;
+    constexpr int KC = GPT2__SK32_KC, ST = GPT2__SK32_ST, G = GPT2__SK32_G, LD = KC + 4;
+    static_assert(ST % G == 0 && ST > G, "GPT2__SK32_G divides GPT2__SK32_ST");
     float *ring = gpt2__sk32_sh, *xs = ring + ST * 32 * LD; /* xs: [n][Ik] */
     const int lane = threadIdx.x, c0 = blockIdx.x * 32, p = blockIdx.y, nch = Ik / KC;
     const float *wp = W + (size_t)p * Ik;
@@ -3775,7 +3781,7 @@ __global__ void __launch_bounds__(32) gpt2__skinny32_kernel(const float *__restr
             gpt2__cp16(dst + r * LD + q, wp + (size_t)(ok ? c0 + r : 0) * I + (size_t)c * KC + q, ok);
         }
     };
-    for (int c = 0; c < ST - 1; c++) {
+    for (int c = 0; c < ST - G; c++) {
         if (c < nch) issue(c);
         gpt2__cp_commit();
     }
@@ -3787,28 +3793,37 @@ __global__ void __launch_bounds__(32) gpt2__skinny32_kernel(const float *__restr
     float acc[NR];
 #pragma unroll
     for (int r = 0; r < NR; r++) acc[r] = 0.0f;
-    for (int c = 0; c < nch; c++) {
-        if (c + ST - 1 < nch) issue(c + ST - 1);
-        gpt2__cp_commit();
-        gpt2__cp_wait<ST - 1>();
+    /* G chunks a wait: chunks c + ST - G .. c + ST - 1 refill the slots that the G chunks before c left */
+    for (int c = 0; c < nch; c += G) {
+#pragma unroll
+        for (int j = 0; j < G; j++) {
+            if (c + ST - G + j < nch) issue(c + ST - G + j);
+            gpt2__cp_commit();
+        }
+        if (c + G <= nch) gpt2__cp_wait<ST - G>();
+        else gpt2__cp_wait<0>();
         __syncwarp();
-        const float *wr = ring + (c % ST) * 32 * LD + lane * LD;
-        const float *xr = xs + c * KC;
 #pragma unroll
-        for (int k = 0; k < KC; k += 4) {
-            const float4 w = *(const float4 *)(wr + k);
+        for (int j = 0; j < G; j++) {
+            if (c + j >= nch) break;
+            const float *wr = ring + ((c + j) % ST) * 32 * LD + lane * LD;
+            const float *xr = xs + (c + j) * KC;
 #pragma unroll
-            for (int r = 0; r < NR; r++) {
-                if (r < n) {
-                    const float4 x = *(const float4 *)(xr + (size_t)r * Ik + k);
-                    acc[r] = fmaf(x.x, w.x, acc[r]);
-                    acc[r] = fmaf(x.y, w.y, acc[r]);
-                    acc[r] = fmaf(x.z, w.z, acc[r]);
-                    acc[r] = fmaf(x.w, w.w, acc[r]);
+            for (int k = 0; k < KC; k += 4) {
+                const float4 w = *(const float4 *)(wr + k);
+#pragma unroll
+                for (int r = 0; r < NR; r++) {
+                    if (r < n) {
+                        const float4 x = *(const float4 *)(xr + (size_t)r * Ik + k);
+                        acc[r] = fmaf(x.x, w.x, acc[r]);
+                        acc[r] = fmaf(x.y, w.y, acc[r]);
+                        acc[r] = fmaf(x.z, w.z, acc[r]);
+                        acc[r] = fmaf(x.w, w.w, acc[r]);
+                    }
                 }
             }
         }
-        __syncwarp(); /* every lane past this slot before a later issue refills it */
+        __syncwarp(); /* every lane past these slots before a later issue refills them */
     }
     const int col = c0 + lane;
     if (col >= O) return;

@@ -310,7 +310,7 @@ static double time_ms(cudaStream_t st, void (*fn)(gpt2_model *, int), gpt2_model
 }
 static gpt2__cuda_meta g_d;   /* the device-side view of the last staged step */
 static int g_N, g_P, g_n; /* fed rows, prompt rows among them, sequences */
-/* the phases in the model's dtype (F16 or BF16) */
+/* the phases in the model's dtype */
 template <typename T> static void ph_attention_t(gpt2_model *m) {
     for (int l = 0; l < m->cfg.n_layer; l++) CHECK(gpt2__attention<T>((gpt2__cuda_state *)m->cuda, m, l, &g_d, g_N) == GPT2_OK);
 }
@@ -349,11 +349,13 @@ template <typename T> static void ph_kv_store_t(gpt2_model *m) {
         CHECK(gpt2__kv_store<T>(S->stream, S->sms, (const T *)S->qkv, (T *)S->k_cache, (T *)S->v_cache, g_d.slot,
                                      g_d.pos, S->flash ? 0 : g_N, C, H, m->max_seq) == GPT2_OK);
 }
-static void ph_attention(gpt2_model *m, int) { m->dtype == GPT2_DTYPE_BF16 ? ph_attention_t<__nv_bfloat16>(m) : ph_attention_t<__half>(m); }
-static void ph_gemms(gpt2_model *m, int) { m->dtype == GPT2_DTYPE_BF16 ? ph_gemms_t<__nv_bfloat16>(m) : ph_gemms_t<__half>(m); }
-static void ph_logits(gpt2_model *m, int) { m->dtype == GPT2_DTYPE_BF16 ? ph_logits_t<__nv_bfloat16>(m) : ph_logits_t<__half>(m); }
-static void ph_norms(gpt2_model *m, int) { m->dtype == GPT2_DTYPE_BF16 ? ph_norms_t<__nv_bfloat16>(m) : ph_norms_t<__half>(m); }
-static void ph_kv_store(gpt2_model *m, int) { m->dtype == GPT2_DTYPE_BF16 ? ph_kv_store_t<__nv_bfloat16>(m) : ph_kv_store_t<__half>(m); }
+/* a phase in the model's dtype */
+#define BY_DTYPE(m, F) ((m)->dtype == GPT2_DTYPE_BF16 ? F<__nv_bfloat16>(m) : (m)->dtype == GPT2_DTYPE_F32 ? F<float>(m) : F<__half>(m))
+static void ph_attention(gpt2_model *m, int) { BY_DTYPE(m, ph_attention_t); }
+static void ph_gemms(gpt2_model *m, int) { BY_DTYPE(m, ph_gemms_t); }
+static void ph_logits(gpt2_model *m, int) { BY_DTYPE(m, ph_logits_t); }
+static void ph_norms(gpt2_model *m, int) { BY_DTYPE(m, ph_norms_t); }
+static void ph_kv_store(gpt2_model *m, int) { BY_DTYPE(m, ph_kv_store_t); }
 static void ph_sampler(gpt2_model *m, int) {
     gpt2__cuda_state *S = (gpt2__cuda_state *)m->cuda;
     gpt2__sample_kernel<<<g_n, GPT2__SAMPLE_THREADS, 0, S->stream>>>(S->logits, m->cfg.n_vocab, S->ldv, g_d.picks, g_d.next,
@@ -1335,11 +1337,10 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--gelu-match")) { gelu_match(); return 0; }
         else if (!strcmp(argv[i], "--profile") && i + 1 < argc) g_profile = argv[++i];
         else if (!strcmp(argv[i], "--breakdown")) {
-            /* F16 (--dtype bf16 before it: BF16; 124M, or the size after it): a decode step of the throughput batch (1024; 256 for 1558M) at
+            /* F16 (--dtype bf16|f32 before it: that dtype; 124M, or the size after it): a decode step of the throughput batch (1024; 256 for 1558M) at
                position 160, one of 1 at position 192, a prefill step of 4 x 1024 */
             const char *size = i + 1 < argc ? argv[i + 1] : "124M";
             const int B = !strcmp(size, "1558M") ? 256 : 1024;
-            if (dt == GPT2_DTYPE_F32) { printf("--breakdown: F16 or BF16\n"); return 1; }
             char label[64];
             gpt2_model *m = NULL;
             pre_action(dt); /* --pre before --breakdown */
@@ -1382,8 +1383,9 @@ int main(int argc, char **argv) {
             double ms = median(t, reps) * 1e3;
             /* per token: every weight once (wpe aside) + K and V of the average context (192) */
             double bytes = (P - 1024 * C) * es + 2 * L * 192 * C * es;
-            printf("%-6s latency     %8.3f ms/token   %.3g GB/token, roofline %.0f%% (%.3f ms)   peak %.1f GB\n", size, ms,
-                   bytes / 1e9, 100.0 * bytes / bw / (ms * 1e-3), bytes / bw * 1e3, peak_used() / 1e9);
+            printf("%-6s latency     %8.3f ms/token   %.3g GB/token, roofline %.0f%% (%.3f ms)   peak %.1f GB   few-row kernel: %d of 5 products\n",
+                   size, ms, bytes / 1e9, 100.0 * bytes / bw / (ms * 1e-3), bytes / bw * 1e3, peak_used() / 1e9,
+                   ((gpt2__cuda_state *)m->cuda)->sk_n);
             gpt2_free(m);
         }
     throughput:

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # bench/profile.sh [SIZE...] — where each standard workload's step spends its time, kernel by kernel (issue 5's
-# "show the profile"). For each size (default 124M 1558M, F16) it profiles with Nsight Compute one step of each
+# "show the profile"). For each size (default 124M 1558M, F16; DTYPE=bf16|f32 for another dtype) it profiles with Nsight Compute one step of each
 # kind that bench_gpt2 --breakdown builds: the throughput batch's decode step (1024 rows; 256 at 1558M; position
 # 160), a batch-1 decode step (position 192) and, for 124M, the prefill benchmark's 16 x 1024 step. ncu replays
 # each kernel alone at the GPU's own clocks (--clock-control none) after flushing the caches (its default), so
@@ -13,6 +13,7 @@ cd "$(dirname "$0")/.."
 out=${OUT:-bench/out}
 mkdir -p "$out"
 sizes=${*:-124M 1558M}
+dt=${DTYPE:-f16} # DTYPE=bf16|f32: that dtype instead
 NCU=${NCU:-$(command -v ncu || echo /usr/local/cuda/bin/ncu)}
 date -u +"%Y-%m-%d %H:%M UTC" | tee "$out/profile_date.txt"
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$out/profile_gpu.txt"
@@ -30,16 +31,16 @@ mkdir -p "$raw"
 : > "$out/profile.txt"
 for size in $sizes; do
     # the steps' own times first, without the profiler attached (ncu slows every launch, profiled or not)
-    timeout 200 bench/bench_gpt2 --breakdown $size 2>&1 | grep "^breakdown" | tee -a "$out/profile.txt"
-    [ "$size" = 124M ] && timeout 200 bench/bench_gpt2 --only prefill --prefill-seqs 16 --breakdown $size 2>&1 | grep "^breakdown" |
+    timeout 200 bench/bench_gpt2 --dtype $dt --breakdown $size 2>&1 | grep "^breakdown" | tee -a "$out/profile.txt"
+    [ "$size" = 124M ] && timeout 200 bench/bench_gpt2 --dtype $dt --only prefill --prefill-seqs 16 --breakdown $size 2>&1 | grep "^breakdown" |
         tee -a "$out/profile.txt"
     for kind in decode one prefill; do
         [ "$kind" = prefill ] && [ "$size" != 124M ] && continue
         extra=""
         [ "$kind" = prefill ] && extra="--only prefill --prefill-seqs 16"
-        tag="$size-$kind"
+        tag="$size-$dt-$kind"
         timeout 400 "$NCU" --profile-from-start off --clock-control none --metrics "$want" --csv --page raw \
-            --log-file "$raw/$tag.ncu.csv" bench/bench_gpt2 $extra --profile $kind --breakdown $size > "$raw/$tag.out" 2>&1
+            --log-file "$raw/$tag.ncu.csv" bench/bench_gpt2 --dtype $dt $extra --profile $kind --breakdown $size > "$raw/$tag.out" 2>&1
         grep -h "^profiled" "$raw/$tag.out" | tee -a "$out/profile.txt"
         python3 bench/profile_summary.py "$tag" "$raw/$tag.ncu.csv" | tee -a "$out/profile.txt"
     done
