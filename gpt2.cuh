@@ -3756,7 +3756,7 @@ __global__ void __launch_bounds__(32 * NW) gpt2__skinny_kernel(const T *__restri
    a chunk spent more on waiting than the chain's 16 fma took: RESULTS.md item 124). Ik a multiple of 16
    (gpt2__sk32_fits). */
 #ifndef GPT2__SK32_ST
-#define GPT2__SK32_ST 16 /* ring chunks (2.5 KB each) */
+#define GPT2__SK32_ST 24 /* ring chunks (2.5 KB each; 24 leave 1558M's 16-row products exactly GPT2__SK_SMEM_MAX: item 124) */
 #endif
 #ifndef GPT2__SK32_G
 #define GPT2__SK32_G 4 /* chunks consumed a wait, a divisor of GPT2__SK32_ST (RESULTS.md item 124) */
