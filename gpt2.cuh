@@ -4171,6 +4171,7 @@ typedef struct gpt2__cuda_state {
                                            (tests turn it off to compare) */
     int sk_n;                           /* verified products: O, I, pieces, epilogue, out_f32 (gpt2__skinny_check) */
     int sk_ok[5][5];
+    char sk_miss[160];                  /* the first product the check kept off the kernel, and how far they disagreed */
     int lnf;                            /* steps of <= GPT2__LNF_ROWS decode rows fold residual + LN into the next product
                                            (gpt2__lnf; tests turn it off to compare) */
     float *x2;                          /* [GPT2__LNF_ROWS][C]: the residual's other buffer on that path */
@@ -4657,6 +4658,7 @@ static gpt2_status gpt2__linear(gpt2_model *m, gpt2__cuda_state *S, void *D, con
 template <typename T>
 static gpt2_status gpt2__skinny_check(gpt2_model *m, gpt2__cuda_state *S) {
     S->sk_n = 0;
+    S->sk_miss[0] = 0;
     bool on;
     if constexpr (sizeof(T) == 2) on = S->skinny && gpt2__skinny_enable<T>() && gpt2__skinny_enable<T, GPT2__SK_NW_WIDE>();
     else on = S->skinny && gpt2__sk32_enable();
@@ -4709,6 +4711,11 @@ static gpt2_status gpt2__skinny_check(gpt2_model *m, gpt2__cuda_state *S) {
                 st = gpt2__fail(GPT2_ERR_DEVICE, "%s:%d: the skinny-product check failed: %s", __FILE__, __LINE__,
                                 cudaGetErrorString(cudaGetLastError()));
             if (!st) same = !memcmp(h1, h2, bytes);
+            if (!st && !same && !S->sk_miss[0]) {
+                size_t words = bytes / 4, diff = 0;
+                for (size_t i = 0; i < words; i++) diff += memcmp(h1 + 4 * i, h2 + 4 * i, 4) != 0;
+                snprintf(S->sk_miss, sizeof S->sk_miss, "%dx%d in %d pieces at %d rows: %zu of %zu words differ", O, I, sp, n, diff, words);
+            }
         }
         if (!st && same) {
             int *e = S->sk_ok[S->sk_n++];

@@ -10,6 +10,8 @@
    bench/bench_gpt2 --profile decode|one|prefill --breakdown [SIZE]: as --breakdown, and then one step of that kind (the
                             many-row decode step, the one-row step, the prefill step) once more between
                             cudaProfilerStart and cudaProfilerStop, for `ncu --profile-from-start off` (bench/profile.sh)
+   bench/bench_gpt2 [--dtype D] --skinny-det SIZE...: whether each few-row decode product and its cuBLASLt reference
+                            give the same bits run after run, and each other (what gpt2__skinny_check compares at load)
    bench/bench_gpt2 [--rows R] --prompt-gemms: cuBLASLt's first pick for prompt rows against the fastest of its top 16
    bench/bench_gpt2 [--reps N] --prefill-pair SIZE: the prefill workload as one step, as two half steps in turn, and
                             as two engines of half the batch at once (what parts of a prompt step could gain)
@@ -29,6 +31,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <vector>
 #include <time.h>
 
 static double now_s(void) {
@@ -891,6 +894,67 @@ template <typename T> static void skinny_dtype(gpt2__cuda_state *S, const char *
     free(h1); free(h2);
     cudaFree(W); cudaFree(X); cudaFree(b); cudaFree(D1); cudaFree(D2);
 }
+/* --skinny-det SIZE: whether each few-row decode product (qkv, the projection's K pieces, the MLP's first with GELU,
+   its second's pieces, the logits; layer 0's weights) and its cuBLASLt reference give the same bits run after run:
+   each run 30 times at 1 and 16 rows on the same random rows, every output against that side's first; then the
+   two sides' first outputs against each other (what gpt2__skinny_check compares once at load). */
+template <typename T> static void skinny_det_t(const char *size, gpt2_dtype dt) {
+    gpt2_model *m = random_model(size, dt, 1, 1024, 0);
+    CHECK(m);
+    gpt2__cuda_state *S = (gpt2__cuda_state *)m->cuda;
+    printf("%s %s: %d of 5 products on the few-row kernel after the check at load\n", size, gpt2__dtype_name(dt), S->sk_n);
+    const int C = m->cfg.n_embd, F = m->n_inner, R = GPT2__SK_ROWS, reps = 30;
+    const gpt2__cuda_layer *y = &S->layers[0];
+    const struct { const char *name; int O, I, sp, epi, f32; const void *W, *b; } pr[5] = {
+        {"qkv", 3 * C, C, 1, GPT2__EPI_BIAS, 0, y->qkv_w, y->qkv_b},
+        {"proj", C, C, gpt2__decode_splits(C), GPT2__EPI_NONE, 1, y->proj_w, NULL},
+        {"fc", F, C, 1, GPT2__EPI_BIAS_GELU, 0, y->fc_w, y->fc_b},
+        {"fcproj", C, F, gpt2__decode_splits(F), GPT2__EPI_NONE, 1, y->fcp_w, NULL},
+        {"logits", S->ldv, C, 1, GPT2__EPI_NONE, 1, S->wte, NULL}};
+    std::vector<T> hx((size_t)R * F);
+    uint32_t r = 777u;
+    for (auto &v : hx) { r = r * 1664525u + 1013904223u; v = (T)(4.0f * ((float)(r >> 8) / 16777216.0f - 0.5f)); }
+    T *dx;
+    CU(cudaMalloc(&dx, hx.size() * sizeof(T)));
+    CU(cudaMemcpy(dx, hx.data(), hx.size() * sizeof(T), cudaMemcpyHostToDevice));
+    for (int k = 0; k < 5; k++)
+        for (int n = 1; n <= R; n += R - 1) {
+            const int O = pr[k].O, I = pr[k].I, sp = pr[k].sp, gelu = pr[k].epi == GPT2__EPI_BIAS_GELU;
+            const size_t bytes = (size_t)sp * n * O * (pr[k].f32 ? 4 : sizeof(T));
+            std::vector<unsigned char> first[2], now(bytes);
+            void *d;
+            CU(cudaMalloc(&d, bytes));
+            int vary[2] = {0, 0};
+            for (int rep = 0; rep <= reps; rep++)
+                for (int side = 0; side < 2; side++) {
+                    CU(cudaMemsetAsync(d, rep & 1 ? 0xff : 0, bytes, S->stream));
+                    if (side == 0) CHECK(gpt2__decode_lt<T>(S, d, pr[k].W, dx, pr[k].b, O, n, I, pr[k].epi, pr[k].f32, O, sp) == GPT2_OK);
+                    else if constexpr (sizeof(T) == 2)
+                        CHECK(gpt2__skinny_go<T>(S, S->stream, 0, d, (const T *)pr[k].W, dx, (const T *)pr[k].b, O, n, I, pr[k].f32, O, sp, gelu) ==
+                              GPT2_OK);
+                    else
+                        CHECK(gpt2__sk32_run(S->stream, 0, d, (const float *)pr[k].W, (const float *)dx, pr[k].f32 ? NULL : (const float *)pr[k].b,
+                                             O, n, I, O, sp, gelu) == GPT2_OK);
+                    CU(cudaStreamSynchronize(S->stream));
+                    CU(cudaMemcpy(now.data(), d, bytes, cudaMemcpyDeviceToHost));
+                    if (rep == 0) first[side] = now;
+                    else vary[side] += memcmp(now.data(), first[side].data(), bytes) != 0;
+                }
+            size_t ne = bytes / 4, diff = 0; /* 4-byte words that differ between the two sides' first runs */
+            for (size_t i = 0; i < ne; i++) diff += memcmp(&first[0][4 * i], &first[1][4 * i], 4) != 0;
+            printf("  %-7s %5d x %4d / %d pieces, %2d rows: cuBLASLt differs from its first run in %2d of %d runs, the kernel in %2d; "
+                   "first runs: %zu of %zu words differ\n", pr[k].name, O, I, sp, n, vary[0], reps, vary[1], diff, ne);
+            cudaFree(d);
+        }
+    cudaFree(dx);
+    gpt2_free(m);
+}
+static void skinny_det(const char *size, gpt2_dtype dt) {
+    if (dt == GPT2_DTYPE_F32) skinny_det_t<float>(size, dt);
+    else if (dt == GPT2_DTYPE_BF16) skinny_det_t<__nv_bfloat16>(size, dt);
+    else skinny_det_t<__half>(size, dt);
+}
+
 static void skinny_table(void) {
     gpt2__cuda_state S0, *S = &S0;
     bare_state(S);
@@ -1334,6 +1398,10 @@ int main(int argc, char **argv) {
         }
         else if (!strcmp(argv[i], "--class-pool")) { class_pool(); return 0; }
         else if (!strcmp(argv[i], "--skinny")) { skinny_table(); return 0; }
+        else if (!strcmp(argv[i], "--skinny-det")) {
+            for (int j = i + 1; j < argc; j++) skinny_det(argv[j], dt);
+            return 0;
+        }
         else if (!strcmp(argv[i], "--gelu-match")) { gelu_match(); return 0; }
         else if (!strcmp(argv[i], "--profile") && i + 1 < argc) g_profile = argv[++i];
         else if (!strcmp(argv[i], "--breakdown")) {
@@ -1383,9 +1451,10 @@ int main(int argc, char **argv) {
             double ms = median(t, reps) * 1e3;
             /* per token: every weight once (wpe aside) + K and V of the average context (192) */
             double bytes = (P - 1024 * C) * es + 2 * L * 192 * C * es;
-            printf("%-6s latency     %8.3f ms/token   %.3g GB/token, roofline %.0f%% (%.3f ms)   peak %.1f GB   few-row kernel: %d of 5 products\n",
-                   size, ms, bytes / 1e9, 100.0 * bytes / bw / (ms * 1e-3), bytes / bw * 1e3, peak_used() / 1e9,
-                   ((gpt2__cuda_state *)m->cuda)->sk_n);
+            const gpt2__cuda_state *S = (const gpt2__cuda_state *)m->cuda;
+            printf("%-6s latency     %8.3f ms/token   %.3g GB/token, roofline %.0f%% (%.3f ms)   peak %.1f GB   few-row kernel: %d of 5 products%s%s\n",
+                   size, ms, bytes / 1e9, 100.0 * bytes / bw / (ms * 1e-3), bytes / bw * 1e3, peak_used() / 1e9, S->sk_n,
+                   S->sk_miss[0] ? "; off it: " : "", S->sk_miss);
             gpt2_free(m);
         }
     throughput:
