@@ -4650,11 +4650,24 @@ static gpt2_status gpt2__linear(gpt2_model *m, gpt2__cuda_state *S, void *D, con
     return gpt2__decode_lt<T>(S, D, W, Xd, bias, O, nd, I, epi, out_f32, ldd, sp);
 }
 
-/* Which decode products gpt2__skinny_kernel may serve: for each of the model's (qkv with bias; the two projections
-   in K pieces, fp32; the MLP's first product with bias and GELU; the logits, fp32), it and gpt2__decode_lt run on
-   the same weights (layer 0, wte) and random rows, 1 and GPT2__SK_ROWS of them; only a product whose every output
-   bit agrees is listed in S->sk_ok. In F32 the kernel is gpt2__skinny32_kernel. Nothing is listed below sm_80 or when
-   a product does not fit. */
+/* A model's five decode products as gpt2__skinny_check runs them (qkv with bias; the attention projection in K
+   pieces, fp32; the MLP's first product with bias and GELU; its second in K pieces, fp32; the logits, fp32), on
+   layer 0's weights and wte; bench_gpt2 --skinny-det runs the same five. */
+typedef struct gpt2__sk_product { const char *name; int O, I, sp, epi, f32; const void *W, *b; } gpt2__sk_product;
+static void gpt2__sk_products(const gpt2_model *m, const gpt2__cuda_state *S, gpt2__sk_product pr[5]) {
+    const int C = m->cfg.n_embd, F = m->n_inner;
+    const gpt2__cuda_layer *y = &S->layers[0];
+    pr[0] = gpt2__sk_product{"qkv", 3 * C, C, 1, GPT2__EPI_BIAS, 0, y->qkv_w, y->qkv_b};
+    pr[1] = gpt2__sk_product{"proj", C, C, gpt2__decode_splits(C), GPT2__EPI_NONE, 1, y->proj_w, NULL};
+    pr[2] = gpt2__sk_product{"fc", F, C, 1, GPT2__EPI_BIAS_GELU, 0, y->fc_w, y->fc_b};
+    pr[3] = gpt2__sk_product{"fcproj", C, F, gpt2__decode_splits(F), GPT2__EPI_NONE, 1, y->fcp_w, NULL};
+    pr[4] = gpt2__sk_product{"logits", S->ldv, C, 1, GPT2__EPI_NONE, 1, S->wte, NULL};
+}
+
+/* Which decode products gpt2__skinny_kernel may serve: for each of the model's (gpt2__sk_products), it and
+   gpt2__decode_lt run on the same weights (layer 0, wte) and random rows, 1 and GPT2__SK_ROWS of them; only a product
+   whose every output bit agrees is listed in S->sk_ok. In F32 the kernel is gpt2__skinny32_kernel. Nothing is listed
+   below sm_80 or when a product does not fit. */
 template <typename T>
 static gpt2_status gpt2__skinny_check(gpt2_model *m, gpt2__cuda_state *S) {
     S->sk_n = 0;
@@ -4664,13 +4677,8 @@ static gpt2_status gpt2__skinny_check(gpt2_model *m, gpt2__cuda_state *S) {
     else on = S->skinny && gpt2__sk32_enable();
     if (!on) { cudaGetLastError(); return GPT2_OK; }
     const int C = m->cfg.n_embd, F = m->n_inner, R = GPT2__SK_ROWS;
-    const gpt2__cuda_layer *y = &S->layers[0];
-    const struct { int O, I, sp, epi, f32; const void *W, *b; } pr[5] = {
-        {3 * C, C, 1, GPT2__EPI_BIAS, 0, y->qkv_w, y->qkv_b},
-        {C, C, gpt2__decode_splits(C), GPT2__EPI_NONE, 1, y->proj_w, NULL},
-        {F, C, 1, GPT2__EPI_BIAS_GELU, 0, y->fc_w, y->fc_b},
-        {C, F, gpt2__decode_splits(F), GPT2__EPI_NONE, 1, y->fcp_w, NULL},
-        {S->ldv, C, 1, GPT2__EPI_NONE, 1, S->wte, NULL}};
+    gpt2__sk_product pr[5];
+    gpt2__sk_products(m, S, pr);
     const int Imax = C > F ? C : F;
     size_t dmax = 0;
     for (int k = 0; k < 5; k++) {

@@ -903,15 +903,10 @@ template <typename T> static void skinny_det_t(const char *size, gpt2_dtype dt) 
     CHECK(m);
     gpt2__cuda_state *S = (gpt2__cuda_state *)m->cuda;
     printf("%s %s: %d of 5 products on the few-row kernel after the check at load\n", size, gpt2__dtype_name(dt), S->sk_n);
-    const int C = m->cfg.n_embd, F = m->n_inner, R = GPT2__SK_ROWS, reps = 30;
-    const gpt2__cuda_layer *y = &S->layers[0];
-    const struct { const char *name; int O, I, sp, epi, f32; const void *W, *b; } pr[5] = {
-        {"qkv", 3 * C, C, 1, GPT2__EPI_BIAS, 0, y->qkv_w, y->qkv_b},
-        {"proj", C, C, gpt2__decode_splits(C), GPT2__EPI_NONE, 1, y->proj_w, NULL},
-        {"fc", F, C, 1, GPT2__EPI_BIAS_GELU, 0, y->fc_w, y->fc_b},
-        {"fcproj", C, F, gpt2__decode_splits(F), GPT2__EPI_NONE, 1, y->fcp_w, NULL},
-        {"logits", S->ldv, C, 1, GPT2__EPI_NONE, 1, S->wte, NULL}};
-    std::vector<T> hx((size_t)R * F);
+    const int F = m->n_inner, R = GPT2__SK_ROWS, reps = 30;
+    gpt2__sk_product pr[5];
+    gpt2__sk_products(m, S, pr);
+    std::vector<T> hx((size_t)R * (F > m->cfg.n_embd ? F : m->cfg.n_embd));
     uint32_t r = 777u;
     for (auto &v : hx) { r = r * 1664525u + 1013904223u; v = (T)(4.0f * ((float)(r >> 8) / 16777216.0f - 0.5f)); }
     T *dx;
