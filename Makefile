@@ -104,6 +104,9 @@ bench/attn_decode: bench/attn_decode.cu $(HEADERS)
 bench/read_bw: bench/read_bw.cu
 	$(BUILD) bench/read_bw.cu -o $@
 
+bench/pageable_race: bench/pageable_race.cu
+	$(BUILD) bench/pageable_race.cu -o $@
+
 bench/mma_chain: bench/mma_chain.cu $(HEADERS)
 	$(BUILD) bench/mma_chain.cu -o $@ $(LIBS)
 
@@ -121,6 +124,6 @@ bench/greensplit: bench/greensplit.cu
 	$(BUILD) bench/greensplit.cu -o $@ -lcublasLt -L$(dir $(NVCC))../lib64/stubs -lcuda
 
 clean:
-	rm -f demo_c examples/hello tests/mpi/test_mpi tests/sanitize_kernels demo demo_mpi test_gpt2 test_gpt2_c test_gpt2_asan test_gpt2_asan.log bench/bench_gpt2 bench/bench_mixed bench/logits_hash bench/attn_decode bench/read_bw bench/mma_chain bench/skinny_wg bench/midgemm bench/greensplit bench/f32_chain
+	rm -f demo_c examples/hello tests/mpi/test_mpi tests/sanitize_kernels demo demo_mpi test_gpt2 test_gpt2_c test_gpt2_asan test_gpt2_asan.log bench/bench_gpt2 bench/bench_mixed bench/logits_hash bench/attn_decode bench/read_bw bench/mma_chain bench/skinny_wg bench/midgemm bench/greensplit bench/f32_chain bench/pageable_race
 
 .PHONY: all test fuzz bench clean

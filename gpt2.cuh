@@ -4695,9 +4695,13 @@ static gpt2_status gpt2__skinny_check(gpt2_model *m, gpt2__cuda_state *S) {
         r = r * 1664525u + 1013904223u;
         hx[i] = (T)(4.0f * ((float)(r >> 8) / 16777216.0f - 0.5f));
     }
+    /* the rows go up on S->stream, which the check's products run on: a plain cudaMemcpy from pageable memory may
+       return before its DMA lands, and S->stream (non-blocking) does not wait for the legacy stream it runs on, so
+       the reference could read the rows half-written and the check keep a product off the kernel for no reason
+       (RESULTS.md item 127) */
     if (!st && (cudaMalloc(&dx, (size_t)R * Imax * sizeof(T)) != cudaSuccess || cudaMalloc(&d1, dmax) != cudaSuccess ||
                 cudaMalloc(&d2, dmax) != cudaSuccess ||
-                cudaMemcpy(dx, hx, (size_t)R * Imax * sizeof(T), cudaMemcpyHostToDevice) != cudaSuccess))
+                cudaMemcpyAsync(dx, hx, (size_t)R * Imax * sizeof(T), cudaMemcpyHostToDevice, S->stream) != cudaSuccess))
         st = gpt2__fail(GPT2_ERR_DEVICE, "%s:%d: the skinny-product check could not allocate or copy", __FILE__, __LINE__);
     for (int k = 0; k < 5 && !st; k++) {
         const int O = pr[k].O, I = pr[k].I, sp = pr[k].sp;
@@ -5506,7 +5510,7 @@ static gpt2_status gpt2__cuda_init_state(gpt2_model *m, gpt2__cuda_state *S) {
     GPT2__CU(cudaMalloc(&S->act, act));
     char *a = (char *)S->act;
     S->att_count = (unsigned *)a; a += gpt2__align256(R * H * sizeof(unsigned));
-    GPT2__CU(cudaMemset(S->att_count, 0, R * H * sizeof(unsigned)));
+    GPT2__CU(cudaMemsetAsync(S->att_count, 0, R * H * sizeof(unsigned), S->stream));
     S->x = (float *)a; a += gpt2__align256(R * C * 4);
     S->x2 = (float *)a; a += gpt2__align256((size_t)GPT2__LNF_ROWS * C * 4);
     S->amax = (float2 *)a; a += gpt2__align256((size_t)GPT2__SK_ROWS * (S->ldv / 8) * sizeof(float2));
@@ -5541,7 +5545,7 @@ static gpt2_status gpt2__cuda_init_state(gpt2_model *m, gpt2__cuda_state *S) {
 #define GPT2__UP(dst, src, rows, cols, tr, f32) \
     do { if (!st) st = gpt2__cuda_upload(m, S, dst, src, rows, cols, tr, f32, staging); } while (0)
     GPT2__PLACE(S->wte, (size_t)S->ldv * C, es);
-    if (!st && cudaMemset(S->wte, 0, (size_t)S->ldv * C * es) != cudaSuccess)
+    if (!st && cudaMemsetAsync(S->wte, 0, (size_t)S->ldv * C * es, S->stream) != cudaSuccess)
         st = gpt2__fail(GPT2_ERR_DEVICE, "%s:%d: cudaMemset of wte failed", __FILE__, __LINE__);
     GPT2__UP(S->wte, hw->wte, V, C, 0, 0);
     GPT2__PLACE(S->wpe, P * C, es); GPT2__UP(S->wpe, hw->wpe, P, C, 0, 0);

@@ -911,7 +911,8 @@ template <typename T> static void skinny_det_t(const char *size, gpt2_dtype dt) 
     for (auto &v : hx) { r = r * 1664525u + 1013904223u; v = (T)(4.0f * ((float)(r >> 8) / 16777216.0f - 0.5f)); }
     T *dx;
     CU(cudaMalloc(&dx, hx.size() * sizeof(T)));
-    CU(cudaMemcpy(dx, hx.data(), hx.size() * sizeof(T), cudaMemcpyHostToDevice));
+    /* on S->stream (non-blocking), as gpt2__skinny_check: a plain cudaMemcpy may return before its DMA lands */
+    CU(cudaMemcpyAsync(dx, hx.data(), hx.size() * sizeof(T), cudaMemcpyHostToDevice, S->stream));
     for (int k = 0; k < 5; k++)
         for (int n = 1; n <= R; n += R - 1) {
             const int O = pr[k].O, I = pr[k].I, sp = pr[k].sp, gelu = pr[k].epi == GPT2__EPI_BIAS_GELU;
