@@ -5546,7 +5546,7 @@ static gpt2_status gpt2__cuda_init_state(gpt2_model *m, gpt2__cuda_state *S) {
     do { if (!st) st = gpt2__cuda_upload(m, S, dst, src, rows, cols, tr, f32, staging); } while (0)
     GPT2__PLACE(S->wte, (size_t)S->ldv * C, es);
     if (!st && cudaMemsetAsync(S->wte, 0, (size_t)S->ldv * C * es, S->stream) != cudaSuccess)
-        st = gpt2__fail(GPT2_ERR_DEVICE, "%s:%d: cudaMemset of wte failed", __FILE__, __LINE__);
+        st = gpt2__fail(GPT2_ERR_DEVICE, "%s:%d: clearing wte failed", __FILE__, __LINE__);
     GPT2__UP(S->wte, hw->wte, V, C, 0, 0);
     GPT2__PLACE(S->wpe, P * C, es); GPT2__UP(S->wpe, hw->wpe, P, C, 0, 0);
     GPT2__PLACE(S->lnf_w, C, 4); GPT2__UP(S->lnf_w, hw->lnf_w, 1, C, 0, 1);
