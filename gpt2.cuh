@@ -3748,34 +3748,41 @@ __global__ void __launch_bounds__(32 * NW) gpt2__skinny_kernel(const T *__restri
    121 and 123). D = X [n][I] @ W^T per piece of K as
    gpt2__gemm_run: piece p of `gridDim.y` covers [p Ik, (p+1) Ik) into D + p n ldd (fp32, no bias: out_f32), or one
    piece + bias (fp32 add after the chain) then GELU with gelu (gpt2__gelu, as every F32 decode row now applies it).
-   Grid: (ceil(O / 32), pieces); block: one warp, lane l the output column 32 blockIdx.x + l, its chain over k in
-   order with one accumulator per row (NR rows at most, n at run time). W's 32 rows stream through shared memory in
-   chunks of 16 k (cp.async, a ring of GPT2__SK32_ST chunks; [32][16 + 4] floats each, so a lane's 16-byte reads of
-   its own row are free of bank conflicts), the first GPT2__SK32_ST - GPT2__SK32_G issued before the PDL wait; X's n
-   rows of the piece follow into shared memory after it. The warp waits once for every GPT2__SK32_G chunks (one wait
-   a chunk spent more on waiting than the chain's 16 fma took: RESULTS.md item 124). Ik a multiple of 16
-   (gpt2__sk32_fits). */
+   Grid: (ceil(O / COLS), pieces); block: one warp, lane l the output column COLS blockIdx.x + l (COLS 32, or 16
+   where a product has few blocks, gpt2__sk32_cols: lanes 16..31 then repeat lanes 0..15 and store nothing), its chain
+   over k in order with one accumulator per row (NR rows at most, n at run time). W's COLS rows stream through shared
+   memory in chunks of 16 k (cp.async, a ring of ST = GPT2__SK32_ST * 32 / COLS chunks, 60 KB either way; [COLS][16 + 4]
+   floats each, so a lane's 16-byte reads of its own row are free of bank conflicts), the first ST - G issued before
+   the PDL wait; X's n rows of the piece follow into shared memory after it. The warp waits once for every G =
+   GPT2__SK32_G * 32 / COLS chunks (one wait a chunk spent more on waiting than the chain's 16 fma took: RESULTS.md
+   item 124). Ik a multiple of 16 (gpt2__sk32_fits). */
 #ifndef GPT2__SK32_ST
-#define GPT2__SK32_ST 24 /* ring chunks (2.5 KB each; 24 leave 1558M's 16-row products exactly GPT2__SK_SMEM_MAX: item 124) */
+#define GPT2__SK32_ST 24 /* ring chunks at 32 columns a warp (2.5 KB each; 24 leave 1558M's 16-row products exactly
+                            GPT2__SK_SMEM_MAX: item 124); at 16 columns twice as many, the same bytes */
 #endif
 #ifndef GPT2__SK32_G
-#define GPT2__SK32_G 4 /* chunks consumed a wait, a divisor of GPT2__SK32_ST (RESULTS.md item 124) */
+#define GPT2__SK32_G 4 /* chunks consumed a wait at 32 columns, a divisor of GPT2__SK32_ST (RESULTS.md item 124); at 16 twice */
+#endif
+#ifndef GPT2__SK32_NARROW
+#define GPT2__SK32_NARROW 5 /* products of fewer than sms * this / 4 blocks at 32 columns run 16 a warp (gpt2__sk32_cols) */
 #endif
 #define GPT2__SK32_KC 16
-template <int NR>
+template <int NR, int COLS>
 __global__ void __launch_bounds__(32) gpt2__skinny32_kernel(const float *__restrict__ W, const float *__restrict__ X, float *__restrict__ D,
                                                             const float *__restrict__ bias, int O, int n, int I, int Ik, int ldd, int gelu) {
     extern __shared__ __align__(16) float gpt2__sk32_sh[];
-    constexpr int KC = GPT2__SK32_KC, ST = GPT2__SK32_ST, G = GPT2__SK32_G, LD = KC + 4;
+    constexpr int KC = GPT2__SK32_KC, ST = GPT2__SK32_ST * 32 / COLS, G = GPT2__SK32_G * 32 / COLS, LD = KC + 4;
     static_assert(ST % G == 0 && ST > G, "GPT2__SK32_G divides GPT2__SK32_ST");
-    float *ring = gpt2__sk32_sh, *xs = ring + ST * 32 * LD; /* xs: [n][Ik] */
-    const int lane = threadIdx.x, c0 = blockIdx.x * 32, p = blockIdx.y, nch = Ik / KC;
+    static_assert(COLS == 32 || COLS == 16, "32 or 16 columns a warp");
+    float *ring = gpt2__sk32_sh, *xs = ring + ST * COLS * LD; /* xs: [n][Ik] */
+    const int lane = threadIdx.x, c0 = blockIdx.x * COLS, p = blockIdx.y, nch = Ik / KC;
     const float *wp = W + (size_t)p * Ik;
-    /* chunk c into ring slot c % ST: 32 rows x 16 k, 128 copies of 16 bytes, 4 a lane (row lane / 4 + 8 i, quarter lane % 4) */
+    /* chunk c into ring slot c % ST: COLS rows x 16 k, 4 COLS copies of 16 bytes, COLS / 8 a lane (row lane / 4 + 8 i,
+       quarter lane % 4) */
     auto issue = [&](int c) {
-        float *dst = ring + (c % ST) * 32 * LD;
+        float *dst = ring + (c % ST) * COLS * LD;
 #pragma unroll
-        for (int i = 0; i < 4; i++) {
+        for (int i = 0; i < COLS / 8; i++) {
             const int r = (lane >> 2) + 8 * i, q = (lane & 3) * 4;
             const bool ok = c0 + r < O;
             gpt2__cp16(dst + r * LD + q, wp + (size_t)(ok ? c0 + r : 0) * I + (size_t)c * KC + q, ok);
@@ -3806,7 +3813,7 @@ __global__ void __launch_bounds__(32) gpt2__skinny32_kernel(const float *__restr
 #pragma unroll
         for (int j = 0; j < G; j++) {
             if (c + j >= nch) break;
-            const float *wr = ring + ((c + j) % ST) * 32 * LD + lane * LD;
+            const float *wr = ring + ((c + j) % ST) * COLS * LD + (lane % COLS) * LD;
             const float *xr = xs + (c + j) * KC;
 #pragma unroll
             for (int k = 0; k < KC; k += 4) {
@@ -3826,7 +3833,7 @@ __global__ void __launch_bounds__(32) gpt2__skinny32_kernel(const float *__restr
         __syncwarp(); /* every lane past these slots before a later issue refills them */
     }
     const int col = c0 + lane;
-    if (col >= O) return;
+    if (lane >= COLS || col >= O) return;
 #pragma unroll
     for (int r = 0; r < NR; r++) {
         if (r >= n) break;
@@ -4493,18 +4500,28 @@ static int gpt2__sk32_fits(int O, int n, int I, int splits) {
     return O >= 1 && n >= 1 && n <= GPT2__SK_ROWS && splits >= 1 && I % splits == 0 && (I / splits) % GPT2__SK32_KC == 0 &&
            I % 4 == 0 && gpt2__sk32_smem(GPT2__SK_ROWS, I / splits) <= GPT2__SK_SMEM_MAX;
 }
-static int gpt2__sk32_enable(void) {
-    return cudaFuncSetAttribute(gpt2__skinny32_kernel<1>, cudaFuncAttributeMaxDynamicSharedMemorySize, GPT2__SK_SMEM_MAX) == cudaSuccess &&
-           cudaFuncSetAttribute(gpt2__skinny32_kernel<4>, cudaFuncAttributeMaxDynamicSharedMemorySize, GPT2__SK_SMEM_MAX) == cudaSuccess &&
-           cudaFuncSetAttribute(gpt2__skinny32_kernel<GPT2__SK_ROWS>, cudaFuncAttributeMaxDynamicSharedMemorySize, GPT2__SK_SMEM_MAX) == cudaSuccess;
+template <int COLS> static int gpt2__sk32_enable_c(void) {
+    return cudaFuncSetAttribute(gpt2__skinny32_kernel<1, COLS>, cudaFuncAttributeMaxDynamicSharedMemorySize, GPT2__SK_SMEM_MAX) == cudaSuccess &&
+           cudaFuncSetAttribute(gpt2__skinny32_kernel<4, COLS>, cudaFuncAttributeMaxDynamicSharedMemorySize, GPT2__SK_SMEM_MAX) == cudaSuccess &&
+           cudaFuncSetAttribute(gpt2__skinny32_kernel<GPT2__SK_ROWS, COLS>, cudaFuncAttributeMaxDynamicSharedMemorySize, GPT2__SK_SMEM_MAX) == cudaSuccess;
+}
+static int gpt2__sk32_enable(void) { return gpt2__sk32_enable_c<32>() && gpt2__sk32_enable_c<16>(); }
+/* Columns a warp for a product of O columns in `splits` pieces on a GPU of sms SMs: 16 where 32 would leave fewer
+   than 5/4 of a block an SM (more warps stream the weights; each column's chain, so its bits, are the same either
+   way: RESULTS.md item 128), else 32 */
+static int gpt2__sk32_cols(int O, int splits, int sms) {
+    return 4 * (long long)((O + 31) / 32) * splits < (long long)sms * GPT2__SK32_NARROW ? 16 : 32;
 }
 static gpt2_status gpt2__sk32_run(cudaStream_t st, int pdl, void *D, const float *W, const float *X, const float *bias, int O, int n,
-                                  int I, int ldd, int splits, int gelu) {
+                                  int I, int ldd, int splits, int gelu, int cols) {
     if (ldd < O) ldd = O;
     const int Ik = I / splits;
-    return gpt2__launch(n <= 1 ? gpt2__skinny32_kernel<1> : n <= 4 ? gpt2__skinny32_kernel<4> : gpt2__skinny32_kernel<GPT2__SK_ROWS>,
-                        dim3((unsigned)((O + 31) / 32), (unsigned)splits), dim3(32), gpt2__sk32_smem(n, Ik), st, pdl, W, X, (float *)D,
-                        bias, O, n, I, Ik, ldd, gelu);
+    void (*k)(const float *, const float *, float *, const float *, int, int, int, int, int, int) =
+        cols == 16 ? (n <= 1 ? gpt2__skinny32_kernel<1, 16> : n <= 4 ? gpt2__skinny32_kernel<4, 16> : gpt2__skinny32_kernel<GPT2__SK_ROWS, 16>)
+                   : (n <= 1 ? gpt2__skinny32_kernel<1, 32> : n <= 4 ? gpt2__skinny32_kernel<4, 32> : gpt2__skinny32_kernel<GPT2__SK_ROWS, 32>);
+    cols = cols == 16 ? 16 : 32;
+    return gpt2__launch(k, dim3((unsigned)((O + cols - 1) / cols), (unsigned)splits), dim3(32), gpt2__sk32_smem(n, Ik), st, pdl, W, X,
+                        (float *)D, bias, O, n, I, Ik, ldd, gelu);
 }
 
 /* gpt2__skinny_kernel with its own residual + layer norm (gpt2__lnf): GPT2__LNF_NW warps a block, so that a block
@@ -4646,7 +4663,7 @@ static gpt2_status gpt2__linear(gpt2_model *m, gpt2__cuda_state *S, void *D, con
                                        epi == GPT2__EPI_BIAS_GELU, amax);
     } else if (gpt2__skinny_use(S, O, nd, I, sp, epi, out_f32))
         return gpt2__sk32_run(S->stream, S->pdl, D, (const float *)W, (const float *)Xd, (const float *)bias, O, nd, I, ldd, sp,
-                              epi == GPT2__EPI_BIAS_GELU);
+                              epi == GPT2__EPI_BIAS_GELU, gpt2__sk32_cols(O, sp, S->sms));
     return gpt2__decode_lt<T>(S, D, W, Xd, bias, O, nd, I, epi, out_f32, ldd, sp);
 }
 
@@ -4717,7 +4734,7 @@ static gpt2_status gpt2__skinny_check(gpt2_model *m, gpt2__cuda_state *S) {
                                                   pr[k].f32, O, sp, pr[k].epi == GPT2__EPI_BIAS_GELU);
             } else if (!st)
                 st = gpt2__sk32_run(S->stream, 0, d2, (const float *)pr[k].W, (const float *)dx, pr[k].f32 ? NULL : (const float *)pr[k].b,
-                                    O, n, I, O, sp, pr[k].epi == GPT2__EPI_BIAS_GELU);
+                                    O, n, I, O, sp, pr[k].epi == GPT2__EPI_BIAS_GELU, gpt2__sk32_cols(O, sp, S->sms));
             if (!st && (cudaStreamSynchronize(S->stream) != cudaSuccess || cudaMemcpy(h1, d1, bytes, cudaMemcpyDeviceToHost) != cudaSuccess ||
                         cudaMemcpy(h2, d2, bytes, cudaMemcpyDeviceToHost) != cudaSuccess))
                 st = gpt2__fail(GPT2_ERR_DEVICE, "%s:%d: the skinny-product check failed: %s", __FILE__, __LINE__,

@@ -930,7 +930,7 @@ template <typename T> static void skinny_det_t(const char *size, gpt2_dtype dt) 
                               GPT2_OK);
                     else
                         CHECK(gpt2__sk32_run(S->stream, 0, d, (const float *)pr[k].W, (const float *)dx, pr[k].f32 ? NULL : (const float *)pr[k].b,
-                                             O, n, I, O, sp, gelu) == GPT2_OK);
+                                             O, n, I, O, sp, gelu, gpt2__sk32_cols(O, sp, S->sms)) == GPT2_OK);
                     CU(cudaStreamSynchronize(S->stream));
                     CU(cudaMemcpy(now.data(), d, bytes, cudaMemcpyDeviceToHost));
                     if (rep == 0) first[side] = now;

@@ -120,7 +120,7 @@ static void skinny_shape(cudaStream_t st, int pdl, const char *dt, int O, int I,
 }
 
 /* F32's few-row product (gpt2__skinny32_kernel through gpt2__sk32_run) on one shape, in each form (bias; bias and
-   GELU; fp32 pieces): its outputs of the first 256 and the last 32 columns against one fused multiply-add chain per
+   GELU; fp32 pieces) at 32 and 16 columns a warp: its outputs of the first 256 and the last 32 columns against one fused multiply-add chain per
    output on the host (bit for bit; with GELU within 1e-5, the host's tanhf not being the GPU's) */
 static void skinny32_shape(cudaStream_t st, int pdl, int O, int I, int splits) {
     const int R = GPT2__SK_ROWS;
@@ -138,11 +138,11 @@ static void skinny32_shape(cudaStream_t st, int pdl, int O, int I, int splits) {
     for (int form = 0; form < 3; form++) { /* bias; bias and GELU; fp32 pieces */
         const int sp = form == 2 ? splits : 1, Ik = I / sp;
         if ((form == 2 && splits == 1) || !gpt2__sk32_fits(O, R, I, sp)) continue;
-        for (int n = 1; n <= R; n++) {
+        for (int n = 1, cols = 32; n <= R; cols = cols == 32 ? 16 : 32, n += cols == 32) { /* 32 and 16 columns a warp */
             if (few && n != 1 && n != 2 && n != 9 && n != R) continue;
             const size_t nb = (size_t)sp * n * O;
             CK(cudaMemsetAsync(D, 0x11, nb * 4, st));
-            ST_OK(gpt2__sk32_run(st, pdl, D, W, X, form == 2 ? NULL : B, O, n, I, 0, sp, form == 1));
+            ST_OK(gpt2__sk32_run(st, pdl, D, W, X, form == 2 ? NULL : B, O, n, I, 0, sp, form == 1, cols));
             CK(cudaStreamSynchronize(st));
             launches++;
             std::vector<float> d(nb);
@@ -160,7 +160,8 @@ static void skinny32_shape(cudaStream_t st, int pdl, int O, int I, int splits) {
                         bad += form == 1 ? !(fabsf(g - a) <= 1e-5f * (1.0f + fabsf(a))) : memcmp(&g, &a, 4) != 0;
                     }
             char what[160];
-            snprintf(what, sizeof what, "F32 skinny %dx%d/%d form %d, %d rows: %d outputs differ from the host's chain", O, I, sp, form, n, bad);
+            snprintf(what, sizeof what, "F32 skinny %dx%d/%d form %d, %d rows, %d columns a warp: %d outputs differ from the host's chain", O,
+                     I, sp, form, n, cols, bad);
             expect(bad == 0, what);
         }
     }
