@@ -4506,9 +4506,9 @@ template <int COLS> static int gpt2__sk32_enable_c(void) {
            cudaFuncSetAttribute(gpt2__skinny32_kernel<GPT2__SK_ROWS, COLS>, cudaFuncAttributeMaxDynamicSharedMemorySize, GPT2__SK_SMEM_MAX) == cudaSuccess;
 }
 static int gpt2__sk32_enable(void) { return gpt2__sk32_enable_c<32>() && gpt2__sk32_enable_c<16>(); }
-/* Columns a warp for a product of O columns in `splits` pieces on a GPU of sms SMs: 16 where 32 would leave fewer
-   than 5/4 of a block an SM (more warps stream the weights; each column's chain, so its bits, are the same either
-   way: RESULTS.md item 128), else 32 */
+/* Columns a warp for a product of O columns in `splits` pieces on a GPU of sms SMs: 16 where 32 would make fewer
+   blocks than 5/4 of the SM count (then twice the warps stream the weights; each column's chain, so its bits, is
+   the same either way: RESULTS.md item 128), else 32 */
 static int gpt2__sk32_cols(int O, int splits, int sms) {
     return 4 * (long long)((O + 31) / 32) * splits < (long long)sms * GPT2__SK32_NARROW ? 16 : 32;
 }
