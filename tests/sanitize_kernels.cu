@@ -20,7 +20,8 @@
    and checks what can be checked without cuBLASLt: the two block widths give the same bits, and so do the two
    rings (output and updated residual rows); the sampler picks the CPU's token. Prints one line per group and
    "N checks, N failed". With `few` as the argument: row counts 1, 2, 9 and 16 only, the logits' shape 5000 columns
-   wide, one sampler row per rule (racecheck is slow). Build: make tests/sanitize_kernels (needs nvcc). */
+   wide, one sampler row per rule (racecheck is slow). With `f32`: F32's product alone, every row count and shape as
+   in the full run (what racecheck can cover of it in one run: tests/sanitize.sh). Build: make tests/sanitize_kernels (needs nvcc). */
 #define GPT2_IMPLEMENTATION
 #include "gpt2.cuh"
 
@@ -30,6 +31,7 @@
 #include <vector>
 
 static int checks, failed, few; /* few: row counts 1, 2, 9 and 16 only, the logits' shape narrowed, one sampler row a rule */
+static int only32;                 /* f32: F32's product alone */
 #define CK(x)                                                                                      \
     do {                                                                                           \
         cudaError_t e_ = (x);                                                                      \
@@ -300,6 +302,7 @@ static void run_dtype(gpt2__cuda_state *S, const char *dt) {
 int main(int argc, char **argv) {
     setvbuf(stdout, NULL, _IOLBF, 0); /* progress shows in a log even when a sanitizer run is cut off */
     few = argc > 1 && !strcmp(argv[1], "few");
+    only32 = argc > 1 && !strcmp(argv[1], "f32");
     int n = 0;
     if (cudaGetDeviceCount(&n) != cudaSuccess || n < 1) {
         printf("no CUDA device\n0 checks, 0 failed\n");
@@ -319,16 +322,20 @@ int main(int argc, char **argv) {
         printf("needs sm_80+\n0 checks, 0 failed\n");
         return 0;
     }
-    run_dtype<__half>(&S, "F16");
-    run_dtype<__nv_bfloat16>(&S, "BF16");
+    if (!only32) {
+        run_dtype<__half>(&S, "F16");
+        run_dtype<__nv_bfloat16>(&S, "BF16");
+    }
     if (!gpt2__sk32_enable()) expect(0, "F32 skinny kernel enabled");
     else {
         const int shapes32[][3] = {{2304, 768, 1}, {768, 3072, 4}, {50264, 768, 1}, {1600, 6400, 4}, {104, 96, 1}, {1000, 400, 2}};
         for (size_t i = 0; i < sizeof shapes32 / sizeof shapes32[0]; i++)
             skinny32_shape(S.stream, S.pdl, few && shapes32[i][0] > 5000 ? 5000 : shapes32[i][0], shapes32[i][1], shapes32[i][2]);
     }
-    sampler_vocab(1003);
-    sampler_vocab(50257);
+    if (!only32) {
+        sampler_vocab(1003);
+        sampler_vocab(50257);
+    }
     CK(cudaDeviceSynchronize());
     printf("%d checks, %d failed\n", checks, failed);
     return failed != 0;
