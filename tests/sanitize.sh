@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # tests/sanitize.sh — compute-sanitizer over gpt2.cuh's own kernels, on a GPU. Logs under $OUT (default /tmp/sanitize).
-#   racecheck: tests/sanitize_kernels few (`f32`, F32's product at every row count, takes ~520 s: run it by hand); memcheck, synccheck: tests/sanitize_kernels (the few-row products, the
-#              LN-folded ones and the sampler, no cuBLASLt)
+#   racecheck: tests/sanitize_kernels few (its `f32`, F32's product at every row count, takes ~520 s: run by hand)
+#   memcheck, synccheck: tests/sanitize_kernels (the few-row products, the LN-folded ones and the sampler, no cuBLASLt)
 #   racecheck: ./test_gpt2 residual attention prefill_rows, F16 and BF16 (tests that launch no cuBLASLt kernel:
 #              residual + layer norm, prefill and decode attention in every form and dtype, F32's tiles included;
 #              the sampler's own test takes over 100 s under it, so the sampler's racecheck is tests/sanitize_kernels')

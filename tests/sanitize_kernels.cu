@@ -21,7 +21,8 @@
    rings (output and updated residual rows); the sampler picks the CPU's token. Prints one line per group and
    "N checks, N failed". With `few` as the argument: row counts 1, 2, 9 and 16 only, the logits' shape 5000 columns
    wide, one sampler row per rule (racecheck is slow). With `f32`: F32's product alone, every row count and shape as
-   in the full run (what racecheck can cover of it in one run: tests/sanitize.sh). Build: make tests/sanitize_kernels (needs nvcc). */
+   in the full run (~520 s under racecheck on the H100, too long for tests/sanitize.sh: run by hand).
+   Build: make tests/sanitize_kernels (needs nvcc). */
 #define GPT2_IMPLEMENTATION
 #include "gpt2.cuh"
 
