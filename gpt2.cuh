@@ -12,7 +12,8 @@
    The CUDA backend exists when the implementation is compiled by nvcc (__CUDACC__) and
    GPT2_NO_CUDA is not defined; a GPU older than the oldest target built for is refused with a
    reason (tested on sm_90; the Makefile builds sm_80 and sm_90a, whose wgmma the prompt attention uses at head
-   size 64: a plain sm_90 build runs it on mma.sync, the same bits ~4% slower). OpenMP threads the CPU backend.
+   size 64: a plain sm_90 build runs it on mma.sync, the same bits ~4% slower).
+   OpenMP threads the CPU backend (optional: one thread without -fopenmp).
    Batch sharding across GPUs and nodes with MPI: gpt2_mpi.h, beside this file.
 
    Configuration macros (define before the implementation include):
@@ -150,6 +151,13 @@ GPT2_API int          gpt2_model_max_seq(const gpt2_model *model);
 #endif
 #ifdef _OPENMP
 #include <omp.h>
+#if defined(_MSC_VER) && !defined(__clang__)
+#define GPT2__OMP(...) __pragma(__VA_ARGS__)
+#else
+#define GPT2__OMP(...) _Pragma(#__VA_ARGS__) /* an OpenMP pragma, gone without -fopenmp (no -Wunknown-pragmas) */
+#endif
+#else
+#define GPT2__OMP(...)
 #endif
 
 #ifndef GPT2_MALLOC
@@ -174,6 +182,8 @@ GPT2_API int          gpt2_model_max_seq(const gpt2_model *model);
 #define GPT2__TLS thread_local
 #elif defined(_MSC_VER)
 #define GPT2__TLS __declspec(thread)
+#elif defined(__GNUC__) && (!defined(__STDC_VERSION__) || __STDC_VERSION__ < 201112L)
+#define GPT2__TLS __thread /* C99 has no _Thread_local: GCC's and Clang's own keyword, no -Wpedantic warning */
 #else
 #define GPT2__TLS _Thread_local
 #endif
@@ -1633,7 +1643,7 @@ static int gpt2__sample(const float *logits, int V, const gpt2_sampling *s, uint
 static void gpt2__cpu_matmul(float *out, const float *in, const float *w, const float *b, int N, int I, int O) {
     enum { RB = 4, CB = 256 };
     int n_rb = (N + RB - 1) / RB, n_cb = (O + CB - 1) / CB;
-    #pragma omp parallel for schedule(static) if ((double)N * I * O > 4e6)
+    GPT2__OMP(omp parallel for schedule(static) if ((double)N * I * O > 4e6))
     for (int blk = 0; blk < n_rb * n_cb; blk++) {
         int r0 = (blk / n_cb) * RB, c0 = (blk % n_cb) * CB;
         int nr = N - r0 < RB ? N - r0 : RB, nc = O - c0 < CB ? O - c0 : CB;
@@ -1657,7 +1667,7 @@ static void gpt2__cpu_matmul(float *out, const float *in, const float *w, const 
 
 /* out [N][C] = layer_norm(in [N][C]) * g + b, statistics in double (HF: torch.nn.LayerNorm, biased variance) */
 static void gpt2__cpu_layernorm(float *out, const float *in, const float *g, const float *b, int N, int C, float eps) {
-    #pragma omp parallel for schedule(static) if ((double)N * C > 1e5)
+    GPT2__OMP(omp parallel for schedule(static) if ((double)N * C > 1e5))
     for (int n = 0; n < N; n++) {
         const float *x = in + (size_t)n * C;
         float *y = out + (size_t)n * C;
@@ -1673,7 +1683,7 @@ static void gpt2__cpu_layernorm(float *out, const float *in, const float *g, con
 
 /* gelu_new (HF NewGELUActivation): 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), in place */
 static void gpt2__cpu_gelu(float *x, size_t n) {
-    #pragma omp parallel for schedule(static) if (n > 100000)
+    GPT2__OMP(omp parallel for schedule(static) if (n > 100000))
     for (long i = 0; i < (long)n; i++) {
         float v = x[i];
         x[i] = 0.5f * v * (1.0f + tanhf(0.7978845608028654f * (v + 0.044715f * v * v * v)));
@@ -1775,7 +1785,7 @@ static gpt2_status gpt2__cpu_run(gpt2_model *m, const gpt2__seq *seqs, int n, in
             memcpy(gpt2__cpu_kv(m, m->cpu.v_cache, l, q->slot, row_pos[r]), qkv + (size_t)r * 3 * C + 2 * C, (size_t)C * sizeof(float));
         }
         /* causal attention: row r (position p) attends to positions 0..p of its slot */
-        #pragma omp parallel for schedule(dynamic, 1) if ((double)N * maxT * C > 4e6)
+        GPT2__OMP(omp parallel for schedule(dynamic, 1) if ((double)N * maxT * C > 4e6))
         for (int rh = 0; rh < N * H; rh++) {
             int r = rh / H, h = rh % H, p = row_pos[r], slot = seqs[row_seq[r]].slot;
             int tid = 0;
@@ -1818,7 +1828,7 @@ static gpt2_status gpt2__cpu_run(gpt2_model *m, const gpt2__seq *seqs, int n, in
         else { r += seqs[s].n_tok; src = r - 1; s++; }
         gpt2__cpu_layernorm(ln + (size_t)o * C, x + (size_t)src * C, w->lnf_w, w->lnf_b, 1, C, cf->ln_eps);
     }
-    #pragma omp parallel for schedule(static) if ((double)n_out * V * C > 4e6)
+    GPT2__OMP(omp parallel for schedule(static) if ((double)n_out * V * C > 4e6))
     for (long ov = 0; ov < (long)n_out * V; ov++) {
         const float *a = ln + (size_t)(ov / V) * C, *e = w->wte + (size_t)(ov % V) * C;
         float d = 0.0f;
