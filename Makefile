@@ -9,6 +9,7 @@ NVCC ?= $(shell command -v nvcc 2>/dev/null)
 CC ?= cc
 MPICC := $(shell command -v mpicc 2>/dev/null)
 CXX_FOUND := $(shell command -v $(CXX) 2>/dev/null)
+MPI_CFLAGS := $(if $(MPICC),$(shell mpicc --showme:compile))
 VALGRIND := $(shell command -v valgrind 2>/dev/null)
 CUDA_ARCH ?= -gencode arch=compute_90a,code=sm_90a -gencode arch=compute_80,code=sm_80 -gencode arch=compute_90,code=compute_90
 WARN := -Wall -Wextra
@@ -60,9 +61,11 @@ examples/hello: examples/hello.c $(HEADERS)
 
 test: test_gpt2 test_gpt2_c test_gpt2_asan examples/hello $(if $(VALGRIND),demo_c) $(if $(MPICC),demo demo_mpi tests/mpi/test_mpi) \
       $(if $(NVCC),tests/sanitize_kernels)
-	@echo "== the header under strict warnings (C99 and C++11, -Wpedantic -Werror, with and without OpenMP)"
-	@for c in "$(CC) -x c -std=c99" $(if $(CXX_FOUND),"$(CXX) -x c++ -std=c++11"); do for o in "" "$(OPENMP)"; do \
-	  echo "$$c $$o"; $$c $$o -Wall -Wextra -Wpedantic -Werror -DGPT2_NO_CUDA -I. -fsyntax-only tests/strict.c || exit 1; done; done
+	@echo "== the headers under strict warnings (C99 and C++11, -Wpedantic -Werror, with and without OpenMP)"
+	@for c in "$(CC) -x c -std=c99" $(if $(CXX_FOUND),"$(CXX) -x c++ -std=c++11") \
+	  $(if $(MPICC),"$(CC) -x c -std=c99 -DSTRICT_MPI $(MPI_CFLAGS)" $(if $(CXX_FOUND),"$(CXX) -x c++ -std=c++11 -DSTRICT_MPI $(MPI_CFLAGS)")); do \
+	  for o in "" "$(OPENMP)"; do echo "$$c $$o"; \
+	    $$c $$o -Wall -Wextra -Wpedantic -Werror -DGPT2_NO_CUDA -I. -fsyntax-only tests/strict.c || exit 1; done; done
 	@echo "== the README's example"
 	./examples/hello weights "ROMEO:" > /dev/null
 ifneq ($(VALGRIND),)
