@@ -1,7 +1,7 @@
 # make            build demo and test_gpt2 (nvcc when on PATH: CUDA + CPU backends; else cc: CPU only)
 # make test       build and run every test (CPU backend; GPT2_TEST_BACKEND=cuda for the GPU)
 # make demo       build the demo
-# make bench      build the benchmarks (need nvcc and a GPU to run)
+# make bench      build the benchmarks (bench_gpt2, bench_mixed: nvcc and a GPU; bench_cpu: the CPU backend, plain C)
 # make fuzz       the fuzz smoke: every libFuzzer harness over its corpus + 30 s (needs clang)
 # demo_mpi and the MPI tests are built when mpicc is found.
 
@@ -94,7 +94,11 @@ FUZZ_SECONDS ?= 30
 fuzz:
 	bash tests/fuzz/run.sh $(FUZZ_SECONDS)
 
-bench: bench/bench_gpt2 bench/bench_mixed
+bench: bench/bench_gpt2 bench/bench_mixed bench/bench_cpu
+
+# the CPU backend's speed (plain C; no GPU needed)
+bench/bench_cpu: bench/bench_cpu.c $(HEADERS)
+	$(CBUILD) bench/bench_cpu.c -o $@ -lm
 
 bench/bench_gpt2: bench/bench_gpt2.cu $(HEADERS)
 	$(BUILD) bench/bench_gpt2.cu -o $@ $(LIBS)

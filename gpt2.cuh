@@ -1638,32 +1638,66 @@ static int gpt2__sample(const float *logits, int V, const gpt2_sampling *s, uint
 /* ---------------------------------------------------------------- CPU backend: plain C fp32 forward with KV cache */
 
 /* out [N][O] = in [N][I] @ w [I][O] + b [O]   (GPT-2's Conv1D layout; b may be NULL).
-   Blocks of 4 rows × 256 columns keep their sums in a local tile, so each weight row read
-   serves 4 input rows; threads split the blocks. */
+   Each output is b, then + in[i]·w[i] for i in order, the same expression each step, however the work is cut
+   (so its bits never depend on the row count, the blocking or the threads). Blocks of NR <= 4 rows × CB columns keep
+   their sums in a local tile, so each weight row read serves every row of the block; threads split the blocks.
+   Within a block, MU weight rows at a time: each sum stays in a register across the MU steps, and MU rows of W
+   stream at once. Many rows: CB 256 (the tile stays in L1). A few rows (a decode step: memory-bound): a block of
+   columns per thread, as wide as the tile allows, so each thread reads long runs of every weight row. */
+#define GPT2__MM_ROWS(NR, MU)                                                                     \
+    {                                                                                             \
+        int i = 0;                                                                                \
+        for (; i + (MU) <= I; i += (MU)) {                                                        \
+            const float *wr = w + (size_t)i * O + c0;                                             \
+            float a[NR][MU];                                                                      \
+            for (int r = 0; r < (NR); r++)                                                        \
+                for (int u = 0; u < (MU); u++) a[r][u] = in[(size_t)(r0 + r) * I + i + u];        \
+            for (int c = 0; c < nc; c++)                                                          \
+                for (int r = 0; r < (NR); r++) {                                                  \
+                    float s = acc[r][c];                                                          \
+                    for (int u = 0; u < (MU); u++) s += a[r][u] * wr[(size_t)u * O + c];          \
+                    acc[r][c] = s;                                                                \
+                }                                                                                 \
+        }                                                                                         \
+        for (; i < I; i++) {                                                                      \
+            const float *wr = w + (size_t)i * O + c0;                                             \
+            for (int r = 0; r < (NR); r++) {                                                      \
+                float a = in[(size_t)(r0 + r) * I + i];                                           \
+                for (int c = 0; c < nc; c++) acc[r][c] += a * wr[c];                              \
+            }                                                                                     \
+        }                                                                                         \
+    }
 static void gpt2__cpu_matmul(float *out, const float *in, const float *w, const float *b, int N, int I, int O) {
-    enum { RB = 4, CB = 256 };
-    int n_rb = (N + RB - 1) / RB, n_cb = (O + CB - 1) / CB;
-    GPT2__OMP(omp parallel for schedule(static) if ((double)N * I * O > 4e6))
+    enum { RB = 4, CB_MAX = 2048 };
+    int n_rb = (N + RB - 1) / RB, CB = 256, n_cb;
+    if (N <= RB) {
+        int nthreads = 1;
+#ifdef _OPENMP
+        nthreads = omp_get_max_threads();
+#endif
+        n_cb = nthreads;
+        while ((O + n_cb - 1) / n_cb > CB_MAX) n_cb += nthreads;
+        CB = ((O + n_cb - 1) / n_cb + 15) / 16 * 16;
+    }
+    n_cb = (O + CB - 1) / CB;
+    /* threads also for one row: its product reads the whole weight, and more threads read memory faster */
+    GPT2__OMP(omp parallel for schedule(static) if ((double)(N + 16) * I * O > 4e6))
     for (int blk = 0; blk < n_rb * n_cb; blk++) {
         int r0 = (blk / n_cb) * RB, c0 = (blk % n_cb) * CB;
         int nr = N - r0 < RB ? N - r0 : RB, nc = O - c0 < CB ? O - c0 : CB;
-        float acc[RB][CB];
-        for (int r = 0; r < RB; r++)
+        float acc[RB][CB_MAX];
+        for (int r = 0; r < nr; r++)
             for (int c = 0; c < nc; c++) acc[r][c] = b ? b[c0 + c] : 0.0f;
-        for (int i = 0; i < I; i++) {
-            const float *wr = w + (size_t)i * O + c0;
-            float a0 = in[(size_t)r0 * I + i];
-            float a1 = nr > 1 ? in[(size_t)(r0 + 1) * I + i] : 0.0f;
-            float a2 = nr > 2 ? in[(size_t)(r0 + 2) * I + i] : 0.0f;
-            float a3 = nr > 3 ? in[(size_t)(r0 + 3) * I + i] : 0.0f;
-            for (int c = 0; c < nc; c++) {
-                float wv = wr[c];
-                acc[0][c] += a0 * wv; acc[1][c] += a1 * wv; acc[2][c] += a2 * wv; acc[3][c] += a3 * wv;
-            }
+        switch (nr) { /* measured on a 2-core x86-64 (RESULTS item 136): MU 8 for a few rows, 4 for many */
+        case 1: GPT2__MM_ROWS(1, 8) break;
+        case 2: GPT2__MM_ROWS(2, 8) break;
+        case 3: GPT2__MM_ROWS(3, 4) break;
+        default: GPT2__MM_ROWS(4, 4) break;
         }
         for (int r = 0; r < nr; r++) memcpy(out + (size_t)(r0 + r) * O + c0, acc[r], (size_t)nc * sizeof(float));
     }
 }
+#undef GPT2__MM_ROWS
 
 /* out [N][C] = layer_norm(in [N][C]) * g + b, statistics in double (HF: torch.nn.LayerNorm, biased variance) */
 static void gpt2__cpu_layernorm(float *out, const float *in, const float *g, const float *b, int N, int C, float eps) {
@@ -1785,7 +1819,7 @@ static gpt2_status gpt2__cpu_run(gpt2_model *m, const gpt2__seq *seqs, int n, in
             memcpy(gpt2__cpu_kv(m, m->cpu.v_cache, l, q->slot, row_pos[r]), qkv + (size_t)r * 3 * C + 2 * C, (size_t)C * sizeof(float));
         }
         /* causal attention: row r (position p) attends to positions 0..p of its slot */
-        GPT2__OMP(omp parallel for schedule(dynamic, 1) if ((double)N * maxT * C > 4e6))
+        GPT2__OMP(omp parallel for schedule(dynamic, 1) if ((double)N * maxT * C > 1e5))
         for (int rh = 0; rh < N * H; rh++) {
             int r = rh / H, h = rh % H, p = row_pos[r], slot = seqs[row_seq[r]].slot;
             int tid = 0;
@@ -1795,13 +1829,23 @@ static gpt2_status gpt2__cpu_run(gpt2_model *m, const gpt2__seq *seqs, int n, in
             float *sc = scores + (size_t)tid * maxT;
             const float *qv = qkv + (size_t)r * 3 * C + h * hd;
             float mx = -INFINITY;
-            for (int j = 0; j <= p; j++) {
+            /* scores: each a dot product over i in order; 4 keys at a time, so that 4 sums are in flight */
+            int j = 0;
+            for (; j + 4 <= p + 1; j += 4) {
+                const float *k0 = gpt2__cpu_kv(m, m->cpu.k_cache, l, slot, j) + h * hd;
+                float d[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+                for (int i = 0; i < hd; i++)
+                    for (int t = 0; t < 4; t++) d[t] += qv[i] * k0[(size_t)t * C + i];
+                for (int t = 0; t < 4; t++) sc[j + t] = d[t] * scale;
+            }
+            for (; j <= p; j++) {
                 const float *kv = gpt2__cpu_kv(m, m->cpu.k_cache, l, slot, j) + h * hd;
                 float d = 0.0f;
                 for (int i = 0; i < hd; i++) d += qv[i] * kv[i];
                 sc[j] = d * scale;
-                if (sc[j] > mx) mx = sc[j];
             }
+            for (j = 0; j <= p; j++)
+                if (sc[j] > mx) mx = sc[j];
             float sum = 0.0f;
             for (int j = 0; j <= p; j++) { sc[j] = expf(sc[j] - mx); sum += sc[j]; }
             float *o = att + (size_t)r * C + h * hd;
@@ -1828,12 +1872,23 @@ static gpt2_status gpt2__cpu_run(gpt2_model *m, const gpt2__seq *seqs, int n, in
         else { r += seqs[s].n_tok; src = r - 1; s++; }
         gpt2__cpu_layernorm(ln + (size_t)o * C, x + (size_t)src * C, w->lnf_w, w->lnf_b, 1, C, cf->ln_eps);
     }
+    /* each logit a dot product over i in order (the same bits however the work is cut). 8 vocabulary rows at a
+       time, so that 8 independent sums are in flight rather than one sum's chain of dependent adds; the rows of
+       the batch inner, so that those 8 rows of wte are read from memory once for all of them */
+    enum { VB = 8 };
+    long n_vb = (V + VB - 1) / VB;
     GPT2__OMP(omp parallel for schedule(static) if ((double)n_out * V * C > 4e6))
-    for (long ov = 0; ov < (long)n_out * V; ov++) {
-        const float *a = ln + (size_t)(ov / V) * C, *e = w->wte + (size_t)(ov % V) * C;
-        float d = 0.0f;
-        for (int i = 0; i < C; i++) d += a[i] * e[i];
-        logits[ov] = d;
+    for (long bo = 0; bo < n_vb * n_out; bo++) {
+        int o = (int)(bo % n_out), v0 = (int)(bo / n_out) * VB, nv = V - v0 < VB ? V - v0 : VB;
+        const float *a = ln + (size_t)o * C, *e = w->wte + (size_t)v0 * C;
+        float d[VB] = {0.0f};
+        if (nv == VB)
+            for (int i = 0; i < C; i++)
+                for (int k = 0; k < VB; k++) d[k] += a[i] * e[(size_t)k * C + i];
+        else
+            for (int k = 0; k < nv; k++)
+                for (int i = 0; i < C; i++) d[k] += a[i] * e[(size_t)k * C + i];
+        memcpy(logits + (size_t)o * V + v0, d, (size_t)nv * sizeof(float));
     }
     GPT2_FREE(buf); GPT2_FREE(row_seq); GPT2_FREE(row_pos);
     return GPT2_OK;
