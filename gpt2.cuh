@@ -1669,14 +1669,16 @@ static int gpt2__sample(const float *logits, int V, const gpt2_sampling *s, uint
     }
 static void gpt2__cpu_matmul(float *out, const float *in, const float *w, const float *b, int N, int I, int O) {
     enum { RB = 4, CB_MAX = 2048 };
-    int n_rb = (N + RB - 1) / RB, CB = 256, n_cb;
-    if (N <= RB) {
-        int nthreads = 1;
+    int n_rb = (N + RB - 1) / RB, CB = 256, n_cb = (O + CB - 1) / CB, nthreads = 1;
 #ifdef _OPENMP
-        nthreads = omp_get_max_threads();
+    nthreads = omp_get_max_threads();
 #endif
+    if (N <= RB) {
         n_cb = nthreads;
         while ((O + n_cb - 1) / n_cb > CB_MAX) n_cb += nthreads;
+        CB = ((O + n_cb - 1) / n_cb + 15) / 16 * 16;
+    } else if (n_rb * n_cb < nthreads) { /* a few rows and many threads: narrower blocks, one for every thread */
+        n_cb = (nthreads + n_rb - 1) / n_rb;
         CB = ((O + n_cb - 1) / n_cb + 15) / 16 * 16;
     }
     n_cb = (O + CB - 1) / CB;
