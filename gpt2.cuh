@@ -1820,6 +1820,22 @@ static gpt2_status gpt2__cpu_run(gpt2_model *m, const gpt2__seq *seqs, int n, in
             memcpy(gpt2__cpu_kv(m, m->cpu.k_cache, l, q->slot, row_pos[r]), qkv + (size_t)r * 3 * C + C, (size_t)C * sizeof(float));
             memcpy(gpt2__cpu_kv(m, m->cpu.v_cache, l, q->slot, row_pos[r]), qkv + (size_t)r * 3 * C + 2 * C, (size_t)C * sizeof(float));
         }
+        /* the last layer's rows after the K/V store serve only the logits: without all_rows, each sequence's last
+           row goes on alone, row s of the compacted rows being sequence s's (its fed row is at or after s); every
+           computation below is per row, so each keeps its bits */
+        if (l + 1 == cf->n_layer && !all_rows) {
+            for (int s = 0, r = 0; s < n; s++) {
+                r += seqs[s].n_tok;
+                const int src = r - 1;
+                if (src != s) {
+                    memcpy(x + (size_t)s * C, x + (size_t)src * C, (size_t)C * sizeof(float));
+                    memcpy(qkv + (size_t)s * 3 * C, qkv + (size_t)src * 3 * C, (size_t)3 * C * sizeof(float));
+                }
+                row_seq[s] = s;
+                row_pos[s] = row_pos[src];
+            }
+            N = n;
+        }
         /* causal attention: row r (position p) attends to positions 0..p of its slot */
         GPT2__OMP(omp parallel for schedule(dynamic, 1) if ((double)N * maxT * C > 1e5))
         for (int rh = 0; rh < N * H; rh++) {
@@ -1866,14 +1882,9 @@ static gpt2_status gpt2__cpu_run(gpt2_model *m, const gpt2__seq *seqs, int n, in
         gpt2__cpu_matmul(ln, fc, y->fc_proj_w, y->fc_proj_b, N, F, C);
         for (size_t i = 0; i < (size_t)N * C; i++) x[i] += ln[i];
     }
-    /* final layer norm of the rows whose logits are wanted, then logits = row @ wte^T */
-    int n_out = all_rows ? N : n;
-    for (int o = 0, r = 0, s = 0; o < n_out; o++) {
-        int src;
-        if (all_rows) src = o;
-        else { r += seqs[s].n_tok; src = r - 1; s++; }
-        gpt2__cpu_layernorm(ln + (size_t)o * C, x + (size_t)src * C, w->lnf_w, w->lnf_b, 1, C, cf->ln_eps);
-    }
+    /* final layer norm of the rows whose logits are wanted (all of them now), then logits = row @ wte^T */
+    const int n_out = N;
+    gpt2__cpu_layernorm(ln, x, w->lnf_w, w->lnf_b, n_out, C, cf->ln_eps);
     /* each logit a dot product over i in order (the same bits however the work is cut). 8 vocabulary rows at a
        time, so that 8 independent sums are in flight rather than one sum's chain of dependent adds; the rows of
        the batch inner, so that those 8 rows of wte are read from memory once for all of them */
@@ -4192,11 +4203,15 @@ typedef struct gpt2__cuda_meta {
     int *tok, *pos, *slot;   /* per fed row [N] */
     int *att_rows;           /* [n_att]: the rows gpt2__attn_kernel serves */
     int *out_row;            /* per output row [n_out]: which fed row it reads */
+    int *gat, *outc;         /* [n_out] when n_gat: the last layer's compacted rows (which fed row compact row j is)
+                                and output row o's compacted row (gpt2__cuda_run_t) */
     gpt2__tile *tiles;       /* [n_tiles]: the prompt chunks gpt2__attn_prefill_kernel serves (room for N) */
     gpt2__pick *picks;       /* per sequence [n] */
     int *next;               /* per sequence [n]: the sampled token */
     size_t bytes;            /* what the host copies over: everything but next */
     int n_att, n_tiles;      /* host values, set by gpt2__plan_attention */
+    int n_gat, gat_P;        /* host values: the last layer runs on n_gat compacted rows, gat_P of them prompt rows
+                                (0: on every fed row) */
     long tile_keys;          /* host value: keys the prompt tiles' sequences hold, each sequence once */
 } gpt2__cuda_meta;
 
@@ -4249,6 +4264,9 @@ typedef struct gpt2__cuda_state {
     int lnf;                            /* steps of <= GPT2__LNF_ROWS decode rows fold residual + LN into the next product
                                            (gpt2__lnf; tests turn it off to compare) */
     float *x2;                          /* [GPT2__LNF_ROWS][C]: the residual's other buffer on that path */
+    int gather;                         /* a step whose prompt rows need logits only at each prompt's last row runs its
+                                           last layer after attention on its output rows alone, when that drops at
+                                           least this many rows (gpt2__cuda_run_t; 0: never; tests change it) */
     float2 *amax;                       /* [GPT2__SK_ROWS][ldv / 8]: the logits' argmax candidates (gpt2__amax), */
     int amax_n;                         /* ... per row, as the run launched last left them (0: none; the sampler reads
                                            the logits) */
@@ -4293,8 +4311,8 @@ typedef struct gpt2__cuda_state {
 
 static size_t gpt2__align256(size_t n) { return (n + 255) & ~(size_t)255; }
 
-/* blob layout: tok, pos, slot, att_rows [N] | out_row [n_out] | (16-aligned) tiles [N] | picks [n] | next [n] */
-static size_t gpt2__meta_tiles_at(int N, int n_out) { return ((size_t)(4 * N + n_out) * sizeof(int) + 15) & ~(size_t)15; }
+/* blob layout: tok, pos, slot, att_rows [N] | out_row, gat, outc [n_out] | (16-aligned) tiles [N] | picks [n] | next [n] */
+static size_t gpt2__meta_tiles_at(int N, int n_out) { return ((size_t)(4 * N + 3 * n_out) * sizeof(int) + 15) & ~(size_t)15; }
 static size_t gpt2__meta_size(int N, int n_out, int n) {
     return gpt2__meta_tiles_at(N, n_out) + (((size_t)N * sizeof(gpt2__tile) + 15) & ~(size_t)15) +
            (size_t)n * (sizeof(gpt2__pick) + sizeof(int));
@@ -4307,12 +4325,15 @@ static gpt2__cuda_meta gpt2__meta_at(void *base, int N, int n_out, int n) {
     d.slot = d.pos + N;
     d.att_rows = d.slot + N;
     d.out_row = d.att_rows + N;
+    d.gat = d.out_row + n_out;
+    d.outc = d.gat + n_out;
     d.tiles = (gpt2__tile *)(b + gpt2__meta_tiles_at(N, n_out));
     d.picks = (gpt2__pick *)((char *)d.tiles + (((size_t)N * sizeof(gpt2__tile) + 15) & ~(size_t)15)); /* 16-byte aligned */
     d.next = (int *)(d.picks + n);
     d.bytes = (size_t)((char *)d.next - b);
     d.n_att = N;
     d.n_tiles = 0;
+    d.n_gat = d.gat_P = 0;
     return d;
 }
 
@@ -4637,6 +4658,20 @@ static gpt2_status gpt2__lnf_run(gpt2__cuda_state *S, void *D, const void *W, co
     return gpt2__launch(k, dim3((unsigned)((O + 8 * GPT2__LNF_NW - 1) / (8 * GPT2__LNF_NW)), 1u), dim3(32 * GPT2__LNF_NW),
                         gpt2__skinny_smem(n, C, sizeof(T), GPT2__LNF_NW, GPT2__SK_KC, st), S->stream, S->pdl, (const T *)W, (const T *)NULL, D,
                         (const T *)bias, O, n, C, C, O, 0, gelu, lnf, gpt2__amax{NULL, 0});
+    }
+}
+
+/* The compacted last layer (gpt2__cuda_run_t with d->n_gat): compact row j takes fed row gat[j] of the fp32 residual
+   x [N][C] and of the attention output att [N][C], into xs [n][C] and as [n][C]. Grid: n blocks of 256 threads. A copy,
+   so the rows after it compute what they would have in place. */
+template <typename T>
+__global__ void __launch_bounds__(256) gpt2__gather_kernel(const float *__restrict__ x, const T *__restrict__ att,
+                                                           const int *gat, float *__restrict__ xs, T *__restrict__ as, int C) {
+    gpt2__pdl_enter();
+    const size_t j = blockIdx.x, r = (size_t)gat[j];
+    for (int i = threadIdx.x; i < C; i += blockDim.x) {
+        xs[j * C + i] = x[r * C + i];
+        as[j * C + i] = att[r * C + i];
     }
 }
 
@@ -5129,23 +5164,37 @@ static gpt2_status gpt2__cuda_run_t(gpt2_model *m, gpt2__cuda_state *S, const gp
         } else st = gpt2__linear<T>(m, S, qkv, y->qkv_w, ln, y->qkv_b, 3 * C, N, P, C, GPT2__EPI_BIAS, 0, 0, NULL);
         if (st) return st;
         if ((st = gpt2__attention<T>(S, m, l, d, N))) return st;
-        if ((st = gpt2__linear<T>(m, S, proj, y->proj_w, att, y->proj_b, C, N, P, C, GPT2__EPI_BIAS, 0, 0, S->part))) return st;
+        /* The last layer's rows after attention serve only the logits: with d->n_gat (a step of prompt rows, not
+           all_rows), only the output rows go on, compacted: each prompt's last row, then the decode rows (their
+           K and V of every row are in the cache by now). A row computes the same with fewer rows beside it (the
+           products' classes, gpt2__linear), so the logits keep their bits. x's copy goes into qkv, free once the
+           attention is done (N >= n rows of 3C elements of T hold n rows of C floats); att's into ln. */
+        const int last = l + 1 == L, gat = last && d->n_gat > 0 && !all_rows && !fuse;
+        const int Nl = gat ? d->n_gat : N, Pl = gat ? d->gat_P : P;
+        float *xl = gat ? (float *)S->qkv : S->x;
+        const T *al = gat ? ln : att;
+        if (gat) {
+            if ((st = gpt2__launch(gpt2__gather_kernel<T>, dim3((unsigned)Nl), dim3(256), 0, S->stream, S->pdl, (const float *)S->x,
+                                   (const T *)att, (const int *)d->gat, xl, ln, C)))
+                return st;
+            ad.P = Pl; /* (the decode rows' pieces are where they were: N - P = Nl - Pl rows) */
+        }
+        if ((st = gpt2__linear<T>(m, S, proj, y->proj_w, al, y->proj_b, C, Nl, Pl, C, GPT2__EPI_BIAS, 0, 0, S->part))) return st;
         ad.bias = (const T *)y->proj_b;
         ad.splits = gpt2__decode_splits(C);
         if (fuse) {
             const gpt2__lnf<T> f = {S->x, S->x2, S->part, ad.stride, ad.splits, ad.bias, y->ln2_w, y->ln2_b, cf->ln_eps};
             st = gpt2__lnf_run<T>(S, fc, y->fc_w, y->fc_b, F, N, C, 1, f);
         } else {
-            st = gpt2__residual_ln<T>(S->stream, N, S->x, ad, NULL, NULL, NULL, NULL, NULL, y->ln2_w, y->ln2_b, ln, C, cf->ln_eps, S->pdl);
-            if (!st) st = gpt2__linear<T>(m, S, fc, y->fc_w, ln, y->fc_b, F, N, P, C, GPT2__EPI_BIAS_GELU, 0, 0, NULL);
+            st = gpt2__residual_ln<T>(S->stream, Nl, xl, ad, NULL, NULL, NULL, NULL, NULL, y->ln2_w, y->ln2_b, ln, C, cf->ln_eps, S->pdl);
+            if (!st) st = gpt2__linear<T>(m, S, fc, y->fc_w, ln, y->fc_b, F, Nl, Pl, C, GPT2__EPI_BIAS_GELU, 0, 0, NULL);
         }
         if (st) return st;
-        if ((st = gpt2__linear<T>(m, S, proj, y->fcp_w, fc, y->fcp_b, C, N, P, F, GPT2__EPI_BIAS, 0, 0, S->part))) return st;
+        if ((st = gpt2__linear<T>(m, S, proj, y->fcp_w, fc, y->fcp_b, C, Nl, Pl, F, GPT2__EPI_BIAS, 0, 0, S->part))) return st;
         ad.bias = (const T *)y->fcp_b;
         ad.splits = gpt2__decode_splits(F);
-        const int last = l + 1 == L;
         if (fuse && !last) continue;
-        st = gpt2__residual_ln<T>(S->stream, last ? n_out : N, fuse ? S->x2 : S->x, ad, last && !all_rows ? d->out_row : NULL, NULL,
+        st = gpt2__residual_ln<T>(S->stream, last ? n_out : N, fuse ? S->x2 : xl, ad, last && !all_rows ? (gat ? d->outc : d->out_row) : NULL, NULL,
                                   NULL, NULL, NULL, last ? S->lnf_w : S->layers[l + 1].ln1_w, last ? S->lnf_b : S->layers[l + 1].ln1_b,
                                   ln, C, cf->ln_eps, S->pdl);
         if (st) return st;
@@ -5514,6 +5563,7 @@ static gpt2_status gpt2__cuda_init_state(gpt2_model *m, gpt2__cuda_state *S) {
     S->esize = m->dtype == GPT2_DTYPE_F32 ? 4 : 2;
     S->use_graphs = 1;
     S->lookahead = 1;
+    S->gather = 32;
     S->ldv = (int)((V + 7) & ~(size_t)7);
     S->flash = gpt2__prefill_usable(m->dtype, (int)(C / H), dev);
     int wg = 0;
@@ -5770,6 +5820,14 @@ static gpt2_status gpt2__cuda_launch(gpt2_model *m, const gpt2__seq *seqs, int n
         pk->draw = q->draw;
         pk->out = S->h_meta_dev ? (int *)(S->h_meta_dev + ((char *)(h.next + i) - (char *)S->h_meta[0])) : NULL;
     }
+    /* compacted last layer: each prompt's last row in order, then every decode row (N - P of them, one a sequence) */
+    h.gat_P = n - (N - P);
+    h.n_gat = S->gather > 0 && P - h.gat_P >= S->gather ? n : 0;
+    for (int i = 0, jp = 0; h.n_gat && i < n; i++) {
+        const int r = h.out_row[i], j = r < P ? jp++ : h.gat_P + r - P;
+        h.gat[j] = r;
+        h.outc[i] = j;
+    }
     gpt2__plan_attention(&h, N, S->flash);
     /* parts (gpt2__cuda_parts): a part's rows count from its first */
     const int np = gpt2__parts_of(S, N, P);
@@ -5784,6 +5842,7 @@ static gpt2_status gpt2__cuda_launch(gpt2_model *m, const gpt2__seq *seqs, int n
         for (int r = gpt2__part_at(N, np, i), r0 = r; r < gpt2__part_at(N, np, i + 1); r++) h.att_rows[r] -= r0, h.out_row[r] -= r0;
     d.n_att = h.n_att;
     d.n_tiles = h.n_tiles; d.tile_keys = h.tile_keys;
+    d.n_gat = h.n_gat; d.gat_P = h.gat_P;
     gpt2_status st = GPT2_OK;
     /* a fed step finds its blob already on the device: the sampler of the step before advanced it (gpt2__advance) */
     cudaError_t e = feed && S->h_meta_dev ? cudaSuccess : cudaMemcpyAsync(S->d_meta, S->h_meta[b], h.bytes, cudaMemcpyHostToDevice, S->stream);

@@ -617,6 +617,83 @@ static int test_requests_ending_at_every_step_match_single_runs(void) {
     return 0;
 }
 
+/* A step's logits (each sequence's last fed row, [n][V]) on the model's backend; with gather 0 on CUDA, the step runs
+   its last layer on every fed row (gpt2__cuda_state.gather); 0 on success */
+static int step_logits(gpt2_model *m, const gpt2__seq *seqs, int n, float *logits, int gather) {
+#if GPT2__CUDA
+    if (m->cuda) {
+        const int V = m->cfg.n_vocab;
+        gpt2__cuda_state *S = (gpt2__cuda_state *)m->cuda;
+        int next[16];
+        S->gather = gather ? 1 : 0;
+        if (n > 16 || gpt2__cuda_step(m, seqs, n, next) != GPT2_OK) return 1;
+        return cudaMemcpy2D(logits, (size_t)V * 4, S->logits, (size_t)S->ldv * 4, (size_t)V * 4, (size_t)n,
+                            cudaMemcpyDeviceToHost) != cudaSuccess;
+    }
+#endif
+    (void)gather;
+    return gpt2__cpu_run(m, seqs, n, 0, logits) != GPT2_OK;
+}
+
+/* Only each sequence's last row needs its logits, so a step may run its last layer on those rows alone (after every
+   row's K and V are stored); a row's logits keep their bits. Two steps: four prompts (1..70 rows), then two prompts
+   interleaved with decode rows of two sequences of the first step. A prompt's logits equal gpt2_forward's at its last
+   row bit for bit; on the CPU so do the decode rows' (forward over prompt + token), and on CUDA every logit equals
+   the step's with its last layer on every fed row. */
+static int test_step_logits_are_forwards_last_rows(void) {
+    gpt2_options o = test_options();
+    if (backend_unavailable(&o)) return SKIP;
+    const char *dirs[2] = {"tests/models/bf16_prefixed_long", "tests/models/f16_prefixed_lmhead"};
+    for (int di = 0; di < 2; di++) {
+        o.max_batch = 6;
+        /* (gpt2_forward stores into the cache of slot 0, so it runs on a model of its own) */
+        gpt2_model *m, *fm, *ref = NULL;
+        EXPECT(gpt2_load(&m, dirs[di], &o) == GPT2_OK, "%s: %s", dirs[di], gpt2_last_error());
+        EXPECT(gpt2_load(&fm, dirs[di], &o) == GPT2_OK, "%s: %s", dirs[di], gpt2_last_error());
+        if (m->cuda) EXPECT(gpt2_load(&ref, dirs[di], &o) == GPT2_OK, "%s: %s", dirs[di], gpt2_last_error());
+        const int V = m->cfg.n_vocab;
+        enum { NS = 4 };
+        /* step 0: slots 0-3; step 1: slot 4's prompt, slot 0's next token, slot 5's prompt, slot 2's next token */
+        const int lens[2][NS] = {{1, 9, 40, 70}, {50, 1, 33, 1}}, slots[2][NS] = {{0, 1, 2, 3}, {4, 0, 5, 2}};
+        int toks[6][72];
+        for (int sl = 0; sl < 6; sl++)
+            for (int t = 0; t < 72; t++) toks[sl][t] = (int)(gpt2__mix64((uint64_t)sl * 131 + t) % (uint64_t)V);
+        float *lg = (float *)malloc((size_t)NS * V * 4), *lr = (float *)malloc((size_t)NS * V * 4);
+        float *fw = (float *)malloc((size_t)72 * V * 4);
+        int fed[6] = {0};
+        for (int step = 0; step < 2; step++) {
+            gpt2__seq q[NS];
+            memset(q, 0, sizeof q);
+            for (int i = 0; i < NS; i++) {
+                const int sl = slots[step][i], decode = step == 1 && fed[sl] > 0;
+                q[i].slot = sl; q[i].pos = fed[sl]; q[i].n_tok = lens[step][i]; q[i].prompt = !decode; q[i].sample = 1;
+                q[i].tok = toks[sl] + fed[sl];
+            }
+            EXPECT(!step_logits(m, q, NS, lg, 1), "%s step %d: %s", dirs[di], step, gpt2_last_error());
+            if (ref) EXPECT(!step_logits(ref, q, NS, lr, 0), "%s step %d: %s", dirs[di], step, gpt2_last_error());
+            for (int i = 0; i < NS; i++) {
+                const int sl = slots[step][i], T = fed[sl] + lens[step][i];
+                const float *row = lg + (size_t)i * V;
+                int bad = 0;
+                for (int v = 0; v < V; v++) bad |= !isfinite(row[v]);
+                EXPECT(!bad, "%s step %d sequence %d: a logit is not finite", dirs[di], step, i);
+                if (ref) EXPECT(!memcmp(row, lr + (size_t)i * V, (size_t)V * 4), "%s step %d sequence %d (slot %d, %d rows): its "
+                                "logits differ from the step's with the last layer on every row", dirs[di], step, i, sl, lens[step][i]);
+                if (!q[i].prompt && m->cuda) continue; /* a decode row rounds unlike a prompt row on CUDA */
+                EXPECT(gpt2_forward(fm, toks[sl], 1, T, fw) == GPT2_OK, "%s: %s", dirs[di], gpt2_last_error());
+                EXPECT(!memcmp(row, fw + (size_t)(T - 1) * V, (size_t)V * 4), "%s step %d sequence %d (slot %d, positions "
+                       "%d..%d): its logits differ from gpt2_forward's at position %d", dirs[di], step, i, sl, fed[sl], T - 1, T - 1);
+            }
+            for (int i = 0; i < NS; i++) fed[slots[step][i]] += lens[step][i];
+        }
+        free(lg); free(lr); free(fw);
+        gpt2_free(m);
+        gpt2_free(fm);
+        gpt2_free(ref);
+    }
+    return 0;
+}
+
 static const test_case model_tests[] = {
     {"logits_match_reference", test_logits_match_reference},
     {"greedy_continuation_matches_reference", test_greedy_continuation_matches_reference},
@@ -624,6 +701,7 @@ static const test_case model_tests[] = {
     {"generate_agrees_with_forward", test_generate_agrees_with_forward},
     {"callback_and_stop_token_end_requests", test_callback_and_stop_token_end_requests},
     {"requests_ending_at_every_step_match_single_runs", test_requests_ending_at_every_step_match_single_runs},
+    {"step_logits_are_forwards_last_rows", test_step_logits_are_forwards_last_rows},
     {"sampler_greedy_takes_lowest_index_on_ties", test_sampler_greedy_takes_lowest_index_on_ties},
     {"sampler_frequencies_follow_softmax", test_sampler_frequencies_follow_softmax},
     {"sampler_top_k_and_top_p_restrict_support", test_sampler_top_k_and_top_p_restrict_support},
