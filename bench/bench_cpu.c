@@ -197,8 +197,12 @@ int main(int argc, char **argv) {
     printf("decode batch 8, prompt  16:  %7.2f ms/step    %.0f tokens/s\n", best * 1e3, 8 / best);
     best = 1e30;
     for (int r = 0; r < reps; r++) { double s = run(m, 1, 256, 1, ids, out); if (s < best) best = s; }
+    /* the products' FLOPs: 2 x non-embedding weights (W a layer) per token and layer, but in the last layer only qkv
+       (3 C^2) for every token and the rest of it for the one row whose logits are wanted (the logits' own product
+       not counted) */
+    const double W = (params - 1024.0 * C - 50257.0 * C) / L;
     printf("prefill, one prompt of 256:   %7.1f ms        %.0f tokens/s (%.1f GFLOP/s in the products)\n", best * 1e3,
-           256 / best, 256 * 2.0 * (params - 1024.0 * C - 50257.0 * C) / best / 1e9);
+           256 / best, (256 * 2.0 * (W * (L - 1) + 3.0 * C * C) + 2.0 * (W - 3.0 * C * C)) / best / 1e9);
     gpt2_free(m);
     return 0;
 }

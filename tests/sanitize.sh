@@ -5,7 +5,7 @@
 #   racecheck: ./test_gpt2 residual attention prefill_rows, F16 and BF16 (tests that launch no cuBLASLt kernel:
 #              residual + layer norm, prefill and decode attention in every form and dtype, F32's tiles included;
 #              the sampler's own test takes over 100 s under it, so the sampler's racecheck is tests/sanitize_kernels')
-#   memcheck:  ./test_gpt2 lnf generate lookahead, F16 and BF16 (whole steps, cuBLASLt included)
+#   memcheck:  ./test_gpt2 lnf generate lookahead step_logits, F16 and BF16 (whole steps, cuBLASLt included)
 # racecheck cannot run over cuBLASLt's kernels (tests/sanitize_kernels.cu says why), so whole steps get memcheck only.
 # Prints one line per run and exits non-zero when any run reports an error or a failed test.
 # Usage: bash tests/sanitize.sh [TIMEOUT_S per run, default 300]; needs test_gpt2 and tests/sanitize_kernels built.
@@ -27,7 +27,7 @@ run kernels_racecheck f16 racecheck tests/sanitize_kernels few
 for tool in memcheck synccheck; do run "kernels_$tool" f16 "$tool" tests/sanitize_kernels; done
 for dt in f16 bf16; do
     run "race_tests_$dt" "$dt" racecheck ./test_gpt2 residual attention prefill_rows
-    run "mem_steps_$dt" "$dt" memcheck ./test_gpt2 lnf generate lookahead
+    run "mem_steps_$dt" "$dt" memcheck ./test_gpt2 lnf generate lookahead step_logits
 done
 echo "sanitize: $([ $bad = 0 ] && echo clean || echo 'errors (logs in '"$out"')')"
 exit $bad
