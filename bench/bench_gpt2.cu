@@ -1,7 +1,7 @@
 /* bench_gpt2 — DESIGN.md's standard workloads on the CUDA backend, random weights made in process.
 
    Usage: bench/bench_gpt2 [124M|355M|774M|1558M ...] [--dtype f16|bf16|f32] [--only latency|throughput|prefill] [--reps N]
-                         [--no-lookahead] [--no-pdl] [--no-skinny] [--no-lnf] [--no-lnf-fit] [--no-stage] [--no-att-mma] [--no-hold] [--parts N] [--part-rows R]
+                         [--no-lookahead] [--no-pdl] [--no-skinny] [--no-lnf] [--no-lnf-fit] [--no-gather] [--no-stage] [--no-att-mma] [--no-hold] [--parts N] [--part-rows R]
                          [--att-sms N] [--split-ctx D] [--att-ns 2|3] [--att-tma 0|1] [--prefill-order 0|1] [--prefill-seqs N] [--at POS]
                          [--pre model|kept|green|streams|fill:B:GB|h2d|copies:N|memsets:N|memsets0:N|used:K|kernels:N]
    bench/bench_gpt2 --gemm: the linear layers alone (timed inside CUDA graphs), cuBLASLt pinned for prompt rows and
@@ -132,6 +132,7 @@ static int g_lookahead = 1; /* --no-lookahead: gpt2_generate waits for each step
 static int g_pdl = 1;       /* --no-pdl: no programmatic dependent launches */
 static int g_skinny = 1;    /* --no-skinny: every decode product through cuBLASLt */
 static int g_lnf = 1;       /* --no-lnf: every layer norm a kernel of its own (no gpt2__lnf) */
+static int g_gather = 1;    /* --no-gather: a prompt step's last layer on every fed row (RESULTS.md item 137) */
 static int g_lnf_fit = 1;   /* --no-lnf-fit: the LN-folded products' full ring, not the FIT ring (gpt2__lnf_stages; RESULTS.md item 115) */
 static int g_stage = 1;     /* --no-stage: decode attention reads few rows' cached K/V from global memory (L2) */
 static int g_att_mma = 1;   /* --no-att-mma: decode attention on the CUDA cores (gpt2__attn_kernel) */
@@ -181,6 +182,7 @@ static gpt2_model *random_model(const char *size, gpt2_dtype dt, int max_batch, 
     if (!g_skinny) S->skinny = 0;
     if (!g_lnf) S->lnf = 0;
     if (!g_lnf_fit) S->lnf_fit = 0;
+    if (!g_gather) S->gather = 0;
     if (getenv("BENCH_ALIAS")) /* bound for item 104: every layer reads layer 0's weights (wrong model, timing only) */
         for (int l = 1; l < L; l++) S->layers[l] = S->layers[0];
     if (!g_stage) S->att_stage = 0;
@@ -1365,6 +1367,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--no-skinny")) g_skinny = 0;
         else if (!strcmp(argv[i], "--no-lnf")) g_lnf = 0;
         else if (!strcmp(argv[i], "--no-lnf-fit")) g_lnf_fit = 0;
+        else if (!strcmp(argv[i], "--no-gather")) g_gather = 0;
         else if (!strcmp(argv[i], "--no-stage")) g_stage = 0;
         else if (!strcmp(argv[i], "--no-att-mma")) g_att_mma = 0;
         else if (!strcmp(argv[i], "--no-hold")) g_hold = 0;
