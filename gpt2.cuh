@@ -159,6 +159,17 @@ GPT2_API int          gpt2_model_max_seq(const gpt2_model *model);
 #else
 #define GPT2__OMP(...)
 #endif
+/* The CPU backend's products also in an AVX2 build beside the baseline one, the CPU picking at load (GCC's and
+   Clang's target_clones, x86-64 Linux, nvcc's host code included; -DGPT2_NO_CLONES: off). AVX2 without FMA: the same
+   operations on 8 lanes instead of 4, so the same bits (RESULTS.md item 139). */
+#if defined(__x86_64__) && defined(__linux__) && defined(__GNUC__) && !defined(GPT2_NO_CLONES) && defined(__has_attribute)
+#if __has_attribute(target_clones)
+#define GPT2__CPU_CLONES __attribute__((target_clones("avx2", "default")))
+#endif
+#endif
+#ifndef GPT2__CPU_CLONES
+#define GPT2__CPU_CLONES
+#endif
 
 #ifndef GPT2_MALLOC
 #define GPT2_MALLOC(n) malloc(n)
@@ -1667,7 +1678,7 @@ static int gpt2__sample(const float *logits, int V, const gpt2_sampling *s, uint
             }                                                                                     \
         }                                                                                         \
     }
-static void gpt2__cpu_matmul(float *out, const float *in, const float *w, const float *b, int N, int I, int O) {
+GPT2__CPU_CLONES static void gpt2__cpu_matmul(float *out, const float *in, const float *w, const float *b, int N, int I, int O) {
     enum { RB = 4, CB_MAX = 2048 };
     int n_rb = (N + RB - 1) / RB, CB = 256, n_cb = (O + CB - 1) / CB, nthreads = 1;
 #ifdef _OPENMP
