@@ -18,6 +18,8 @@
 
    Configuration macros (define before the implementation include):
        GPT2_NO_CUDA           leave the CUDA backend out even under nvcc
+       GPT2_NO_CLONES         no AVX2 build of the CPU backend's products beside the baseline one (x86-64 Linux,
+                              GCC/Clang: the CPU picks one at load; the same bits either way)
        GPT2_MALLOC(n), GPT2_CALLOC(n,s), GPT2_FREE(p)   host allocator (default: stdlib)
        GPT2_MAX_ERROR         length of the error message buffer (default 512)
        GPT2_MAX_TEXT_FILE     largest config.json / vocab.json / merges.txt read (default 256 MB)
