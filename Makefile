@@ -100,6 +100,10 @@ bench: bench/bench_gpt2 bench/bench_mixed bench/bench_cpu
 bench/bench_cpu: bench/bench_cpu.c $(HEADERS)
 	$(CBUILD) bench/bench_cpu.c -o $@ -lm
 
+# a fingerprint of the CPU backend's bits (plain C)
+bench/cpu_hash: bench/cpu_hash.c $(HEADERS)
+	$(CBUILD) bench/cpu_hash.c -o $@ -lm
+
 bench/bench_gpt2: bench/bench_gpt2.cu $(HEADERS)
 	$(BUILD) bench/bench_gpt2.cu -o $@ $(LIBS)
 
@@ -135,6 +139,6 @@ bench/greensplit: bench/greensplit.cu
 	$(BUILD) bench/greensplit.cu -o $@ -lcublasLt -L$(dir $(NVCC))../lib64/stubs -lcuda
 
 clean:
-	rm -f demo_c examples/hello tests/mpi/test_mpi tests/sanitize_kernels demo demo_mpi test_gpt2 test_gpt2_c test_gpt2_asan test_gpt2_asan.log bench/bench_gpt2 bench/bench_mixed bench/logits_hash bench/attn_decode bench/read_bw bench/mma_chain bench/skinny_wg bench/midgemm bench/greensplit bench/f32_chain bench/pageable_race
+	rm -f demo_c examples/hello tests/mpi/test_mpi tests/sanitize_kernels demo demo_mpi test_gpt2 test_gpt2_c test_gpt2_asan test_gpt2_asan.log bench/bench_gpt2 bench/bench_mixed bench/logits_hash bench/cpu_hash bench/attn_decode bench/read_bw bench/mma_chain bench/skinny_wg bench/midgemm bench/greensplit bench/f32_chain bench/pageable_race
 
 .PHONY: all test fuzz bench clean
