@@ -1714,6 +1714,59 @@ GPT2__CPU_CLONES static void gpt2__cpu_matmul(float *out, const float *in, const
 }
 #undef GPT2__MM_ROWS
 
+/* logits [n][V] = ln [n][C] @ wte [V][C]^T (the tied lm_head): each logit ln[o][i] * wte[v][i] summed over i in order,
+   the same bits however the work is cut. Blocks of VB vocabulary rows, so that VB sums are in flight rather than one
+   chain of dependent adds, each block's rows of wte read from memory once for the whole batch. With GNU C's vector
+   types and 2+ rows, the batch's rows go 8 at a time through lnT (scratch of ((n + 7) / 8) * 8 * C floats: their ln
+   rows transposed, [C][8]), 8 rows' sums in one vector, each lane the same sum as alone. */
+GPT2__CPU_CLONES static void gpt2__cpu_logits(float *logits, const float *ln, const float *wte, int n, int C, int V, float *lnT) {
+    enum { VB = 8, OB = 8 };
+    const long n_vb = (V + VB - 1) / VB;
+#if defined(__GNUC__)
+    typedef float v8 __attribute__((vector_size(OB * sizeof(float))));
+    if (n >= 2) {
+        const int n_ob = (n + OB - 1) / OB;
+        for (int ob = 0; ob < n_ob; ob++)
+            for (int i = 0; i < C; i++)
+                for (int o = 0; o < OB; o++) {
+                    const int r = ob * OB + o;
+                    lnT[((size_t)ob * C + i) * OB + o] = r < n ? ln[(size_t)r * C + i] : 0.0f;
+                }
+        GPT2__OMP(omp parallel for schedule(static) if ((double)n * V * C > 4e6))
+        for (long bo = 0; bo < n_vb * n_ob; bo++) {
+            const int ob = (int)(bo % n_ob), v0 = (int)(bo / n_ob) * VB, nv = V - v0 < VB ? V - v0 : VB;
+            const int no = n - ob * OB < OB ? n - ob * OB : OB;
+            const float *t = lnT + (size_t)ob * C * OB, *e = wte + (size_t)v0 * C;
+            v8 d[VB];
+            memset(d, 0, sizeof d);
+            for (int i = 0; i < C; i++) {
+                v8 tv;
+                memcpy(&tv, t + (size_t)i * OB, sizeof tv);
+                for (int k = 0; k < VB; k++) d[k] += tv * (k < nv ? e[(size_t)k * C + i] : 0.0f);
+            }
+            for (int o = 0; o < no; o++)
+                for (int k = 0; k < nv; k++) logits[(size_t)(ob * OB + o) * V + v0 + k] = d[k][o];
+        }
+        return;
+    }
+#else
+    (void)lnT;
+#endif
+    GPT2__OMP(omp parallel for schedule(static) if ((double)n * V * C > 4e6))
+    for (long bo = 0; bo < n_vb * n; bo++) {
+        const int o = (int)(bo % n), v0 = (int)(bo / n) * VB, nv = V - v0 < VB ? V - v0 : VB;
+        const float *a = ln + (size_t)o * C, *e = wte + (size_t)v0 * C;
+        float d[VB] = {0.0f};
+        if (nv == VB)
+            for (int i = 0; i < C; i++)
+                for (int k = 0; k < VB; k++) d[k] += a[i] * e[(size_t)k * C + i];
+        else
+            for (int k = 0; k < nv; k++)
+                for (int i = 0; i < C; i++) d[k] += a[i] * e[(size_t)k * C + i];
+        memcpy(logits + (size_t)o * V + v0, d, (size_t)nv * sizeof(float));
+    }
+}
+
 /* out [N][C] = layer_norm(in [N][C]) * g + b, statistics in double (HF: torch.nn.LayerNorm, biased variance) */
 static void gpt2__cpu_layernorm(float *out, const float *in, const float *g, const float *b, int N, int C, float eps) {
     GPT2__OMP(omp parallel for schedule(static) if ((double)N * C > 1e5))
@@ -1898,24 +1951,7 @@ static gpt2_status gpt2__cpu_run(gpt2_model *m, const gpt2__seq *seqs, int n, in
     /* final layer norm of the rows whose logits are wanted (all of them now), then logits = row @ wte^T */
     const int n_out = N;
     gpt2__cpu_layernorm(ln, x, w->lnf_w, w->lnf_b, n_out, C, cf->ln_eps);
-    /* each logit a dot product over i in order (the same bits however the work is cut). 8 vocabulary rows at a
-       time, so that 8 independent sums are in flight rather than one sum's chain of dependent adds; the rows of
-       the batch inner, so that those 8 rows of wte are read from memory once for all of them */
-    enum { VB = 8 };
-    long n_vb = (V + VB - 1) / VB;
-    GPT2__OMP(omp parallel for schedule(static) if ((double)n_out * V * C > 4e6))
-    for (long bo = 0; bo < n_vb * n_out; bo++) {
-        int o = (int)(bo % n_out), v0 = (int)(bo / n_out) * VB, nv = V - v0 < VB ? V - v0 : VB;
-        const float *a = ln + (size_t)o * C, *e = w->wte + (size_t)v0 * C;
-        float d[VB] = {0.0f};
-        if (nv == VB)
-            for (int i = 0; i < C; i++)
-                for (int k = 0; k < VB; k++) d[k] += a[i] * e[(size_t)k * C + i];
-        else
-            for (int k = 0; k < nv; k++)
-                for (int i = 0; i < C; i++) d[k] += a[i] * e[(size_t)k * C + i];
-        memcpy(logits + (size_t)o * V + v0, d, (size_t)nv * sizeof(float));
-    }
+    gpt2__cpu_logits(logits, ln, w->wte, n_out, C, V, qkv /* free now: room for n_out + 7 rows of C */);
     GPT2_FREE(buf); GPT2_FREE(row_seq); GPT2_FREE(row_pos);
     return GPT2_OK;
 }
