@@ -1855,8 +1855,10 @@ static gpt2_status gpt2__cpu_run(gpt2_model *m, const gpt2__seq *seqs, int n, in
 #ifdef _OPENMP
     nthreads = omp_get_max_threads();
 #endif
-    /* activations: x, ln, attention out [N][C]; qkv [N][3C]; fc [N][F]; attention scores per thread */
-    size_t need = (size_t)N * (3 * C + 3 * C + F) + (size_t)nthreads * maxT;
+    /* activations: x, ln, attention out [N][C]; qkv [N][3C] (at least N + 7 rows of C: after the layers,
+       gpt2__cpu_logits's scratch); fc [N][F]; attention scores per thread */
+    const size_t qkv_n = (size_t)(N < 4 ? N + 7 : 3 * N) * C;
+    size_t need = (size_t)N * (3 * C + F) + qkv_n + (size_t)nthreads * maxT;
     float *buf = (float *)gpt2__alloc(need * sizeof(float));
     int *row_seq = (int *)gpt2__alloc((size_t)N * sizeof(int));
     if (!buf || !row_seq) {
@@ -1864,7 +1866,7 @@ static gpt2_status gpt2__cpu_run(gpt2_model *m, const gpt2__seq *seqs, int n, in
         return gpt2__fail(GPT2_ERR_OOM, "CPU forward: cannot allocate %zu MB of activations", need * 4 >> 20);
     }
     float *x = buf, *ln = x + (size_t)N * C, *att = ln + (size_t)N * C, *qkv = att + (size_t)N * C;
-    float *fc = qkv + (size_t)N * 3 * C, *scores = fc + (size_t)N * F;
+    float *fc = qkv + qkv_n, *scores = fc + (size_t)N * F;
     const gpt2__weights *w = &m->w;
     for (int s = 0, r = 0; s < n; s++)
         for (int t = 0; t < seqs[s].n_tok; t++, r++) {
@@ -1951,7 +1953,7 @@ static gpt2_status gpt2__cpu_run(gpt2_model *m, const gpt2__seq *seqs, int n, in
     /* final layer norm of the rows whose logits are wanted (all of them now), then logits = row @ wte^T */
     const int n_out = N;
     gpt2__cpu_layernorm(ln, x, w->lnf_w, w->lnf_b, n_out, C, cf->ln_eps);
-    gpt2__cpu_logits(logits, ln, w->wte, n_out, C, V, qkv /* free now: room for n_out + 7 rows of C */);
+    gpt2__cpu_logits(logits, ln, w->wte, n_out, C, V, qkv /* free now */);
     GPT2_FREE(buf); GPT2_FREE(row_seq); GPT2_FREE(row_pos);
     return GPT2_OK;
 }
