@@ -1483,7 +1483,7 @@ int main(int argc, char **argv) {
             /* FLOPs that must be done: 2 x non-embedding weights (W a layer) + causal attention (2 x 2 x T/2 x C) per token
                and layer, but in the last layer only K and V (2 x 2 C^2) for every token, the rest of it for the 16 rows
                whose logits are wanted (their attention over 1024 keys); + 16 logits rows. (Until 2026-11-24 this counted
-               the whole last layer for every token, ~6% more at 124M, 1.6% at 1558M.) */
+               the whole last layer for every token: 7.6% more at 124M, 1.8% at 1558M.) */
             const double W = (P - V * C - 1024 * C) / L;
             double fl = 16 * 1024 * ((2.0 * W + 2.0 * 2 * 512 * C) * (L - 1) + 2.0 * 2 * C * C) +
                         16 * (2.0 * (W - 2 * C * C) + 2.0 * 2 * 1024 * C) + 16 * 2.0 * V * C;
