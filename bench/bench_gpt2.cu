@@ -388,6 +388,9 @@ static void breakdown(const char *label, gpt2_model *m, int n, int T, const char
     gpt2__plan_attention(&h, g_N, S->flash);
     g_d = gpt2__meta_at(S->d_meta, g_N, n, n);
     g_d.n_att = h.n_att; g_d.n_tiles = h.n_tiles; g_d.tile_keys = h.tile_keys;
+    /* the compacted last layer as gpt2__cuda_step set it up (RESULTS.md item 137; the host values are not in the blob) */
+    g_d.gat_P = n - (g_N - g_P);
+    g_d.n_gat = S->gather > 0 && g_P - g_d.gat_P >= S->gather ? n : 0;
     phase_t ph[] = {{"step", time_ms(S->stream, ph_step, m, 0)}, {"attention", time_ms(S->stream, ph_attention, m, 0)},
                     {"gemms", time_ms(S->stream, ph_gemms, m, 0)}, {"logits", time_ms(S->stream, ph_logits, m, 0)},
                     {"norms", time_ms(S->stream, ph_norms, m, 0)}, {"kv_store", time_ms(S->stream, ph_kv_store, m, 0)},
