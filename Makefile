@@ -39,6 +39,11 @@ test_gpt2: test_gpt2.cu $(HEADERS) $(TEST_INC)
 test_gpt2_c: test_gpt2.cu $(HEADERS) $(TEST_INC)
 	$(CBUILD) test_gpt2.cu -o $@ -lm
 
+# the CPU suite built for this machine's CPU: with fused multiply-adds where it has them (x86-64 with FMA, aarch64),
+# which once made a row's logits depend on its batch (bench/RESULTS.md item 142)
+test_gpt2_native: test_gpt2.cu $(HEADERS) $(TEST_INC)
+	$(CBUILD) -march=native test_gpt2.cu -o $@ -lm
+
 # the CPU suite under AddressSanitizer + UndefinedBehaviorSanitizer (leaks included)
 test_gpt2_asan: test_gpt2.cu $(HEADERS) $(TEST_INC)
 	$(CC) -x c -std=gnu99 -g -O1 -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer \
@@ -59,7 +64,7 @@ demo_c: demo.cu $(HEADERS)
 examples/hello: examples/hello.c $(HEADERS)
 	$(CBUILD) examples/hello.c -o $@ -lm
 
-test: test_gpt2 test_gpt2_c test_gpt2_asan examples/hello $(if $(VALGRIND),demo_c) $(if $(MPICC),demo demo_mpi tests/mpi/test_mpi) \
+test: test_gpt2 test_gpt2_c test_gpt2_native test_gpt2_asan examples/hello $(if $(VALGRIND),demo_c) $(if $(MPICC),demo demo_mpi tests/mpi/test_mpi) \
       $(if $(NVCC),tests/sanitize_kernels)
 	@echo "== the headers under strict warnings (C99 and C++11, -Wpedantic -Werror, with and without OpenMP)"
 	@for c in "$(CC) -x c -std=c99" $(if $(CXX_FOUND),"$(CXX) -x c++ -std=c++11") \
@@ -75,6 +80,9 @@ ifneq ($(VALGRIND),)
 else
 	@echo "valgrind run skipped: valgrind is not installed"
 endif
+	@echo "== the CPU suite built with -march=native"
+	./test_gpt2_native > test_gpt2_native.log 2>&1 || { cat test_gpt2_native.log; exit 1; }
+	@tail -n 1 test_gpt2_native.log
 	@echo "== the CPU suite under ASan + UBSan"
 	./test_gpt2_asan > test_gpt2_asan.log 2>&1 || { cat test_gpt2_asan.log; exit 1; }
 	@tail -n 1 test_gpt2_asan.log
@@ -139,6 +147,6 @@ bench/greensplit: bench/greensplit.cu
 	$(BUILD) bench/greensplit.cu -o $@ -lcublasLt -L$(dir $(NVCC))../lib64/stubs -lcuda
 
 clean:
-	rm -f demo_c examples/hello tests/mpi/test_mpi tests/sanitize_kernels demo demo_mpi test_gpt2 test_gpt2_c test_gpt2_asan test_gpt2_asan.log bench/bench_gpt2 bench/bench_mixed bench/logits_hash bench/cpu_hash bench/attn_decode bench/read_bw bench/mma_chain bench/skinny_wg bench/midgemm bench/greensplit bench/f32_chain bench/pageable_race
+	rm -f demo_c examples/hello tests/mpi/test_mpi tests/sanitize_kernels demo demo_mpi test_gpt2 test_gpt2_c test_gpt2_native test_gpt2_native.log test_gpt2_asan test_gpt2_asan.log bench/bench_gpt2 bench/bench_mixed bench/logits_hash bench/cpu_hash bench/attn_decode bench/read_bw bench/mma_chain bench/skinny_wg bench/midgemm bench/greensplit bench/f32_chain bench/pageable_race
 
 .PHONY: all test fuzz bench clean

@@ -172,6 +172,21 @@ GPT2_API int          gpt2_model_max_seq(const gpt2_model *model);
 #ifndef GPT2__CPU_CLONES
 #define GPT2__CPU_CLONES
 #endif
+/* No fused multiply-adds in the host functions marked with these (GCC: an attribute before the function; Clang: a
+   pragma opening its body). Where the target has them (aarch64; x86-64 built with -march=native) the compilers fuse
+   some multiply-adds and not others: gpt2__cpu_logits's one-row and many-row forms then rounded differently, so a
+   row's logits depended on how many rows ran beside it, and gpt2__sample's logit * (1 / T) - max would not round
+   as the GPU's sampler does (RESULTS.md item 142). The products and attention, the same code for every row, may fuse. */
+#if defined(__clang__)
+#define GPT2__NO_CONTRACT
+#define GPT2__NO_CONTRACT_BODY _Pragma("clang fp contract(off)")
+#elif defined(__GNUC__)
+#define GPT2__NO_CONTRACT __attribute__((optimize("fp-contract=off")))
+#define GPT2__NO_CONTRACT_BODY
+#else
+#define GPT2__NO_CONTRACT
+#define GPT2__NO_CONTRACT_BODY
+#endif
 
 #ifndef GPT2_MALLOC
 #define GPT2_MALLOC(n) malloc(n)
@@ -201,7 +216,10 @@ GPT2_API int          gpt2_model_max_seq(const gpt2_model *model);
 #define GPT2__TLS _Thread_local
 #endif
 
-#if defined(__GNUC__)
+#if defined(__MINGW32__) && defined(__MINGW_PRINTF_FORMAT)
+/* MinGW: the checker for the vsnprintf <stdio.h> chose, gnu_printf for MinGW's own (C99: %zu), not msvcrt's ms_printf */
+#define GPT2__PRINTF(a, b) __attribute__((format(__MINGW_PRINTF_FORMAT, a, b)))
+#elif defined(__GNUC__)
 #define GPT2__PRINTF(a, b) __attribute__((format(printf, a, b)))
 #else
 #define GPT2__PRINTF(a, b)
@@ -451,7 +469,9 @@ typedef struct gpt2__weights {
     size_t n_floats;
 } gpt2__weights;
 
-/* The CPU backend's state: KV cache [n_layer][max_batch][max_seq][C] for K and for V. */
+/* The CPU backend's state: the KV cache, V as [n_layer][max_batch][max_seq][C], K transposed per head as
+   [n_layer][max_batch][n_head][head size][max_seq] (a key's elements max_seq apart, so that the scores of
+   consecutive keys are one vector operation per element: gpt2__cpu_run). */
 typedef struct gpt2__cpu {
     float *k_cache, *v_cache;
 } gpt2__cpu;
@@ -1584,7 +1604,8 @@ static int gpt2__cand_cmp(const void *a, const void *b) {
 }
 
 /* scratch: room for V candidates */
-static int gpt2__sample(const float *logits, int V, const gpt2_sampling *s, uint64_t draw, gpt2__cand *scratch) {
+GPT2__NO_CONTRACT static int gpt2__sample(const float *logits, int V, const gpt2_sampling *s, uint64_t draw, gpt2__cand *scratch) {
+    GPT2__NO_CONTRACT_BODY
     if (!(s->temperature > 0.0f)) return gpt2__sample_greedy(logits, V);
     float inv_t = 1.0f / s->temperature;
     int cut_k = s->top_k > 0 && s->top_k < V;
@@ -1719,7 +1740,9 @@ GPT2__CPU_CLONES static void gpt2__cpu_matmul(float *out, const float *in, const
    chain of dependent adds, each block's rows of wte read from memory once for the whole batch. With GNU C's vector
    types and 2+ rows, the batch's rows go 8 at a time through lnT (scratch of ((n + 7) / 8) * 8 * C floats: their ln
    rows transposed, [C][8]), 8 rows' sums in one vector, each lane the same sum as alone. */
-GPT2__CPU_CLONES static void gpt2__cpu_logits(float *logits, const float *ln, const float *wte, int n, int C, int V, float *lnT) {
+GPT2__CPU_CLONES GPT2__NO_CONTRACT static void gpt2__cpu_logits(float *logits, const float *ln, const float *wte, int n, int C,
+                                                                 int V, float *lnT) {
+    GPT2__NO_CONTRACT_BODY
     enum { VB = 8, OB = 8 };
     const long n_vb = (V + VB - 1) / VB;
 #if defined(__GNUC__)
@@ -1795,6 +1818,11 @@ static void gpt2__cpu_gelu(float *x, size_t n) {
 static float *gpt2__cpu_kv(const gpt2_model *m, float *cache, int layer, int slot, int pos) {
     size_t C = (size_t)m->cfg.n_embd;
     return cache + (((size_t)layer * m->max_batch + slot) * m->max_seq + pos) * C;
+}
+/* head h's keys in the transposed K cache: element i of the key at position pos is at [i * max_seq + pos] */
+static float *gpt2__cpu_kt(const gpt2_model *m, int layer, int slot, int h) {
+    const size_t H = (size_t)m->cfg.n_head, hd = (size_t)m->cfg.n_embd / H;
+    return m->cpu.k_cache + (((size_t)layer * m->max_batch + slot) * H + h) * hd * m->max_seq;
 }
 
 static void gpt2__cpu_free(gpt2_model *m) {
@@ -1883,11 +1911,18 @@ static gpt2_status gpt2__cpu_run(gpt2_model *m, const gpt2__seq *seqs, int n, in
         const gpt2__layer *y = &w->layers[l];
         gpt2__cpu_layernorm(ln, x, y->ln1_w, y->ln1_b, N, C, cf->ln_eps);
         gpt2__cpu_matmul(qkv, ln, y->qkv_w, y->qkv_b, N, C, 3 * C);
-        for (int r = 0; r < N; r++) {
-            const gpt2__seq *q = &seqs[row_seq[r]];
-            memcpy(gpt2__cpu_kv(m, m->cpu.k_cache, l, q->slot, row_pos[r]), qkv + (size_t)r * 3 * C + C, (size_t)C * sizeof(float));
-            memcpy(gpt2__cpu_kv(m, m->cpu.v_cache, l, q->slot, row_pos[r]), qkv + (size_t)r * 3 * C + 2 * C, (size_t)C * sizeof(float));
-        }
+        /* K and V of every fed row into the cache: K transposed, a head per thread, element i of every row in turn,
+           so that the consecutive rows of a sequence write consecutive floats */
+        GPT2__OMP(omp parallel for schedule(static) if ((double)N * C > 1e5))
+        for (int h = 0; h < H; h++)
+            for (int i = 0; i < hd; i++)
+                for (int r = 0; r < N; r++) {
+                    float *kt = gpt2__cpu_kt(m, l, seqs[row_seq[r]].slot, h);
+                    kt[(size_t)i * m->max_seq + row_pos[r]] = qkv[(size_t)r * 3 * C + C + h * hd + i];
+                }
+        for (int r = 0; r < N; r++)
+            memcpy(gpt2__cpu_kv(m, m->cpu.v_cache, l, seqs[row_seq[r]].slot, row_pos[r]), qkv + (size_t)r * 3 * C + 2 * C,
+                   (size_t)C * sizeof(float));
         /* the last layer's rows after the K/V store serve only the logits: without all_rows, each sequence's last
            row goes on alone, row s of the compacted rows being sequence s's (its fed row is at or after s); every
            computation below is per row, so each keeps its bits */
@@ -1913,23 +1948,18 @@ static gpt2_status gpt2__cpu_run(gpt2_model *m, const gpt2__seq *seqs, int n, in
             tid = omp_get_thread_num();
 #endif
             float *sc = scores + (size_t)tid * maxT;
-            const float *qv = qkv + (size_t)r * 3 * C + h * hd;
+            const float *qv = qkv + (size_t)r * 3 * C + h * hd, *kt = gpt2__cpu_kt(m, l, slot, h);
+            const size_t ms = (size_t)m->max_seq;
             float mx = -INFINITY;
-            /* scores: each a dot product over i in order; 4 keys at a time, so that 4 sums are in flight */
-            int j = 0;
-            for (; j + 4 <= p + 1; j += 4) {
-                const float *k0 = gpt2__cpu_kv(m, m->cpu.k_cache, l, slot, j) + h * hd;
-                float d[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-                for (int i = 0; i < hd; i++)
-                    for (int t = 0; t < 4; t++) d[t] += qv[i] * k0[(size_t)t * C + i];
-                for (int t = 0; t < 4; t++) sc[j + t] = d[t] * scale;
+            /* scores: each a dot product over i in order, computed as hd passes over the row's keys, pass i adding
+               q[i] times element i of every key (a contiguous row of the transposed cache: one stream, in vectors) */
+            int j;
+            for (j = 0; j <= p; j++) sc[j] = 0.0f;
+            for (int i = 0; i < hd; i++) {
+                const float qi = qv[i], *kr = kt + i * ms;
+                for (j = 0; j <= p; j++) sc[j] += qi * kr[j];
             }
-            for (; j <= p; j++) {
-                const float *kv = gpt2__cpu_kv(m, m->cpu.k_cache, l, slot, j) + h * hd;
-                float d = 0.0f;
-                for (int i = 0; i < hd; i++) d += qv[i] * kv[i];
-                sc[j] = d * scale;
-            }
+            for (j = 0; j <= p; j++) sc[j] *= scale;
             for (j = 0; j <= p; j++)
                 if (sc[j] > mx) mx = sc[j];
             float sum = 0.0f;
@@ -6079,6 +6109,10 @@ static void gpt2__model_paths(const char *path, int is_dir, char *cfg_path, char
         return;
     }
     const char *slash = strrchr(path, '/');
+#if defined(_WIN32)
+    const char *backslash = strrchr(path, '\\');
+    if (backslash && (!slash || backslash > slash)) slash = backslash;
+#endif
     snprintf(st_path, cap, "%s", path);
     if (slash) snprintf(cfg_path, cap, "%.*s/config.json", (int)(slash - path), path);
     else snprintf(cfg_path, cap, "config.json");

@@ -3,7 +3,7 @@
    it through gpt2_load like any program, and times through the public API only:
      decode, batch 1     ms per generated token after a prompt of 16, and after a prompt of 896 (long context)
      decode, batch 8     ms per step of 8 sequences (prompts of 16)
-     prefill             tokens/s of one prompt of 256 (the time to its first token)
+     prefill             tokens/s of one prompt of 256, and of one of 1000 (the time to its first token)
    each the best of REPS runs, beside the bandwidth of a plain read of 512 MB with every thread, measured in the same
    run: a batch-1 step must read every weight once (F32 on the CPU: 4 bytes a parameter) plus the live K/V.
    Usage: bench/bench_cpu [SIZE: 124M (default), 355M, 774M, 1558M] [DIR (default /tmp/gpt2-bench-cpu-SIZE)] [REPS]
@@ -195,14 +195,18 @@ int main(int argc, char **argv) {
     best = 1e30;
     for (int r = 0; r < reps; r++) { double s = run(m, 8, 16, gen, ids, out) / (gen - 1); if (s < best) best = s; }
     printf("decode batch 8, prompt  16:  %7.2f ms/step    %.0f tokens/s\n", best * 1e3, 8 / best);
-    best = 1e30;
-    for (int r = 0; r < reps; r++) { double s = run(m, 1, 256, 1, ids, out); if (s < best) best = s; }
     /* the products' FLOPs: 2 x non-embedding weights (W a layer) per token and layer, but in the last layer only qkv
        (3 C^2) for every token and the rest of it for the one row whose logits are wanted (the logits' own product
-       not counted) */
+       not counted); attention's (4 x head size x the keys a row attends to, a layer and head) are not counted */
     const double W = (params - 1024.0 * C - 50257.0 * C) / L;
-    printf("prefill, one prompt of 256:   %7.1f ms        %.0f tokens/s (%.1f GFLOP/s in the products)\n", best * 1e3,
-           256 / best, (256 * 2.0 * (W * (L - 1) + 3.0 * C * C) + 2.0 * (W - 3.0 * C * C)) / best / 1e9);
+    int plens[2] = {256, 1000};
+    for (int c = 0; c < 2; c++) {
+        const int n = plens[c];
+        best = 1e30;
+        for (int r = 0; r < reps; r++) { double s = run(m, 1, n, 1, ids, out); if (s < best) best = s; }
+        printf("prefill, one prompt of %4d:  %7.1f ms        %.0f tokens/s (%.1f GFLOP/s in the products)\n", n, best * 1e3,
+               n / best, (n * 2.0 * (W * (L - 1) + 3.0 * C * C) + 2.0 * (W - 3.0 * C * C)) / best / 1e9);
+    }
     gpt2_free(m);
     return 0;
 }
