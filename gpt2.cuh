@@ -150,6 +150,25 @@ GPT2_API int          gpt2_model_max_seq(const gpt2_model *model);
 #include <sys/stat.h>
 #if !defined(_WIN32)
 #include <unistd.h>
+#else /* GlobalMemoryStatusEx (gpt2__host_memory), with as little of <windows.h> as it needs (a program that needs
+         all of it includes it before this file) */
+#if !defined(WIN32_LEAN_AND_MEAN)
+#define WIN32_LEAN_AND_MEAN
+#define GPT2__UNDEF_LEAN
+#endif
+#if !defined(NOMINMAX)
+#define NOMINMAX
+#define GPT2__UNDEF_NOMINMAX
+#endif
+#include <windows.h>
+#if defined(GPT2__UNDEF_LEAN)
+#undef WIN32_LEAN_AND_MEAN
+#undef GPT2__UNDEF_LEAN
+#endif
+#if defined(GPT2__UNDEF_NOMINMAX)
+#undef NOMINMAX
+#undef GPT2__UNDEF_NOMINMAX
+#endif
 #endif
 #ifdef _OPENMP
 #include <omp.h>
@@ -1834,7 +1853,14 @@ static void gpt2__cpu_free(gpt2_model *m) {
 /* Physical memory in bytes (total, and free now), 0 where the system does not say. */
 static void gpt2__host_memory(double *total, double *avail) {
     *total = *avail = 0.0;
-#if defined(_SC_PHYS_PAGES) && defined(_SC_PAGESIZE)
+#if defined(_WIN32)
+    MEMORYSTATUSEX ms;
+    ms.dwLength = sizeof ms;
+    if (GlobalMemoryStatusEx(&ms)) {
+        *total = (double)ms.ullTotalPhys;
+        *avail = (double)ms.ullAvailPhys;
+    }
+#elif defined(_SC_PHYS_PAGES) && defined(_SC_PAGESIZE)
     long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
     if (pages > 0 && page > 0) *total = (double)pages * page;
 #if defined(_SC_AVPHYS_PAGES)
