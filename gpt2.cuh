@@ -224,6 +224,9 @@ GPT2_API int          gpt2_model_max_seq(const gpt2_model *model);
 #ifndef GPT2_SPLIT_MIN_K
 #define GPT2_SPLIT_MIN_K 384 /* CUDA: least K per piece when decode rows of a residual-feeding layer split K */
 #endif
+#ifndef GPT2_SPEC_TOKENS
+#define GPT2_SPEC_TOKENS 8 /* gpt2_generate: most draft tokens a decoding request verifies in a step (0: none) */
+#endif
 
 #if defined(__cplusplus)
 #define GPT2__TLS thread_local
@@ -504,6 +507,9 @@ struct gpt2_model {
     int max_batch, max_seq;
     int prefill_tokens;              /* prompt tokens one engine step may feed (set by the backend; 0: 2048) */
     int no_hold;                     /* gpt2_generate: an idle engine's admitted requests decode as their prompts end (bench) */
+    int spec;                        /* gpt2_generate: most draft tokens a request verifies in a step (GPT2_SPEC_TOKENS;
+                                        tests and bench change it) */
+    long long spec_rows, spec_kept;  /* draft rows fed, and those whose token stood (counted since load) */
     gpt2__weights w;                 /* host weights (the CUDA backend may release them after upload) */
     gpt2__cpu cpu;
     void *cuda;                      /* gpt2__cuda_state *, owned by the CUDA backend */
@@ -520,6 +526,7 @@ typedef struct gpt2__seq {
     int sample;
     gpt2_sampling sampling;
     uint64_t draw;
+    int spec;              /* gpt2_generate: a draft token's row (its sequence's rows are consecutive entries) */
 } gpt2__seq;
 
 /* ---------------------------------------------------------------- loader: config.json + model.safetensors */
@@ -4322,7 +4329,7 @@ typedef struct gpt2__cuda_meta {
     long tile_keys;          /* host value: keys the prompt tiles' sequences hold, each sequence once */
 } gpt2__cuda_meta;
 
-typedef struct gpt2__cuda_graph { int n, np, split; cudaGraphExec_t exec; unsigned long long used; } gpt2__cuda_graph;
+typedef struct gpt2__cuda_graph { int n, np, split, dup; cudaGraphExec_t exec; unsigned long long used; } gpt2__cuda_graph;
 
 typedef struct gpt2__cuda_state {
     int device, sms;
@@ -4392,6 +4399,8 @@ typedef struct gpt2__cuda_state {
     int split_ctx;                      /* a step of parts splits when its rows' mean context >= n_embd / split_ctx (0: never) */
     int split_step;                     /* the step launched last splits, */
     int att_short;                      /* or is of parts at contexts too short to split */
+    int dup_step;                       /* the step launched last has several decode rows of one sequence (a draft to
+                                           verify: gpt2_generate's speculation), one sequence entry each */
     void *green[2];                     /* the split (CUgreenCtx): decode attention's SMs, and the rest for every other kernel */
     cudaStream_t gstream[2][GPT2__MAX_PARTS]; /* part i's stream in each set, */
     cudaEvent_t att_go[GPT2__MAX_PARTS], att_done[GPT2__MAX_PARTS]; /* and the events between them */
@@ -5200,8 +5209,9 @@ static gpt2_status gpt2__attention(gpt2__cuda_state *S, const gpt2_model *m, int
     const size_t per_layer = (size_t)m->max_batch * m->max_seq * C;
     T *kc = (T *)S->k_cache + (size_t)l * per_layer, *vc = (T *)S->v_cache + (size_t)l * per_layer;
     /* with the tiled kernel, every row stores its own K and V (gpt2__attn_prefill_kernel a tile's rows, the decode
-       kernels a single row's); else gpt2__kv_store_kernel stores them all first */
-    const int store = S->flash, n_kv = store ? 0 : N_fed;
+       kernels a single row's); else, and in a step of several decode rows of one sequence (S->dup_step: a row reads
+       the K and V of the rows before it), gpt2__kv_store_kernel stores them all first */
+    const int store = S->flash && !S->dup_step, n_kv = store ? 0 : N_fed;
     gpt2_status st = GPT2_OK;
     if (n_kv > 0 && (st = gpt2__kv_store<T>(S->stream, S->sms, (const T *)S->qkv, kc, vc, d->slot, d->pos, n_kv, C, H, m->max_seq)))
         return st;
@@ -5539,7 +5549,7 @@ static gpt2_status gpt2__cuda_decode_graph(gpt2_model *m, const gpt2__cuda_meta 
     gpt2__cuda_graph *hit = NULL, *victim = &S->graphs[0];
     for (int i = 0; i < GPT2__MAX_GRAPHS && !hit; i++) {
         gpt2__cuda_graph *g = &S->graphs[i];
-        if (g->exec && g->n == n && g->np == np && g->split == S->split_step) hit = g;
+        if (g->exec && g->n == n && g->np == np && g->split == S->split_step && g->dup == S->dup_step) hit = g;
         if (!g->exec ? victim->exec != NULL : (victim->exec && g->used < victim->used)) victim = g;
     }
     if (!hit) {
@@ -5562,6 +5572,7 @@ static gpt2_status gpt2__cuda_decode_graph(gpt2_model *m, const gpt2__cuda_meta 
         victim->n = n;
         victim->np = np;
         victim->split = S->split_step;
+        victim->dup = S->dup_step;
         hit = victim;
     }
     hit->used = ++S->tick;
@@ -5849,6 +5860,7 @@ static gpt2_status gpt2__cuda_forward(gpt2_model *m, const int *tokens, int B, i
     gpt2__cuda_state *S = (gpt2__cuda_state *)m->cuda;
     const size_t V = (size_t)m->cfg.n_vocab;
     GPT2__CU(cudaSetDevice(S->device));
+    S->dup_step = 0;
     int per = (S->max_rows < S->logit_rows ? S->max_rows : S->logit_rows) / T;
     if (per > m->max_batch) per = m->max_batch;
     if (per < 1) per = 1;
@@ -5889,9 +5901,10 @@ static void gpt2__cuda_drain(gpt2_model *m) {
    tokens are the ones that step samples, read on the GPU (tok[r] = -1 - r), so the host need not wait for them. */
 static gpt2_status gpt2__cuda_launch(gpt2_model *m, const gpt2__seq *seqs, int n, int feed) {
     gpt2__cuda_state *S = (gpt2__cuda_state *)m->cuda;
-    int N = 0, P = 0, decode = 1;
+    int N = 0, P = 0, decode = 1, dup = 0;
     for (int i = 0; i < n; i++) {
         const gpt2__seq *q = &seqs[i];
+        if (i > 0 && q->slot == seqs[i - 1].slot && !q->prompt && q->n_tok == 1) dup = 1;
         if (q->prompt || q->n_tok > 1) P += q->n_tok;
         if (q->slot < 0 || q->slot >= m->max_batch || q->pos < 0 || q->n_tok < 1 || q->pos + q->n_tok > m->max_seq)
             return gpt2__fail(GPT2_ERR_ARG, "CUDA step: sequence %d (slot %d, positions %d..%d) is outside max_batch = %d, "
@@ -5899,10 +5912,13 @@ static gpt2_status gpt2__cuda_launch(gpt2_model *m, const gpt2__seq *seqs, int n
         N += q->n_tok;
         if (q->n_tok != 1) decode = 0;
     }
-    if (n < 1 || N > S->max_rows || n > m->max_batch)
+    /* several decode rows of one sequence (gpt2_generate verifying a draft): each its own entry, consecutive, at
+       consecutive positions; each computes as a decode row of its own would (its K and V stored before attention) */
+    dup = dup && decode && !P;
+    if (n < 1 || N > S->max_rows || n > (dup ? (S->max_rows < S->logit_rows ? S->max_rows : S->logit_rows) : m->max_batch))
         return gpt2__fail(GPT2_ERR_ARG, "CUDA step: %d rows of %d sequences (workspace: %d rows, %d sequences)",
                           N, n, S->max_rows, m->max_batch);
-    if (S->flying == 2 || (feed && (S->feed_n != n || !decode || P)))
+    if (S->flying == 2 || (feed && (S->feed_n != n || !decode || P || dup)))
         return gpt2__fail(GPT2_ERR_ARG, "CUDA step: %d steps in flight, feed %d after a step of %d decode rows (now %d rows, "
                                         "%d of them prompt)", S->flying, feed, S->feed_n, N, P);
     GPT2__CU(cudaSetDevice(S->device));
@@ -5935,9 +5951,10 @@ static gpt2_status gpt2__cuda_launch(gpt2_model *m, const gpt2__seq *seqs, int n
         h.gat[j] = r;
         h.outc[i] = j;
     }
-    gpt2__plan_attention(&h, N, S->flash);
+    gpt2__plan_attention(&h, N, S->flash && !dup); /* a draft's rows stay decode rows, not a prompt run */
+    S->dup_step = dup;
     /* parts (gpt2__cuda_parts): a part's rows count from its first */
-    const int np = gpt2__parts_of(S, N, P);
+    const int np = dup ? 1 : gpt2__parts_of(S, N, P);
     S->parts_last = np;
     /* split: attention on SMs of its own where the K/V reads outweigh the products (long contexts; item 98) */
     long long keys = 0;
@@ -5967,7 +5984,7 @@ static gpt2_status gpt2__cuda_launch(gpt2_model *m, const gpt2__seq *seqs, int n
     S->fly_n[b] = n;
     S->fly_next[b] = h.next;
     S->flying++;
-    S->feed_n = decode && !P ? n : -1;
+    S->feed_n = decode && !P && !dup ? n : -1;
     return GPT2_OK;
 }
 
@@ -6050,6 +6067,7 @@ static gpt2_status gpt2__load_memory(gpt2_model **out, const char *cfg_text, siz
         return gpt2__fail(GPT2_ERR_ARG, "options.max_seq = %d is out of range (0..n_ctx = %d)", opt.max_seq, n_ctx);
     }
     m->max_seq = opt.max_seq ? opt.max_seq : m->cfg.n_ctx;
+    m->spec = GPT2_SPEC_TOKENS > 0 ? GPT2_SPEC_TOKENS : 0;
     /* backend: AUTO takes the GPU when one is usable */
     m->backend = opt.backend;
     m->device = opt.device;
@@ -6212,15 +6230,45 @@ GPT2_API gpt2_status gpt2_forward(gpt2_model *m, const int *tokens, int B, int T
     return st;
 }
 
-/* A request in flight: which KV slot it holds and how much of its prompt has been fed. */
-typedef struct gpt2__active { int req, fed; } gpt2__active;
+/* A request in flight: which KV slot it holds, how much of it has been fed, and its speculation: kk, the most draft
+   tokens it feeds next (+2 after a draft that stood whole, -1 after one that did not); miss, its drafts in a row of
+   which no token stood; cool, steps left before it drafts again (2^miss - 1, at most 31); nk and kept, this step's
+   draft tokens and how many stood. */
+typedef struct gpt2__active { int req, fed, kk, miss, cool, nk, kept; } gpt2__active;
+
+#define GPT2__SPEC_ROWS 16 /* most rows of a step that verifies drafts (gpt2__skinny_kernel's rows: one pass over the
+                              weights serves them all) */
+
+/* Speculation by prompt lookup: up to k tokens that followed the latest earlier occurrence of the last g tokens of
+   request r's context (its prompt, then what it has generated), g = 3, else 2; into d, their count returned (0: none) */
+static int gpt2__draft(const gpt2_request *r, int k, int *d) {
+    const int L = r->prompt_len + r->n_out;
+#define GPT2__CTX(i) ((i) < r->prompt_len ? r->prompt[i] : r->out[(i) - r->prompt_len])
+    for (int g = 3; g >= 2; g--)
+        for (int j = L - g - 1; j >= 0; j--) {
+            int e = 0;
+            while (e < g && GPT2__CTX(j + e) == GPT2__CTX(L - g + e)) e++;
+            if (e < g) continue;
+            int n = L - (j + g);
+            if (n > k) n = k;
+            for (int i = 0; i < n; i++) d[i] = GPT2__CTX(j + g + i);
+            return n;
+        }
+#undef GPT2__CTX
+    return 0;
+}
 
 /* Continuous batching over max_batch KV slots: requests wait in order; each step feeds every active
    slot either its next prompt chunk or its last sampled token; a finished request frees its slot at
    once for the next waiting one. Prompt tokens per step are capped so decode steps stay short.
    Requests admitted into an idle engine (none decoding) hold their decode rows until every admitted
    prompt is fed: no one waits on those steps, and the decode steps that follow carry every row (pure decode steps
-   replay a CUDA graph and run in parts; a step that also feeds prompts does neither). RESULTS.md item 75. */
+   replay a CUDA graph and run in parts; a step that also feeds prompts does neither). RESULTS.md item 75.
+   Speculation (m->spec > 0, at most GPT2__SPEC_ROWS / 2 requests decoding and no prompt being fed): a request whose
+   context repeats its last tokens (gpt2__draft) also feeds the tokens that followed there, each a decode row of its
+   own at the next position, sampled as the draw it would be. Row j's token stands only if every row before it stood
+   and the token it fed is the one sampled before it: then its logits are those a step of its own would have computed
+   (a row computes the same in any batch), so the output is the same, token for token, as without speculation. */
 GPT2_API gpt2_status gpt2_generate(gpt2_model *m, gpt2_request *reqs, int n, gpt2_token_fn on_token, void *user) {
     if (!m) return gpt2__fail(GPT2_ERR_ARG, "gpt2_generate: model is NULL");
     if (n < 0 || (n > 0 && !reqs)) return gpt2__fail(GPT2_ERR_ARG, "gpt2_generate: %d requests at %p", n, (void *)reqs);
@@ -6240,12 +6288,14 @@ GPT2_API gpt2_status gpt2_generate(gpt2_model *m, gpt2_request *reqs, int n, gpt
         r->n_out = 0;
     }
     const int S = m->max_batch, budget = m->prefill_tokens > 0 ? m->prefill_tokens : 2048;
+    const int K = m->spec > 0 ? m->spec : 0, cap = S + (K ? GPT2__SPEC_ROWS : 0); /* a step's entries at most */
     gpt2__active *slot = (gpt2__active *)gpt2__alloc((size_t)S * sizeof *slot);
-    gpt2__seq *seqs = (gpt2__seq *)gpt2__zalloc((size_t)S * sizeof *seqs), *ahead = (gpt2__seq *)gpt2__zalloc((size_t)S * sizeof *ahead);
-    int *next = (int *)gpt2__alloc((size_t)S * sizeof(int)), *last = (int *)gpt2__alloc((size_t)S * sizeof(int));
+    gpt2__seq *seqs = (gpt2__seq *)gpt2__zalloc((size_t)cap * sizeof *seqs), *ahead = (gpt2__seq *)gpt2__zalloc((size_t)cap * sizeof *ahead);
+    int *next = (int *)gpt2__alloc((size_t)cap * sizeof(int)), *last = (int *)gpt2__alloc((size_t)S * sizeof(int));
+    int *draft = K ? (int *)gpt2__alloc((size_t)S * K * sizeof(int)) : NULL;
     gpt2_status st = GPT2_OK;
-    if (!slot || !seqs || !ahead || !next || !last) st = gpt2__fail(GPT2_ERR_OOM, "gpt2_generate: out of memory");
-    int waiting = 0, active = 0, ns = 0, flying = 0, hold = 0;
+    if (!slot || !seqs || !ahead || !next || !last || (K && !draft)) st = gpt2__fail(GPT2_ERR_OOM, "gpt2_generate: out of memory");
+    int waiting = 0, active = 0, ns = 0, flying = 0, hold = 0, drafted = 0;
     int lookahead = 0;
 #if GPT2__CUDA
     lookahead = m->backend == GPT2_BACKEND_CUDA && ((gpt2__cuda_state *)m->cuda)->lookahead;
@@ -6266,7 +6316,8 @@ GPT2_API gpt2_status gpt2_generate(gpt2_model *m, gpt2_request *reqs, int n, gpt
                 if (slot[s].req >= 0) continue;
                 while (waiting < n && reqs[waiting].max_new_tokens == 0) waiting++;
                 if (waiting == n) break;
-                slot[s].req = waiting++; slot[s].fed = 0;
+                slot[s].req = waiting++; slot[s].fed = 0; slot[s].miss = slot[s].cool = slot[s].nk = 0;
+                slot[s].kk = K < 4 ? K : 4;
                 active++;
             }
             if (!active) break;
@@ -6276,6 +6327,12 @@ GPT2_API gpt2_status gpt2_generate(gpt2_model *m, gpt2_request *reqs, int n, gpt
                 hold = 0;
                 for (int s = 0; s < S && !hold; s++) hold = slot[s].req >= 0 && slot[s].fed < reqs[slot[s].req].prompt_len;
             }
+            /* speculation: only in a step of few decode rows and no prompt rows; room: the draft rows it may add */
+            int room = K && !hold ? GPT2__SPEC_ROWS : 0;
+            for (int s = 0; s < S && room > 0; s++)
+                if (slot[s].req >= 0) room = slot[s].fed < reqs[slot[s].req].prompt_len ? 0 : room - 1;
+            if (room < GPT2__SPEC_ROWS / 2) room = 0;
+            drafted = 0;
             for (int s = 0; s < S; s++) {
                 if (slot[s].req < 0) continue;
                 gpt2_request *r = &reqs[slot[s].req];
@@ -6294,7 +6351,23 @@ GPT2_API gpt2_status gpt2_generate(gpt2_model *m, gpt2_request *reqs, int n, gpt
                     prompt_tokens += chunk;
                 } else {
                     q->pos = slot[s].fed; q->n_tok = 1; q->tok = &last[s]; q->sample = 1; q->prompt = 0;
+                    int k = slot[s].kk < room ? slot[s].kk : room, nk = 0;
+                    if (k > r->max_new_tokens - r->n_out - 1) k = r->max_new_tokens - r->n_out - 1;
+                    if (slot[s].cool > 0) slot[s].cool--;
+                    else if (k > 0) nk = gpt2__draft(r, k, draft + (size_t)s * K);
+                    slot[s].nk = nk;
+                    slot[s].kept = 0;
+                    for (int j = 1; j <= nk; j++) {
+                        gpt2__seq *e = &seqs[ns + j];
+                        *e = *q;
+                        e->pos = q->pos + j; e->tok = draft + (size_t)s * K + j - 1; e->draw = q->draw + (uint64_t)j; e->spec = j;
+                    }
+                    room -= nk;
+                    drafted += nk;
+                    m->spec_rows += nk;
+                    ns += nk;
                 }
+                q->spec = 0;
                 ns++;
             }
 #if GPT2__CUDA
@@ -6311,12 +6384,15 @@ GPT2_API gpt2_status gpt2_generate(gpt2_model *m, gpt2_request *reqs, int n, gpt
            stop token, or the callback) leaves a dead row in the next: that row's token is dropped, and its slot's
            cache past the request's end is never read. Each row computes what it would in a step of its own. */
         int na = 0;
-        if (lookahead && !admit) {
+        if (lookahead && !admit && !drafted) {
             na = ns;
             for (int i = 0; i < ns && na; i++) {
                 const gpt2__seq *q = &seqs[i];
                 const gpt2_request *r = slot[q->slot].req >= 0 ? &reqs[slot[q->slot].req] : NULL;
                 if (!r || q->prompt || q->n_tok != 1 || !q->sample || r->n_out + 2 > r->max_new_tokens) na = 0;
+                /* no lookahead where the next step would draft (as far as the tokens known so far tell) */
+                int d1;
+                if (na && K && ns <= GPT2__SPEC_ROWS / 2 && !slot[q->slot].cool && gpt2__draft(r, 1, &d1)) na = 0;
             }
             for (int i = 0; i < na; i++) {
                 ahead[i] = seqs[i];
@@ -6333,7 +6409,13 @@ GPT2_API gpt2_status gpt2_generate(gpt2_model *m, gpt2_request *reqs, int n, gpt
 #endif
         for (int i = 0; i < ns; i++) {
             int s = seqs[i].slot;
-            if (slot[s].req < 0) continue; /* a dead row of a lookahead step */
+            if (slot[s].req < 0) continue; /* a dead row of a lookahead step, or a draft after its request ended */
+            if (seqs[i].spec) {
+                /* a draft token's row stands if every row before it stood and it fed the token sampled before it */
+                if (seqs[i].pos != slot[s].fed || *seqs[i].tok != last[s]) continue;
+                slot[s].kept++;
+                m->spec_kept++;
+            }
             slot[s].fed += seqs[i].n_tok;
             if (!seqs[i].sample) continue;
             int ri = slot[s].req;
@@ -6344,13 +6426,21 @@ GPT2_API gpt2_status gpt2_generate(gpt2_model *m, gpt2_request *reqs, int n, gpt
             int stop = on_token && on_token(user, ri, tok);
             if (stop || tok == r->stop_token || r->n_out >= r->max_new_tokens) { slot[s].req = -1; active--; }
         }
+        /* each request that drafted: its next draft's length, and its pause after drafts of which nothing stood */
+        for (int i = 0; drafted && i < ns; i++) {
+            gpt2__active *a = &slot[seqs[i].slot];
+            if (seqs[i].spec != 1 || a->req < 0) continue;
+            a->kk = a->kept == a->nk ? (a->kk + 2 < K ? a->kk + 2 : K) : a->kk > 1 ? a->kk - 1 : 1;
+            a->miss = a->kept ? 0 : a->miss + 1;
+            a->cool = a->kept ? 0 : (1 << (a->miss < 5 ? a->miss : 5)) - 1;
+        }
         if (na) { gpt2__seq *t = seqs; seqs = ahead; ahead = t; ns = na; }
         else flying = 0;
     }
 #if GPT2__CUDA
     if (m->backend == GPT2_BACKEND_CUDA) gpt2__cuda_drain(m);
 #endif
-    GPT2_FREE(slot); GPT2_FREE(seqs); GPT2_FREE(ahead); GPT2_FREE(next); GPT2_FREE(last);
+    GPT2_FREE(slot); GPT2_FREE(seqs); GPT2_FREE(ahead); GPT2_FREE(next); GPT2_FREE(last); GPT2_FREE(draft);
     return st;
 }
 

@@ -617,6 +617,82 @@ static int test_requests_ending_at_every_step_match_single_runs(void) {
     return 0;
 }
 
+/* Speculation (gpt2_generate feeding prompt-lookup drafts beside a request's last token, gpt2_model.spec) changes no
+   token and no callback: the embedded model over prompts that repeat (drafts made, some kept, some not), greedy and
+   sampled, stop tokens and callbacks ending requests inside a draft, more requests than slots, on one slot and on
+   three; against the same model with speculation off. */
+typedef struct spec_log { int n, req[4096], tok[4096], cut[16], seen[16]; } spec_log;
+static int spec_log_token(void *user, int req, int tok) {
+    spec_log *lg = (spec_log *)user;
+    if (lg->n < 4096) { lg->req[lg->n] = req; lg->tok[lg->n] = tok; lg->n++; }
+    return ++lg->seen[req] == lg->cut[req];
+}
+static int test_speculation_changes_no_token(void) {
+    gpt2_options o = test_options();
+    if (backend_unavailable(&o)) return SKIP;
+    gpt2_tokenizer *tk;
+    EXPECT(gpt2_tokenizer_load(&tk, "weights") == GPT2_OK, "%s", gpt2_last_error());
+    static const char *const texts[4] = {
+        "To be, or not to be, that is the question. To be, or not to be, that is the question. To be, or not",
+        "KING RICHARD III:\nNow is the winter of our discontent\nKING RICHARD III:\nNow is the winter",
+        "ROMEO:\nO Romeo, Romeo! wherefore art thou Romeo?\nJULIET:\nO Romeo, Romeo! wherefore",
+        "And the king said, and the king said, and the"};
+    enum { N = 12, NEW = 40, CAP = 128 };
+    static int prompts[N][CAP], outs[2][N][NEW];
+    int plen[N], comma = -1;
+    for (int i = 0; i < N; i++) {
+        plen[i] = gpt2_encode(tk, texts[i % 4], strlen(texts[i % 4]), prompts[i], CAP);
+        EXPECT(plen[i] > 8 && plen[i] <= CAP, "text %d: %d tokens", i % 4, plen[i]);
+        plen[i] -= i / 4; /* the same texts cut at other places */
+    }
+    EXPECT(gpt2_encode(tk, ",", 1, &comma, 1) == 1, "',' is not one token");
+    static spec_log lg[2];
+    for (int mb = 1; mb <= 3; mb += 2) {
+        o.max_batch = mb;
+        gpt2_model *m;
+        EXPECT(gpt2_load(&m, "weights", &o) == GPT2_OK, "%s", gpt2_last_error());
+        gpt2_request r[2][N];
+        for (int k = 0; k < 2; k++) {
+            m->spec = k ? 0 : 6;
+            memset(&lg[k], 0, sizeof lg[k]);
+            for (int i = 0; i < N; i++) {
+                gpt2_request *q = &r[k][i];
+                memset(q, 0, sizeof *q);
+                q->prompt = prompts[i]; q->prompt_len = plen[i]; q->max_new_tokens = NEW - i; q->out = outs[k][i];
+                q->stop_token = i % 5 == 4 ? comma : -1;
+                if (i % 3 == 1) { q->sampling.temperature = 0.8f; q->sampling.seed = (uint64_t)i; }
+                if (i % 3 == 2) { q->sampling.temperature = 1.2f; q->sampling.top_k = 4; q->sampling.seed = 7u * (uint64_t)i; }
+                lg[k].cut[i] = i % 4 == 1 ? 3 + i : 0;
+            }
+            const long long rows0 = m->spec_rows, kept0 = m->spec_kept;
+            EXPECT(gpt2_generate(m, r[k], N, spec_log_token, &lg[k]) == GPT2_OK, "max_batch %d, speculation %s: %s", mb,
+                   k ? "off" : "on", gpt2_last_error());
+            if (k == 0) {
+                const long long rows = m->spec_rows - rows0, kept = m->spec_kept - kept0;
+                EXPECT(kept > 0 && rows > kept, "max_batch %d: %lld draft rows, %lld kept: the test needs some of each", mb, rows, kept);
+            } else EXPECT(m->spec_rows == rows0, "speculation off fed %lld draft rows", m->spec_rows - rows0);
+        }
+        for (int i = 0; i < N; i++) {
+            EXPECT(r[0][i].n_out == r[1][i].n_out, "max_batch %d, request %d: %d tokens with speculation, %d without", mb, i,
+                   r[0][i].n_out, r[1][i].n_out);
+            for (int t = 0; t < r[0][i].n_out; t++)
+                EXPECT(outs[0][i][t] == outs[1][i][t], "max_batch %d, request %d, token %d: %d with speculation, %d without", mb, i, t,
+                       outs[0][i][t], outs[1][i][t]);
+            /* the callbacks: the same tokens per request in the same order */
+            for (int a = 0, b = 0;; a++, b++) {
+                while (a < lg[0].n && lg[0].req[a] != i) a++;
+                while (b < lg[1].n && lg[1].req[b] != i) b++;
+                EXPECT((a < lg[0].n) == (b < lg[1].n), "max_batch %d, request %d: callbacks differ in number", mb, i);
+                if (a >= lg[0].n) break;
+                EXPECT(lg[0].tok[a] == lg[1].tok[b], "max_batch %d, request %d: callbacks differ", mb, i);
+            }
+        }
+        gpt2_free(m);
+    }
+    gpt2_tokenizer_free(tk);
+    return 0;
+}
+
 /* A step's logits (each sequence's last fed row, [n][V]) on the model's backend; with gather 0 on CUDA, the step runs
    its last layer on every fed row (gpt2__cuda_state.gather); 0 on success */
 static int step_logits(gpt2_model *m, const gpt2__seq *seqs, int n, float *logits, int gather) {
@@ -701,6 +777,7 @@ static const test_case model_tests[] = {
     {"generate_agrees_with_forward", test_generate_agrees_with_forward},
     {"callback_and_stop_token_end_requests", test_callback_and_stop_token_end_requests},
     {"requests_ending_at_every_step_match_single_runs", test_requests_ending_at_every_step_match_single_runs},
+    {"speculation_changes_no_token", test_speculation_changes_no_token},
     {"step_logits_are_forwards_last_rows", test_step_logits_are_forwards_last_rows},
     {"sampler_greedy_takes_lowest_index_on_ties", test_sampler_greedy_takes_lowest_index_on_ties},
     {"sampler_frequencies_follow_softmax", test_sampler_frequencies_follow_softmax},

@@ -3,6 +3,7 @@
    Usage: bench/bench_gpt2 [124M|355M|774M|1558M ...] [--dtype f16|bf16|f32] [--only latency|throughput|prefill] [--reps N]
                          [--no-lookahead] [--no-pdl] [--no-skinny] [--no-lnf] [--no-lnf-fit] [--no-gather] [--no-stage] [--no-att-mma] [--no-hold] [--parts N] [--part-rows R]
                          [--att-sms N] [--split-ctx D] [--att-ns 2|3] [--att-tma 0|1] [--prefill-order 0|1] [--prefill-seqs N] [--at POS]
+                         [--spec K]
                          [--pre model|kept|green|streams|fill:B:GB|h2d|copies:N|memsets:N|memsets0:N|used:K|kernels:N]
    bench/bench_gpt2 --gemm: the linear layers alone (timed inside CUDA graphs), cuBLASLt pinned for prompt rows and
                             for decode rows, against each row count's own pick
@@ -18,6 +19,11 @@
    bench/bench_gpt2 --steps SIZE...: a batch-1 decode step's wall time, graph alone against staged, pipelined, generate
                             (flags such as --no-lnf go before --steps); with BENCH_ALIAS=1 in the environment every
                             layer reads layer 0's weights (a wrong model, for timing: RESULTS.md item 104)
+   bench/bench_gpt2 [--reps N] --spec-text DIR [K...]: speculation on real text: the model in DIR (e.g. weights) continues
+                            a passage greedily, 256 tokens, without drafts and with at most K draft tokens a step
+                            (default 2 4 6 8): ms per token, drafts kept, and whether the tokens are the same
+   The standard workloads run without speculation (--spec K: with at most K draft tokens a step; random weights
+   make any continuation's repetitiveness an accident of the weights, so those figures do not measure it).
    bench/bench_gpt2 --gelu-match: which formula cuBLASLt's GELU epilogue computes (RESULTS.md items 35 and 105)
    bench/bench_gpt2 --algo-classes | --algo-search | --class-pool: which cuBLASLt algorithms compute alike, every
                             algorithm id's best configuration per row count, every member of the pinned class timed
@@ -137,6 +143,7 @@ static int g_lnf_fit = 1;   /* --no-lnf-fit: the LN-folded products' full ring, 
 static int g_stage = 1;     /* --no-stage: decode attention reads few rows' cached K/V from global memory (L2) */
 static int g_att_mma = 1;   /* --no-att-mma: decode attention on the CUDA cores (gpt2__attn_kernel) */
 static int g_hold = 1;      /* --no-hold: gpt2_generate feeds an idle engine's decode rows as their prompts end */
+static int g_spec = 0;      /* --spec K: gpt2_generate verifies up to K draft tokens a step (gpt2_model.spec) */
 static int g_parts = -1;    /* --parts N: decode steps in up to N parts at once (gpt2__cuda_parts; 1: one run; -1: default;
                                more than 2 needs -DGPT2__MAX_PARTS) */
 static int g_part_rows = -1; /* --part-rows R: ... of at least R rows each */
@@ -188,6 +195,7 @@ static gpt2_model *random_model(const char *size, gpt2_dtype dt, int max_batch, 
     if (!g_stage) S->att_stage = 0;
     if (!g_att_mma) S->att_mma = 0;
     m->no_hold = !g_hold;
+    m->spec = g_spec;
     if (g_parts >= 1) S->parts = g_parts;
     if (g_part_rows >= 0) S->part_rows = g_part_rows;
     if (g_prefill_order >= 0) S->prefill_order = g_prefill_order;
@@ -1204,6 +1212,66 @@ static void class_pool(void) {
 /* --steps SIZE: where a batch-1 decode step's wall time goes (F16, max_seq 1024, after a 128-token prompt), per step
    over 128 steps: the graph replayed back to back (events), each step staged and waited for (gpt2__cuda_step), the
    steps pipelined two deep (gpt2__cuda_launch with feed, then gpt2__cuda_collect), and gpt2_generate itself. */
+/* --spec-text DIR [K...]: a published-layout model (e.g. the embedded one) continues a passage greedily, 256 tokens,
+   with speculation off and at each K (gpt2_generate's prompt-lookup drafts, gpt2_model.spec): ms per generated token
+   (the generate call less a 1-token one, over 255; median of reps), draft rows fed and kept, and whether every token
+   equals speculation-off's. */
+static void spec_text(const char *dir, gpt2_dtype dt, int reps, const int *ks, int nk) {
+    static const int dflt[4] = {2, 4, 6, 8};
+    if (!nk) { ks = dflt; nk = 4; }
+    static const char *const text =
+        "ROMEO:\nBut, soft! what light through yonder window breaks?\nIt is the east, and Juliet is the sun.\n"
+        "Arise, fair sun, and kill the envious moon,\nWho is already sick and pale with grief,\n"
+        "That thou her maid art far more fair than she.\n\nJULIET:\nO Romeo, Romeo! wherefore art thou Romeo?\n"
+        "Deny thy father and refuse thy name;\nOr, if thou wilt not, be but sworn my love,\n"
+        "And I'll no longer be a Capulet.\n\nROMEO:\n";
+    gpt2_options o = gpt2_default_options();
+    o.backend = GPT2_BACKEND_CUDA; o.dtype = dt; o.max_batch = 1;
+    gpt2_model *m;
+    gpt2_tokenizer *tk;
+    CHECK(gpt2_load(&m, dir, &o) == GPT2_OK && gpt2_tokenizer_load(&tk, dir) == GPT2_OK);
+    int prompt[512], ref[256], out[256];
+    const int P = gpt2_encode(tk, text, strlen(text), prompt, 512), G = 256;
+    CHECK(P > 0 && P <= 512);
+    gpt2_config c = gpt2_model_config(m);
+    printf("spec-text %s (%d layers, width %d, %s), prompt %d tokens, %d new, greedy, batch 1\n", dir, c.n_layer, c.n_embd,
+           gpt2__dtype_name(m->dtype), P, G);
+    if (reps > 16) reps = 16;
+    for (int v = -1; v < nk; v++) {
+        m->spec = v < 0 ? 0 : ks[v];
+        double t[16];
+        long long rows = 0, kept = 0;
+        int same = 1;
+        for (int r = -1; r < reps; r++) { /* r = -1: warm-up */
+            gpt2_request q;
+            memset(&q, 0, sizeof q);
+            q.prompt = prompt; q.prompt_len = P; q.max_new_tokens = 1; q.stop_token = -1; q.out = out;
+            CU(cudaDeviceSynchronize());
+            double t0 = now_s();
+            CHECK(gpt2_generate(m, &q, 1, NULL, NULL) == GPT2_OK);
+            const double t1 = now_s() - t0;
+            q.max_new_tokens = G;
+            const long long r0 = m->spec_rows, k0 = m->spec_kept;
+            t0 = now_s();
+            CHECK(gpt2_generate(m, &q, 1, NULL, NULL) == GPT2_OK);
+            const double tg = now_s() - t0;
+            rows = m->spec_rows - r0; kept = m->spec_kept - k0;
+            if (v < 0) memcpy(ref, out, sizeof ref);
+            else same = same && !memcmp(ref, out, sizeof ref) && q.n_out == G;
+            if (r >= 0) t[r] = (tg - t1) / (G - 1);
+        }
+        printf("  spec %d: %.4f ms/token   draft rows %lld, kept %lld (%.0f%%), %.2f tokens a step   %s\n", m->spec,
+               median(t, reps) * 1e3, rows, kept, rows ? 100.0 * kept / rows : 0.0, (double)G / (G - kept), v < 0 ? "(reference)" : same ? "same tokens" : "TOKENS DIFFER");
+        if (v < 0) {
+            char txt[4096];
+            int n = gpt2_decode(tk, ref, 64, txt, sizeof txt);
+            if (n > 0 && n < (int)sizeof txt) { txt[n] = 0; printf("  (its first 64 tokens: %s)\n", txt); }
+        }
+    }
+    gpt2_tokenizer_free(tk);
+    gpt2_free(m);
+}
+
 static void step_timing(const char *size) {
     gpt2_model *m = random_model(size, GPT2_DTYPE_F16, 1, 1024, 0);
     CHECK(m);
@@ -1383,6 +1451,13 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--prefill-order") && i + 1 < argc) g_prefill_order = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--prefill-seqs") && i + 1 < argc) g_prefill_seqs = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--at") && i + 1 < argc) g_at = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--spec") && i + 1 < argc) g_spec = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--spec-text") && i + 1 < argc) {
+            int ks[8], nk = 0;
+            for (int j = i + 2; j < argc && nk < 8; j++) ks[nk++] = atoi(argv[j]);
+            spec_text(argv[i + 1], dt, reps, ks, nk);
+            return 0;
+        }
         else if (!strcmp(argv[i], "--pre") && i + 1 < argc) g_pre = argv[++i];
         else if (!strcmp(argv[i], "--steps")) { for (int j = i + 1; j < argc; j++) step_timing(argv[j]); return 0; }
         else if (!strcmp(argv[i], "--gemm")) {
@@ -1449,7 +1524,11 @@ int main(int argc, char **argv) {
             if (!m) goto throughput;
             const double P = params_of(m), C = m->cfg.n_embd, L = m->cfg.n_layer;
             run_generate(m, 1, 128, 8);
+            const long long rows0 = m->spec_rows, kept0 = m->spec_kept;
             for (int r = 0; r < reps; r++) t[r] = (run_generate(m, 1, 128, 128) - run_generate(m, 1, 128, 1)) / 127.0;
+            if (m->spec)
+                printf("%-6s latency with speculation (--spec %d): %lld draft rows fed, %lld kept (random weights: see --spec-text)\n",
+                       size, m->spec, m->spec_rows - rows0, m->spec_kept - kept0);
             double ms = median(t, reps) * 1e3;
             /* per token: every weight once (wpe aside) + K and V of the average context (192) */
             double bytes = (P - 1024 * C) * es + 2 * L * 192 * C * es;
