@@ -2887,14 +2887,17 @@ static __device__ __forceinline__ void gpt2__amma_q(const T *q, uint32_t *qa) {
    chunk w, its operands straight into registers. STG: the cached keys and values before p come into shared memory
    (2 * 256 * 64 of T after the 8 records) before the PDL wait, while the kernel before finishes, and are read there;
    else prefetch sets an L2 prefetch of them. Then the records merge through shared memory. Tuned on the H100: a
-   batch-1 step 8% faster at 124M and 5% at 1558M than with gpt2__attn_kernel (RESULTS.md item 69). */
+   batch-1 step 8% faster at 124M and 5% at 1558M than with gpt2__attn_kernel (RESULTS.md item 69).
+   dup (a step verifying a draft: several rows of one sequence, consecutive rows at consecutive positions pf..): the
+   keys from pf on are this step's, read from their rows of qkv (a row stores only its own into the cache), the
+   cached ones before pf staged as usual; the same values, so the same bits. */
 template <typename T, bool STG>
 __global__ void __launch_bounds__(256) gpt2__attn_mma_kernel(const T *__restrict__ qkv, T *__restrict__ kc, T *__restrict__ vc,
                                                                T *__restrict__ out, float *__restrict__ part,
                                                                const int *__restrict__ rows, const int *__restrict__ row_slot,
                                                                const int *__restrict__ row_pos, int C, int H, int max_seq,
                                                                int split_len, int n_split, float scale_log2,
-                                                               unsigned *__restrict__ count, int store, int prefetch) {
+                                                               unsigned *__restrict__ count, int store, int prefetch, int dup) {
 #if __CUDA_ARCH__ >= 800
     constexpr int HD = 64;
     extern __shared__ float gpt2__amma_sh[];
@@ -2902,11 +2905,15 @@ __global__ void __launch_bounds__(256) gpt2__attn_mma_kernel(const T *__restrict
     gpt2__dec<T> it;
     if (!gpt2__dec_at(it, sp, h, z, rows, row_slot, row_pos, kc, vc, H, max_seq, HD, split_len)) return;
     const int r = it.r, p = it.p, k0 = it.k0, k1 = it.k1;
+    /* pf: the first of this step's keys (dup: the rows before r of its sequence; else p, this row's own) */
+    int pf = p;
+    if (dup)
+        for (int rr = r - 1; rr >= 0 && row_slot[rr] == it.slot && row_pos[rr] == pf - 1; rr--) pf--;
     T *kh = it.kh, *vh = it.vh;
     float *sh_o = gpt2__amma_sh, *sh_m = sh_o + 8 * HD, *sh_l = sh_m + 8;
     T *sk = (T *)(sh_l + 8), *sv = sk + (size_t)split_len * HD;
     if (STG) {
-        const int n = (min(k1, p) - k0) * (HD * (int)sizeof(T) / 16);
+        const int n = (min(k1, pf) - k0) * (HD * (int)sizeof(T) / 16);
         for (int i = threadIdx.x; i < n; i += blockDim.x) {
             gpt2__cp16(sk + (size_t)i * 8, kh + (size_t)k0 * HD + (size_t)i * 8, true);
             gpt2__cp16(sv + (size_t)i * 8, vh + (size_t)k0 * HD + (size_t)i * 8, true);
@@ -2930,7 +2937,8 @@ __global__ void __launch_bounds__(256) gpt2__attn_mma_kernel(const T *__restrict
         gpt2__cp_wait<0>();
         __syncthreads();
     }
-    const int own = store ? p : -1;
+    /* keys from own on come from qkv: key j from row r - (p - j) (3 C apart) */
+    const int own = store ? pf : INT_MAX;
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
     const T *kb_ = STG ? sk : kh, *vb_ = STG ? sv : vh;
     const int kbase = STG ? k0 : 0, kb = k0 + 32 * warp;
@@ -2942,7 +2950,7 @@ __global__ void __launch_bounds__(256) gpt2__attn_mma_kernel(const T *__restrict
 #pragma unroll
         for (int i = 0; i < 4; i++) {
             const int j = kb + 8 * i + g;
-            const T *src = (j == own ? kn : kb_ + (size_t)(j - kbase) * HD) + 16 * t;
+            const T *src = (j >= own ? kn - (ptrdiff_t)(p - j) * 3 * C : kb_ + (size_t)(j - kbase) * HD) + 16 * t;
             kr[i][0] = gpt2__ld16(src, j < k1);
             kr[i][1] = gpt2__ld16(src + 8, j < k1);
         }
@@ -2951,7 +2959,7 @@ __global__ void __launch_bounds__(256) gpt2__attn_mma_kernel(const T *__restrict
 #pragma unroll
             for (int u = 0; u < 4; u++) {
                 const int j = kb + 16 * s2 + 8 * (u >> 1) + 2 * t + (u & 1);
-                vr[s2][u] = gpt2__ld16((j == own ? vn : vb_ + (size_t)(j - kbase) * HD) + 8 * g, j < k1);
+                vr[s2][u] = gpt2__ld16((j >= own ? vn - (ptrdiff_t)(p - j) * 3 * C : vb_ + (size_t)(j - kbase) * HD) + 8 * g, j < k1);
             }
         gpt2__amma_chunk<T>(qa, kr, vr, kb, k1, scale_log2, o, m, l);
     } else {
@@ -3761,7 +3769,9 @@ static __device__ __forceinline__ void gpt2__lnf_params(const gpt2__lnf<T> &a, i
    and its column (lowest among ties; -inf and INT_MAX where none is greater than -inf), as .x and the int bits of .y.
    The greedy sampler then reduces O / 8 pairs a row instead of V logits (gpt2__sample_kernel). */
 typedef struct gpt2__amax { float2 *p; int V; } gpt2__amax;
+#ifndef GPT2__LNF_ROWS
 #define GPT2__LNF_ROWS 2 /* most decode rows whose residual + layer norm the next product computes (gpt2__lnf) */
+#endif
 #ifndef GPT2__LNF_MAX_C
 #define GPT2__LNF_MAX_C 4096 /* ... at widths up to this */
 #endif
@@ -4400,7 +4410,8 @@ typedef struct gpt2__cuda_state {
     int split_step;                     /* the step launched last splits, */
     int att_short;                      /* or is of parts at contexts too short to split */
     int dup_step;                       /* the step launched last has several decode rows of one sequence (a draft to
-                                           verify: gpt2_generate's speculation), one sequence entry each */
+                                           verify: gpt2_generate's speculation), one sequence entry each, */
+    int dup_seqs;                       /* of that many sequences */
     void *green[2];                     /* the split (CUgreenCtx): decode attention's SMs, and the rest for every other kernel */
     cudaStream_t gstream[2][GPT2__MAX_PARTS]; /* part i's stream in each set, */
     cudaEvent_t att_go[GPT2__MAX_PARTS], att_done[GPT2__MAX_PARTS]; /* and the events between them */
@@ -5069,10 +5080,10 @@ static gpt2_status gpt2__attn_mma_launch(gpt2__cuda_state *S, const gpt2_model *
         if (store && S->att_stage && stage <= (size_t)S->att_stage_smem)
             return gpt2__launch(gpt2__attn_mma_kernel<T, true>, grid, dim3(256), stage, S->stream, S->pdl, (const T *)S->qkv, kc, vc,
                                 (T *)S->att, S->part, (const int *)d->att_rows, (const int *)d->slot, (const int *)d->pos, C, H,
-                                m->max_seq, split_len, n_split, scale_log2, S->att_count, store, prefetch);
+                                m->max_seq, split_len, n_split, scale_log2, S->att_count, store, prefetch, S->dup_step);
         return gpt2__launch(gpt2__attn_mma_kernel<T, false>, grid, dim3(256), rec, S->stream, S->pdl, (const T *)S->qkv, kc, vc,
                             (T *)S->att, S->part, (const int *)d->att_rows, (const int *)d->slot, (const int *)d->pos, C, H,
-                            m->max_seq, split_len, n_split, scale_log2, S->att_count, store, prefetch);
+                            m->max_seq, split_len, n_split, scale_log2, S->att_count, store, prefetch, S->dup_step);
     }
     /* 2 stages a warp (more warps an SM) in a step of parts: split (its attention has fewer SMs) or at short contexts
        (RESULTS.md item 98); else att_ns */
@@ -5087,6 +5098,19 @@ static gpt2_status gpt2__attn_mma_launch(gpt2__cuda_state *S, const gpt2_model *
                         dim3(32 * GPT2__AMMA_WB), gpt2__ring_smem<T>(ns), S->stream, S->pdl, (const T *)S->qkv, kc, vc, (T *)S->att,
                         S->part, (const int *)d->att_rows, (const int *)d->slot, (const int *)d->pos, C, H, m->max_seq, split_len,
                         n_split, n_items, scale_log2, S->att_count, store, km, vm, S->att_layer * m->max_batch * H);
+}
+
+/* Whether the decode rows' caches (every row's max_seq keys; a step verifying drafts: every sequence's) fit
+   GPT2__ATT_PREFETCH bytes, so that decode attention takes its few-rows path and prefetches them into L2 */
+static int gpt2__att_prefetch(const gpt2__cuda_state *S, const gpt2_model *m, const gpt2__cuda_meta *d, size_t es) {
+    const int rows = S->dup_step ? S->dup_seqs : d->n_att;
+    return !S->att_many && (double)rows * 2.0 * m->max_seq * m->cfg.n_embd * es <= GPT2__ATT_PREFETCH;
+}
+/* Whether a step verifying drafts (S->dup_step) runs its decode attention on gpt2__attn_mma_kernel, which reads this
+   step's keys from qkv; elsewhere gpt2__kv_store_kernel stores every row's K and V first */
+static int gpt2__att_dup_mma(const gpt2__cuda_state *S, const gpt2_model *m, const gpt2__cuda_meta *d) {
+    return S->esize == 2 && S->att_mma && m->cfg.n_embd == 64 * m->cfg.n_head && GPT2__SPLIT_LEN == 256 &&
+           gpt2__att_prefetch(S, m, d, S->esize);
 }
 
 /* Attention for layer l over the rows planned in d: gpt2__attn_prefill_kernel for the prompt tiles, and for the
@@ -5104,7 +5128,7 @@ static gpt2_status gpt2__attn_launch(gpt2__cuda_state *S, const gpt2_model *m, T
     const float scale_log2 = 1.4426950408889634f / sqrtf((float)hd);
     dim3 grid((unsigned)n_split, (unsigned)H, (unsigned)d->n_att);
     /* L2 prefetch of the cached keys and values when every row's whole cache is at most GPT2__ATT_PREFETCH bytes */
-    const int prefetch = !S->att_many && (double)d->n_att * 2.0 * m->max_seq * C * sizeof(T) <= GPT2__ATT_PREFETCH;
+    const int prefetch = gpt2__att_prefetch(S, m, d, sizeof(T));
     if constexpr (sizeof(T) == 2)
         if (S->att_mma && hd == 64 && split_len == 256) return gpt2__attn_mma_launch<T>(S, m, kc, vc, d, n_split, split_len, store, prefetch);
     /* and into shared memory, when each row is the only new row of its sequence (store) and a split's keys fit */
@@ -5211,7 +5235,7 @@ static gpt2_status gpt2__attention(gpt2__cuda_state *S, const gpt2_model *m, int
     /* with the tiled kernel, every row stores its own K and V (gpt2__attn_prefill_kernel a tile's rows, the decode
        kernels a single row's); else, and in a step of several decode rows of one sequence (S->dup_step: a row reads
        the K and V of the rows before it), gpt2__kv_store_kernel stores them all first */
-    const int store = S->flash && !S->dup_step, n_kv = store ? 0 : N_fed;
+    const int store = S->flash && (!S->dup_step || gpt2__att_dup_mma(S, m, d)), n_kv = store ? 0 : N_fed;
     gpt2_status st = GPT2_OK;
     if (n_kv > 0 && (st = gpt2__kv_store<T>(S->stream, S->sms, (const T *)S->qkv, kc, vc, d->slot, d->pos, n_kv, C, H, m->max_seq)))
         return st;
@@ -5953,6 +5977,8 @@ static gpt2_status gpt2__cuda_launch(gpt2_model *m, const gpt2__seq *seqs, int n
     }
     gpt2__plan_attention(&h, N, S->flash && !dup); /* a draft's rows stay decode rows, not a prompt run */
     S->dup_step = dup;
+    S->dup_seqs = 1;
+    for (int i = 1; i < n; i++) S->dup_seqs += seqs[i].slot != seqs[i - 1].slot;
     /* parts (gpt2__cuda_parts): a part's rows count from its first */
     const int np = dup ? 1 : gpt2__parts_of(S, N, P);
     S->parts_last = np;

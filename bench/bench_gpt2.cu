@@ -22,6 +22,8 @@
    bench/bench_gpt2 [--reps N] --spec-text DIR [K...]: speculation on real text: the model in DIR (e.g. weights) continues
                             a passage greedily, 256 tokens, without drafts and with at most K draft tokens a step
                             (default 2 4 6 8): ms per token, drafts kept, and whether the tokens are the same
+   bench/bench_gpt2 --spec-steps SIZE...: a batch-1 step that verifies a draft, 1 + d rows of one sequence at position
+                            192 (gpt2__cuda_step, waited for), against the one-row step, d = 0..15
    The standard workloads run without speculation (--spec K: with at most K draft tokens a step; random weights
    make any continuation's repetitiveness an accident of the weights, so those figures do not measure it).
    bench/bench_gpt2 --gelu-match: which formula cuBLASLt's GELU epilogue computes (RESULTS.md items 35 and 105)
@@ -1272,6 +1274,34 @@ static void spec_text(const char *dir, gpt2_dtype dt, int reps, const int *ks, i
     gpt2_free(m);
 }
 
+/* --spec-steps SIZE: the wall time of a batch-1 step of 1 + d decode rows of one sequence (a draft of d tokens to
+   verify, as gpt2_generate's speculation feeds it; d = 0 is the plain decode step, a graph) at position 192, each step
+   launched and waited for (gpt2__cuda_step); median of 5 rounds of 50. */
+static void spec_steps(const char *size) {
+    gpt2_model *m = random_model(size, GPT2_DTYPE_F16, 1, 1024, 0);
+    CHECK(m);
+    run_generate(m, 1, 128, 72); /* slot 0's cache through position 199 */
+    static const int ds[8] = {0, 1, 2, 3, 5, 7, 11, 15};
+    int tok[16], next[16];
+    for (int j = 0; j < 16; j++) tok[j] = (int)((j * 7919u + 13u) % 50257u);
+    printf("spec-steps %s: batch-1 step of 1 + d rows at position 192 (launched and waited for)\n", size);
+    for (int v = 0; v < 8; v++) {
+        const int n = 1 + ds[v];
+        gpt2__seq q[16];
+        memset(q, 0, sizeof q);
+        for (int j = 0; j < n; j++) { q[j].slot = 0; q[j].pos = 192 + j; q[j].n_tok = 1; q[j].tok = &tok[j]; q[j].sample = 1; q[j].draw = (uint64_t)j; q[j].spec = j; }
+        double t[5];
+        for (int r = 0; r < 3; r++) CHECK(gpt2__cuda_step(m, q, n, next) == GPT2_OK);
+        for (int r = 0; r < 5; r++) {
+            const double t0 = now_s();
+            for (int k = 0; k < 50; k++) CHECK(gpt2__cuda_step(m, q, n, next) == GPT2_OK);
+            t[r] = (now_s() - t0) / 50;
+        }
+        printf("  d %2d: %.4f ms a step\n", ds[v], median(t, 5) * 1e3);
+    }
+    gpt2_free(m);
+}
+
 static void step_timing(const char *size) {
     gpt2_model *m = random_model(size, GPT2_DTYPE_F16, 1, 1024, 0);
     CHECK(m);
@@ -1460,6 +1490,7 @@ int main(int argc, char **argv) {
         }
         else if (!strcmp(argv[i], "--pre") && i + 1 < argc) g_pre = argv[++i];
         else if (!strcmp(argv[i], "--steps")) { for (int j = i + 1; j < argc; j++) step_timing(argv[j]); return 0; }
+        else if (!strcmp(argv[i], "--spec-steps")) { for (int j = i + 1; j < argc; j++) spec_steps(argv[j]); return 0; }
         else if (!strcmp(argv[i], "--gemm")) {
             if (dt == GPT2_DTYPE_BF16) g_gemm_dt = CUDA_R_16BF;
             gemm_table();
