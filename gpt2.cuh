@@ -29,6 +29,9 @@
        GPT2_SPLIT_MIN_K       CUDA: decode rows of the two linear layers that feed the residual (attention
                               projection, MLP projection) split K into up to 4 fixed pieces of at least this
                               many (default 384; a large value turns the split off)
+       GPT2_SPEC_TOKENS       gpt2_generate: most draft tokens (prompt lookup) a decoding request verifies in one
+                              step, beside its last token (default 8; 0: no speculation). The output is the same
+                              token for token either way; only the tokens a step yields change
        GPT2_ATT_SMS           CUDA: SMs a decode step of many rows at long contexts keeps for its attention, the
                               rest running its other kernels beside it (CUDA green contexts; default 56 on a GPU
                               of under 4 TB/s memory bandwidth such as the H100, 64 from it such as the H200;
