@@ -3796,6 +3796,10 @@ typedef struct gpt2__amax { float2 *p; int V; } gpt2__amax;
 #ifndef GPT2__SK_ST
 #define GPT2__SK_ST 10   /* stages */
 #endif
+#ifndef GPT2__SK_ST_SHORT
+#define GPT2__SK_ST_SHORT 5 /* ... in products of several rows whose blocks would not all fit on the GPU at once with
+                               GPT2__SK_ST (gpt2__skinny_go: a step verifying a draft, RESULTS.md item 145) */
+#endif
 /* The ring stages of an LN-folded product of width C in its FIT form: GPT2__LNF_ST, or from width GPT2__LNF_FIT_C on
    just as many as K has chunks where that is fewer (all of them are issued before the PDL wait either way; the block
    then leaves the SM more room for the kernels beside it). Measured on the H100 with a run-time ring in every
@@ -4346,6 +4350,7 @@ typedef struct gpt2__cuda_graph { int n, np, split, dup; cudaGraphExec_t exec; u
 
 typedef struct gpt2__cuda_state {
     int device, sms;
+    size_t sm_smem;                     /* shared memory of an SM (bytes) */
     cudaStream_t stream;
     cublasLtHandle_t lt;
     void *lt_ws;
@@ -4704,10 +4709,21 @@ template <typename T>
 static gpt2_status gpt2__skinny_go(const gpt2__cuda_state *S, cudaStream_t st, int pdl, void *D, const T *W, const T *X,
                                    const T *bias, int O, int n, int I, int out_f32, int ldd, int splits, int gelu,
                                    gpt2__amax amax = {NULL, 0}) {
-    if ((long long)(O / (8 * GPT2__SK_NW_WIDE)) * splits >= 2LL * S->sms &&
-        gpt2__skinny_smem(GPT2__SK_ROWS, I / splits, sizeof(T), GPT2__SK_NW_WIDE) <= GPT2__SK_SMEM_MAX)
-        return gpt2__skinny_run<T, GPT2__SK_NW_WIDE>(st, pdl, D, W, X, bias, O, n, I, out_f32, ldd, splits, gelu, amax);
-    return gpt2__skinny_run<T>(st, pdl, D, W, X, bias, O, n, I, out_f32, ldd, splits, gelu, amax);
+    const bool wide = (long long)(O / (8 * GPT2__SK_NW_WIDE)) * splits >= 2LL * S->sms &&
+                      gpt2__skinny_smem(GPT2__SK_ROWS, I / splits, sizeof(T), GPT2__SK_NW_WIDE) <= GPT2__SK_SMEM_MAX;
+    const int nw = wide ? GPT2__SK_NW_WIDE : GPT2__SK_NW;
+    /* the X rows' shared memory beside a full ring leaves too few blocks an SM for all of them at once (1558M from 6
+       rows): GPT2__SK_ST_SHORT stages (the same chains, so the same bits) */
+    const long long blocks = (long long)((O + 8 * nw - 1) / (8 * nw)) * splits;
+    const size_t per = gpt2__skinny_smem(n, I / splits, sizeof(T), nw) + 1024;
+    const bool shortr = n > 1 && S->sm_smem > 0 && blocks > (long long)(S->sm_smem / per) * S->sms;
+    if (wide)
+        return shortr ? gpt2__skinny_run<T, GPT2__SK_NW_WIDE, GPT2__SK_KC, GPT2__SK_ST_SHORT>(st, pdl, D, W, X, bias, O, n, I, out_f32, ldd,
+                                                                                              splits, gelu, amax)
+                      : gpt2__skinny_run<T, GPT2__SK_NW_WIDE>(st, pdl, D, W, X, bias, O, n, I, out_f32, ldd, splits, gelu, amax);
+    return shortr ? gpt2__skinny_run<T, GPT2__SK_NW, GPT2__SK_KC, GPT2__SK_ST_SHORT>(st, pdl, D, W, X, bias, O, n, I, out_f32, ldd, splits,
+                                                                                    gelu, amax)
+                  : gpt2__skinny_run<T>(st, pdl, D, W, X, bias, O, n, I, out_f32, ldd, splits, gelu, amax);
 }
 
 /* gpt2__skinny32_kernel (F32): its shared memory, whether it takes a product's shape, its limit raised (0: it cannot
@@ -4922,7 +4938,10 @@ static gpt2_status gpt2__skinny_check(gpt2_model *m, gpt2__cuda_state *S) {
     S->sk_n = 0;
     S->sk_miss[0] = 0;
     bool on;
-    if constexpr (sizeof(T) == 2) on = S->skinny && gpt2__skinny_enable<T>() && gpt2__skinny_enable<T, GPT2__SK_NW_WIDE>();
+    if constexpr (sizeof(T) == 2)
+        on = S->skinny && gpt2__skinny_enable<T>() && gpt2__skinny_enable<T, GPT2__SK_NW_WIDE>() &&
+             gpt2__skinny_enable<T, GPT2__SK_NW, GPT2__SK_KC, GPT2__SK_ST_SHORT>() &&
+             gpt2__skinny_enable<T, GPT2__SK_NW_WIDE, GPT2__SK_KC, GPT2__SK_ST_SHORT>();
     else on = S->skinny && gpt2__sk32_enable();
     if (!on) { cudaGetLastError(); return GPT2_OK; }
     const int C = m->cfg.n_embd, F = m->n_inner, R = GPT2__SK_ROWS;
@@ -5704,6 +5723,7 @@ static gpt2_status gpt2__cuda_init_state(gpt2_model *m, gpt2__cuda_state *S) {
     cudaDeviceProp pr;
     GPT2__CU(cudaGetDeviceProperties(&pr, dev));
     S->sms = pr.multiProcessorCount;
+    S->sm_smem = pr.sharedMemPerMultiprocessor;
     S->l2_bytes = (size_t)pr.l2CacheSize;
     S->esize = m->dtype == GPT2_DTYPE_F32 ? 4 : 2;
     S->use_graphs = 1;
