@@ -53,7 +53,9 @@ static const char demo_usage[] =
     "  -o FILE               with --batch-file: write the results to FILE (default: standard output)\n"
     "  --backend cpu|cuda    default: cuda when a usable GPU is present, else cpu\n"
     "  --dtype f32|f16|bf16  default: f16 on cuda, f32 on cpu\n"
-    "  --stats               print backend, dtype, device and tokens/s (prefill, decode) on stderr\n"
+    "  --spec K              speculation: at most K draft tokens (prompt lookup) a request verifies in a step;\n"
+    "                        0: off (default 8; the text is the same either way, only the speed changes)\n"
+    "  --stats               print backend, dtype, device, tokens/s (prefill, decode) and drafts kept on stderr\n"
     "  -h, --help            this text\n"
     "\n"
     "With no prompt, generation starts from <|endoftext|>. Samples and batch-file prompts get seeds S, S+1, ...\n"
@@ -74,6 +76,7 @@ typedef struct demo_args {
     gpt2_dtype dtype;
     const char *prompt_file, *batch_file, *out_file;
     int stats, help;
+    int spec;                /* --spec K, or -1: the engine's default */
     char *prompt;            /* the positional words joined by spaces, or NULL */
 } demo_args;
 
@@ -118,6 +121,7 @@ static int demo_parse_args(int argc, char **argv, demo_args *a) {
     a->sampling.top_p = 1.0f;
     a->sampling.seed = 1337;
     a->batch = 1;
+    a->spec = -1;
     size_t prompt_len = 0;
     int only_words = 0;
     for (int i = 1; i < argc; i++) {
@@ -147,7 +151,7 @@ static int demo_parse_args(int argc, char **argv, demo_args *a) {
             continue;
         }
         static const char *const valued[] = {"-m", "-n", "-f", "-o", "--temperature", "--top-k", "--top-p", "--seed",
-                                             "--batch", "--backend", "--dtype", "--batch-file"};
+                                             "--batch", "--backend", "--dtype", "--batch-file", "--spec"};
         int known = 0;
         for (size_t k = 0; k < sizeof valued / sizeof valued[0]; k++) known |= !strcmp(name, valued[k]);
         if (!known) return demo_fail("unknown option %s (see demo -h)", name);
@@ -162,6 +166,7 @@ static int demo_parse_args(int argc, char **argv, demo_args *a) {
         else if (!strcmp(name, "--batch-file")) a->batch_file = val;
         else if (!strcmp(name, "-n")) { if (!demo_parse_long(name, val, 0, 1 << 20, &v)) return 0; a->n_new = (int)v; }
         else if (!strcmp(name, "--batch")) { if (!demo_parse_long(name, val, 1, 1 << 20, &v)) return 0; a->batch = (int)v; }
+        else if (!strcmp(name, "--spec")) { if (!demo_parse_long(name, val, 0, 1024, &v)) return 0; a->spec = (int)v; }
         else if (!strcmp(name, "--top-k")) { if (!demo_parse_long(name, val, 0, 1 << 24, &v)) return 0; a->sampling.top_k = (int)v; }
         else if (!strcmp(name, "--temperature")) { if (!demo_parse_float(name, val, 0.0, 100.0, &a->sampling.temperature)) return 0; }
         else if (!strcmp(name, "--top-p")) { if (!demo_parse_float(name, val, 0.0, 1.0, &a->sampling.top_p)) return 0; }
@@ -649,6 +654,13 @@ static void demo_device_name(const gpt2_model *m, char *out, size_t cap) {
     snprintf(out + n, cap - n, ", %d thread%s", threads, threads == 1 ? "" : "s");
 }
 
+/* --stats: speculation's draft tokens fed and kept (gpt2_generate's counts on this process since the model was loaded) */
+static void demo_print_spec(const gpt2_model *m, const char *where) {
+    if (m->spec <= 0) { fprintf(stderr, "speculation: off\n"); return; }
+    fprintf(stderr, "speculation%s: up to %d draft tokens a step; %lld fed, %lld kept (%.0f%%)\n", where, m->spec, m->spec_rows,
+            m->spec_kept, m->spec_rows ? 100.0 * (double)m->spec_kept / (double)m->spec_rows : 0.0);
+}
+
 static void demo_print_setup(const gpt2_model *m, double load_s, int ranks) {
     char dev[256];
     static const char *const dtypes[] = {"auto", "f32", "f16", "bf16"};
@@ -726,6 +738,7 @@ int main(int argc, char **argv) {
     if (!input || !results) { demo_setup_error(demo_error); goto done; }
     load_st = gpt2_load(&m, a.model_dir, &opt);
     if (load_st) { demo_model_error(&a, load_st); goto done; }
+    if (a.spec >= 0) m->spec = a.spec;
     load_s = demo_now() - t0;
     if (gpt2_tokenizer_load(&tok, a.model_dir)) { demo_setup_error(gpt2_last_error()); goto done; }
     if (!demo_make_work(&w, &a, tok, gpt2_model_max_seq(m), input, input_len)) { demo_setup_error(demo_error); goto done; }
@@ -762,6 +775,7 @@ int main(int argc, char **argv) {
                     if (!s.first_tokens_seen) s.t_prefill_end = s.t_end = demo_now();
                     demo_print_rate("prefill", s.prefill_tokens, s.t_prefill_end - s.t_start);
                     demo_print_rate("decode", s.decode_tokens, s.t_end - s.t_prefill_end);
+                    demo_print_spec(m, "");
                 }
             }
         }
@@ -788,7 +802,7 @@ int main(int argc, char **argv) {
             else if (j.failed) demo_setup_error(a.out_file ? "cannot write the results" : "cannot write the results to standard output");
             else {
                 rc = 0;
-                if (a.stats) demo_print_rate("generated", j.tokens, el);
+                if (a.stats) { demo_print_rate("generated", j.tokens, el); demo_print_spec(m, ""); }
             }
         }
         free(j.done); free(j.count);
@@ -850,6 +864,7 @@ int main(int argc, char **argv) {
         if (rank == 0) demo_model_error(&a, load_st);
         goto done;
     }
+    if (a.spec >= 0) m->spec = a.spec;
     if (rank == 0) {
         if (gpt2_tokenizer_load(&tok, a.model_dir)) ok = demo_fail("%s", gpt2_last_error());
         else ok = demo_make_work(&w, &a, tok, gpt2_model_max_seq(m), input, input_len);
@@ -891,6 +906,7 @@ int main(int argc, char **argv) {
                 char what[64];
                 snprintf(what, sizeof what, "generated on %d rank%s", ranks, ranks == 1 ? "" : "s");
                 demo_print_rate(what, tokens, el);
+                demo_print_spec(m, " (rank 0's requests)");
             }
         }
     }

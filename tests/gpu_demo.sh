@@ -20,7 +20,7 @@ import json,sys
 a=[json.loads(l) for l in open('$out/cpu.jsonl')]; b=[json.loads(l) for l in open('$out/cuda_$dt.jsonl')]
 assert all(set(x)>={'index','prompt','text','tokens','finish_reason'} for x in b)
 print(sum(x['text']==y['text'] for x,y in zip(a,b)))")
-  echo "cuda $dt: rc $rc, $lines lines, $same of 43 texts equal to the CPU's; $(grep -i 'tok' "$out/cuda_$dt.err" | tail -1)"
+  echo "cuda $dt: rc $rc, $lines lines, $same of 43 texts equal to the CPU's; $(grep -i 'generated' "$out/cuda_$dt.err" | tail -1); $(grep -i 'speculation' "$out/cuda_$dt.err" | tail -1)"
   [ $rc = 0 ] && [ "$lines" = 43 ] || fail=1
 done
 mpirun --allow-run-as-root --oversubscribe -np 2 ./demo_mpi --backend cuda --dtype f16 -n 32 --temperature 0 --batch-file "$f" \
