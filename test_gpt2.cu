@@ -693,6 +693,52 @@ static int test_speculation_changes_no_token(void) {
     return 0;
 }
 
+/* Speculation changes no token over random requests: prompts that repeat short patterns of a few token ids (so
+   drafts are made often), random lengths up to the context, greedy and sampled (temperature, top-k), stop tokens,
+   1 to 5 slots, at most 1 to 12 draft tokens; against the same model with speculation off. */
+static int test_speculation_matches_on_random_requests(void) {
+    gpt2_options o = test_options();
+    if (backend_unavailable(&o)) return SKIP;
+    long long rows = 0, kept = 0;
+    for (int trial = 0; trial < 12; trial++) {
+        o.max_batch = 1 + trial % 5;
+        gpt2_model *m;
+        EXPECT(gpt2_load(&m, "tests/models/f32_bare_buffers", &o) == GPT2_OK, "%s", gpt2_last_error());
+        const int V = gpt2_model_config(m).n_vocab, S = gpt2_model_max_seq(m), ids = V < 6 ? V : 6;
+        enum { N = 9, CAP = 1024 };
+        EXPECT(S <= CAP, "max_seq %d", S);
+        static int prompts[N][CAP], outs[2][N][CAP];
+        gpt2_request r[2][N];
+        const uint64_t x = 1234 + (uint64_t)trial;
+        for (int k = 0; k < 2; k++) {
+            m->spec = k ? 0 : 1 + trial % 12;
+            for (int i = 0; i < N; i++) {
+                const int plen = 1 + (int)(gpt2__mix64(x + i) % (uint64_t)(S / 2)), per = 1 + (int)(gpt2__mix64(x + 100 + i) % 5);
+                for (int t = 0; t < plen; t++) prompts[i][t] = (int)(gpt2__mix64(x * 7 + i * 31 + t % per) % (uint64_t)ids);
+                gpt2_request *q = &r[k][i];
+                memset(q, 0, sizeof *q);
+                q->prompt = prompts[i]; q->prompt_len = plen; q->out = outs[k][i];
+                q->max_new_tokens = (int)(gpt2__mix64(x + 200 + i) % (uint64_t)(S - plen));
+                q->stop_token = i % 4 == 3 ? (int)(gpt2__mix64(x + i) % (uint64_t)ids) : -1;
+                if (i % 3) { q->sampling.temperature = 0.5f + 0.2f * (i % 4); q->sampling.seed = x + i; q->sampling.top_k = i % 2 ? 3 : 0; }
+            }
+            const long long r0 = m->spec_rows, k0 = m->spec_kept;
+            EXPECT(gpt2_generate(m, r[k], N, NULL, NULL) == GPT2_OK, "trial %d: %s", trial, gpt2_last_error());
+            if (!k) { rows += m->spec_rows - r0; kept += m->spec_kept - k0; }
+        }
+        for (int i = 0; i < N; i++) {
+            EXPECT(r[0][i].n_out == r[1][i].n_out, "trial %d, request %d: %d tokens with speculation, %d without", trial, i,
+                   r[0][i].n_out, r[1][i].n_out);
+            for (int t = 0; t < r[0][i].n_out; t++)
+                EXPECT(outs[0][i][t] == outs[1][i][t], "trial %d, request %d, token %d: %d with speculation, %d without", trial, i, t,
+                       outs[0][i][t], outs[1][i][t]);
+        }
+        gpt2_free(m);
+    }
+    EXPECT(kept > 0 && rows > kept, "%lld draft rows, %lld kept: the test needs some of each", rows, kept);
+    return 0;
+}
+
 /* A step's logits (each sequence's last fed row, [n][V]) on the model's backend; with gather 0 on CUDA, the step runs
    its last layer on every fed row (gpt2__cuda_state.gather); 0 on success */
 static int step_logits(gpt2_model *m, const gpt2__seq *seqs, int n, float *logits, int gather) {
@@ -778,6 +824,7 @@ static const test_case model_tests[] = {
     {"callback_and_stop_token_end_requests", test_callback_and_stop_token_end_requests},
     {"requests_ending_at_every_step_match_single_runs", test_requests_ending_at_every_step_match_single_runs},
     {"speculation_changes_no_token", test_speculation_changes_no_token},
+    {"speculation_matches_on_random_requests", test_speculation_matches_on_random_requests},
     {"step_logits_are_forwards_last_rows", test_step_logits_are_forwards_last_rows},
     {"sampler_greedy_takes_lowest_index_on_ties", test_sampler_greedy_takes_lowest_index_on_ties},
     {"sampler_frequencies_follow_softmax", test_sampler_frequencies_follow_softmax},
