@@ -3798,7 +3798,7 @@ typedef struct gpt2__amax { float2 *p; int V; } gpt2__amax;
 #endif
 #ifndef GPT2__SK_ST_SHORT
 #define GPT2__SK_ST_SHORT 5 /* ... in products of several rows whose blocks would not all fit on the GPU at once with
-                               GPT2__SK_ST (gpt2__skinny_go: a step verifying a draft, RESULTS.md item 145) */
+                               GPT2__SK_ST (gpt2__skinny_go: a step verifying a draft, RESULTS.md item 146) */
 #endif
 /* The ring stages of an LN-folded product of width C in its FIT form: GPT2__LNF_ST, or from width GPT2__LNF_FIT_C on
    just as many as K has chunks where that is fewer (all of them are issued before the PDL wait either way; the block
@@ -5960,7 +5960,8 @@ static gpt2_status gpt2__cuda_launch(gpt2_model *m, const gpt2__seq *seqs, int n
         if (q->n_tok != 1) decode = 0;
     }
     /* several decode rows of one sequence (gpt2_generate verifying a draft): each its own entry, consecutive, at
-       consecutive positions; each computes as a decode row of its own would (its K and V stored before attention) */
+       consecutive positions; each computes as a decode row of its own would (the keys fed before it in this step read
+       from qkv, or stored before attention: gpt2__attention) */
     dup = dup && decode && !P;
     if (n < 1 || N > S->max_rows || n > (dup ? (S->max_rows < S->logit_rows ? S->max_rows : S->logit_rows) : m->max_batch))
         return gpt2__fail(GPT2_ERR_ARG, "CUDA step: %d rows of %d sequences (workspace: %d rows, %d sequences)",
