@@ -2058,7 +2058,7 @@ static gpt2_status gpt2__cpu_step(gpt2_model *m, const gpt2__seq *seqs, int n, i
      (gpt2__decode_splits), which the residual + layer-norm kernel adds in order
    - attention: prompt chunks go to a flash-style kernel in 64-row tiles (head size 32/64/128, sm_80+: on the
      tensor cores in F16/BF16, on the CUDA cores in F32; longest tiles of every head first while the step's K/V
-     fit in L2; it stores its tile's K and V and reads the keys fed in the same step from qkv), every other row
+     fit in half of L2; it stores its tile's K and V and reads the keys fed in the same step from qkv), every other row
      to a row kernel split along the sequence in fixed 256-key pieces (which also stores a decode row's own K
      and V), again whatever the batch: with head size 64 in F16/BF16 on the tensor cores, in 32-key chunks
      merged in a fixed order, by gpt2__attn_mma_kernel (few rows) or gpt2__attn_stream_kernel (many), the same
@@ -3210,7 +3210,7 @@ static __device__ __forceinline__ void gpt2__wg_4(float (&d)[32], const uint32_t
    score matrix leaves the registers. Grid: n_tiles * H blocks, one per tile and head (gpt2__plan_attention sorts the
    tiles longest first; the GPU starts blocks in order). heads_inner: block b serves tile b / H, head b % H, so the
    longest tiles of every head start before any shorter one (the last wave is short; for steps whose prompt K/V fit
-   in L2); else tile b % n_tiles, head b / n_tiles: a head's tiles together, their K/V shared in L2 while they run.
+   in half of L2: gpt2__prefill_heads_inner); else tile b % n_tiles, head b / n_tiles: a head's tiles together, their K/V shared in L2 while they run.
    Block: 2 FQ threads = FQ / 16 warps (4 at FQ 64, 4 blocks per SM), warp w owning query rows 16w..16w+15 of the
    tile (lane: rows g = lane/4 and g+8, columns 2(lane%4)+{0,1} of each 8-wide MMA tile).
    The tile's Q and the first keys arrive by cp.async in one group; every copy is 16 bytes, thread tid always the
@@ -4440,7 +4440,8 @@ typedef struct gpt2__cuda_state {
                                            before its PDL wait (gpt2__attn_kernel STG; 0: off, tests and bench), up to
                                            att_stage_smem bytes a block */
     int prefill_order;                  /* gpt2__attn_prefill_kernel's block order: 1 heads inner, 0 tiles inner, -1 heads
-                                           inner when the tiles' sequences' K/V fit in L2 (RESULTS.md item 50) */
+                                           inner when the tiles' sequences' K/V fit in half of L2 (RESULTS.md items
+                                           50, 153) */
     size_t l2_bytes;                    /* the GPU's L2 cache */
 } gpt2__cuda_state;
 
@@ -5167,9 +5168,11 @@ static gpt2_status gpt2__attn_launch(gpt2__cuda_state *S, const gpt2_model *m, T
 }
 
 /* The tiled prefill kernels' block order: S->prefill_order when set (tests, bench), else heads inner while the
-   step's prompt K/V (elements of es bytes) fit in L2 */
+   step's prompt K/V (elements of es bytes) fit in half of L2 (with every head's tiles at once, the K/V share L2 with
+   the Q reads and the output and cache writes streaming through it: at 124M's 16 x 1024, 50 MB of K/V on an H100's
+   50 MB, tiles inner was 1.1% faster, RESULTS.md item 153) */
 static int gpt2__prefill_heads_inner(const gpt2__cuda_state *S, const gpt2__cuda_meta *d, int C, size_t es) {
-    return S->prefill_order >= 0 ? S->prefill_order : 2.0 * (double)d->tile_keys * C * es <= (double)S->l2_bytes;
+    return S->prefill_order >= 0 ? S->prefill_order : 2.0 * (double)d->tile_keys * C * es <= 0.5 * (double)S->l2_bytes;
 }
 template <typename T, int HD>
 static gpt2_status gpt2__prefill_launch(gpt2__cuda_state *S, const gpt2_model *m, T *kc, T *vc, const gpt2__cuda_meta *d) {
