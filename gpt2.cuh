@@ -3210,7 +3210,8 @@ static __device__ __forceinline__ void gpt2__wg_4(float (&d)[32], const uint32_t
    score matrix leaves the registers. Grid: n_tiles * H blocks, one per tile and head (gpt2__plan_attention sorts the
    tiles longest first; the GPU starts blocks in order). heads_inner: block b serves tile b / H, head b % H, so the
    longest tiles of every head start before any shorter one (the last wave is short; for steps whose prompt K/V fit
-   in half of L2: gpt2__prefill_heads_inner); else tile b % n_tiles, head b / n_tiles: a head's tiles together, their K/V shared in L2 while they run.
+   in half of L2: gpt2__prefill_heads_inner); else tile b % n_tiles, head b / n_tiles: a head's tiles together, their
+   K/V shared in L2 while they run.
    Block: 2 FQ threads = FQ / 16 warps (4 at FQ 64, 4 blocks per SM), warp w owning query rows 16w..16w+15 of the
    tile (lane: rows g = lane/4 and g+8, columns 2(lane%4)+{0,1} of each 8-wide MMA tile).
    The tile's Q and the first keys arrive by cp.async in one group; every copy is 16 bytes, thread tid always the
