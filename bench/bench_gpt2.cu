@@ -24,6 +24,8 @@
                             (default 2 4 6 8): ms per token, drafts kept, and whether the tokens are the same
    bench/bench_gpt2 --spec-steps SIZE...: a batch-1 step that verifies a draft, 1 + d rows of one sequence at position
                             192 (gpt2__cuda_step, waited for), against the one-row step, d = 0..15
+   --prefill-seqs N (1..64): the prefill workload (and --breakdown's prefill step) over N sequences of 1024 instead
+   of 16 (4 for --breakdown): the figure is then not DESIGN.md's workload.
    The standard workloads run without speculation (--spec K: with at most K draft tokens a step; random weights
    make any continuation's repetitiveness an accident of the weights, so those figures do not measure it).
    bench/bench_gpt2 --gelu-match: which formula cuBLASLt's GELU epilogue computes (RESULTS.md items 35 and 105)
@@ -154,7 +156,8 @@ static int g_split_ctx = -1; /* --split-ctx D: ... in steps whose mean context >
 static int g_att_ns = 0;    /* --att-ns 2|3: gpt2__attn_stream_kernel's stages a warp */
 static int g_att_tma = -1;  /* --att-tma 0|1: gpt2__attn_stream_kernel's TMA form off or on (where it can run) */
 static int g_prefill_order = -1; /* --prefill-order 0|1: prefill attention's block order (tiles / heads inner) */
-static int g_prefill_seqs = 4; /* --prefill-seqs N: --breakdown's prefill step of N x 1024 */
+static int g_prefill_seqs = 0; /* --prefill-seqs N (1..64): the prefill step of N x 1024, for the workload (16 when not
+                                   given) and for --breakdown (4 when not given) */
 static int g_at = 160;        /* --at POS: --breakdown's many-row decode step at this position */
 static const char *g_profile = NULL; /* --profile decode|one|prefill: that --breakdown step once more under the profiler */
 
@@ -1479,7 +1482,10 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--att-ns") && i + 1 < argc) g_att_ns = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--att-tma") && i + 1 < argc) g_att_tma = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--prefill-order") && i + 1 < argc) g_prefill_order = atoi(argv[++i]);
-        else if (!strcmp(argv[i], "--prefill-seqs") && i + 1 < argc) g_prefill_seqs = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--prefill-seqs") && i + 1 < argc) {
+            g_prefill_seqs = atoi(argv[++i]);
+            if (g_prefill_seqs < 1 || g_prefill_seqs > 64) { fprintf(stderr, "--prefill-seqs takes 1 to 64\n"); return 2; }
+        }
         else if (!strcmp(argv[i], "--at") && i + 1 < argc) g_at = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--spec") && i + 1 < argc) g_spec = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--spec-text") && i + 1 < argc) {
@@ -1529,10 +1535,11 @@ int main(int argc, char **argv) {
                 breakdown(label, m, 1, -192, "one");
                 gpt2_free(m);
             }
-            snprintf(label, sizeof label, "%s prefill %d x 1024", size, g_prefill_seqs);
-            m = random_model(size, dt, 16, 1024, g_prefill_seqs > 4 ? g_prefill_seqs * 1024 : 0);
+            const int ns = g_prefill_seqs ? g_prefill_seqs : 4;
+            snprintf(label, sizeof label, "%s prefill %d x 1024", size, ns);
+            m = random_model(size, dt, ns > 16 ? ns : 16, 1024, ns > 4 ? ns * 1024 : 0);
             CHECK(m);
-            breakdown(label, m, g_prefill_seqs, 1024, "prefill");
+            breakdown(label, m, ns, 1024, "prefill");
             gpt2_free(m);
             return 0;
         }
@@ -1586,22 +1593,24 @@ int main(int argc, char **argv) {
         }
     prefill:
         if (!only || !strcmp(only, "prefill")) {
-            /* one forward over all 16 x 1024 tokens, as the peers run it: a step budget of 16384 prompt tokens */
-            gpt2_model *m = random_model(size, dt, 16, 1024, 16 * 1024);
+            /* one forward over all NS x 1024 tokens (16, DESIGN.md's workload, unless --prefill-seqs), as the peers run
+               it: a step budget of NS x 1024 prompt tokens */
+            const int ns = g_prefill_seqs ? g_prefill_seqs : 16;
+            gpt2_model *m = random_model(size, dt, ns > 16 ? ns : 16, 1024, ns * 1024);
             if (!m) continue;
             const double P = params_of(m), C = m->cfg.n_embd, L = m->cfg.n_layer, V = 50257;
-            run_prefill(m, 16, 1024);
-            for (int r = 0; r < reps; r++) t[r] = run_prefill(m, 16, 1024);
-            double s = median(t, reps), tps = 16 * 1024 / s;
+            run_prefill(m, ns, 1024);
+            for (int r = 0; r < reps; r++) t[r] = run_prefill(m, ns, 1024);
+            double s = median(t, reps), tps = ns * 1024 / s;
             /* FLOPs that must be done: 2 x non-embedding weights (W a layer) + causal attention (2 x 2 x T/2 x C) per token
-               and layer, but in the last layer only K and V (2 x 2 C^2) for every token, the rest of it for the 16 rows
-               whose logits are wanted (their attention over 1024 keys); + 16 logits rows. (Until 2026-11-24 this counted
+               and layer, but in the last layer only K and V (2 x 2 C^2) for every token, the rest of it for the NS rows
+               whose logits are wanted (their attention over 1024 keys); + NS logits rows. (Until 2026-11-24 this counted
                the whole last layer for every token: 7.6% more at 124M, 1.8% at 1558M.) */
             const double W = (P - V * C - 1024 * C) / L;
-            double fl = 16 * 1024 * ((2.0 * W + 2.0 * 2 * 512 * C) * (L - 1) + 2.0 * 2 * C * C) +
-                        16 * (2.0 * (W - 2 * C * C) + 2.0 * 2 * 1024 * C) + 16 * 2.0 * V * C;
-            printf("%-6s prefill     %8.0f tokens/s (16 x 1024, %.2f ms)   %.3g TFLOP, roofline %.0f%% (%.0f tokens/s)   peak %.1f GB\n",
-                   size, tps, s * 1e3, fl / 1e12, 100.0 * (fl / flops) / s, 16 * 1024 / (fl / flops), peak_used() / 1e9);
+            double fl = ns * 1024 * ((2.0 * W + 2.0 * 2 * 512 * C) * (L - 1) + 2.0 * 2 * C * C) +
+                        ns * (2.0 * (W - 2 * C * C) + 2.0 * 2 * 1024 * C) + ns * 2.0 * V * C;
+            printf("%-6s prefill     %8.0f tokens/s (%d x 1024, %.2f ms)   %.3g TFLOP, roofline %.0f%% (%.0f tokens/s)   peak %.1f GB\n",
+                   size, tps, ns, s * 1e3, fl / 1e12, 100.0 * (fl / flops) / s, ns * 1024 / (fl / flops), peak_used() / 1e9);
             gpt2_free(m);
         }
     }
