@@ -2482,9 +2482,19 @@ static __device__ __forceinline__ void gpt2__fence_async_smem(void) {
 #endif
 }
 
+/* an int from global memory by the read-only path, as an asm volatile load that the front end keeps in program order
+   (ptxas may still sink a load past a branch that does not use it: gpt2__attn_stream_kernel's early return tests
+   the slot for that reason, RESULTS.md item 156) */
+static __device__ __forceinline__ int gpt2__ld_now(const int *p) {
+    int v;
+    asm volatile("ld.global.nc.b32 %0, [%1];\n" : "=r"(v) : "l"(p));
+    return v;
+}
+
 /* A decode-attention work item: row r = rows[z] at position p against keys [k0, k1) (split sp of split_len keys),
    head h, whose cached keys and values are kh, vh ([max_seq][hd] in the row's slot). false: the split starts past p,
-   nothing to do. Shared by gpt2__attn_kernel, gpt2__attn_mma_kernel and gpt2__attn_stream_kernel. */
+   nothing to do. Shared by gpt2__attn_kernel and gpt2__attn_mma_kernel; gpt2__attn_stream_kernel finds the same
+   item with its loads in another order (RESULTS.md item 156). */
 template <typename T> struct gpt2__dec { int r, p, k0, k1, slot; T *kh, *vh; };
 template <typename T>
 static __device__ __forceinline__ bool gpt2__dec_at(gpt2__dec<T> &d, int sp, int h, int z, const int *rows, const int *row_slot,
@@ -3028,18 +3038,17 @@ __global__ void __launch_bounds__(32 * WB) gpt2__attn_stream_kernel(const T *__r
     gpt2__pdl_enter();
     if (item >= n_items) return;
     const int sp = item % n_split, h = (item / n_split) % H, z = item / (n_split * H);
-    gpt2__dec<T> it;
-    if (!gpt2__dec_at(it, sp, h, z, rows, row_slot, row_pos, kc, vc, H, max_seq, HD, split_len)) return;
-    const int r = it.r, p = it.p, k0 = it.k0, k1 = it.k1, nch = (k1 - k0 + 31) / 32, plane = plane0 + it.slot * H + h;
-    T *kh = it.kh, *vh = it.vh;
+    /* gpt2__dec_at's item in two round trips (the row, then its position and slot at once: loads the compiler
+       may not sink past the early return), then the first chunks on their way before anything else (q, the own
+       key and value) is read (RESULTS.md item 156) */
+    const int r = rows[z];
+    const int p = gpt2__ld_now(row_pos + r), slot = gpt2__ld_now(row_slot + r);
     const T *q = qkv + (size_t)r * 3 * C + (size_t)h * HD, *kn = q + C, *vn = q + 2 * C;
+    const int k0 = sp * split_len;
+    if (k0 > p || slot < 0) return; /* slot < 0 never: it keeps the slot's load before this branch */
+    const int k1 = min(k0 + split_len, p + 1), nch = (k1 - k0 + 31) / 32, plane = plane0 + slot * H + h;
+    T *kh = kc + ((size_t)slot * H + h) * max_seq * HD, *vh = vc + ((size_t)slot * H + h) * max_seq * HD;
     const int own = store ? p : -1;
-    uint4 ownv = make_uint4(0, 0, 0, 0); /* lane < 16: piece lane & 7 of the own key (lane < 8) or value */
-    if (store && p < k1 && lane < 16) {
-        const int c = lane & 7;
-        ownv = *(const uint4 *)((lane < 8 ? kn : vn) + c * 8);
-        *(uint4 *)((lane < 8 ? kh : vh) + (size_t)p * HD + c * 8) = ownv;
-    }
     __syncwarp(); /* the barriers' initialisation */
     /* chunk c into stage c % NS: 32 keys x 8 pieces of 16 bytes, K and V; lane takes pieces lane, lane+32, ... */
     const uint64_t pol = gpt2__evict_first();
@@ -3075,6 +3084,13 @@ __global__ void __launch_bounds__(32 * WB) gpt2__attn_stream_kernel(const T *__r
     for (int c = 0; c < NS - 1; c++) {
         if (c < nch) issue(c);
         else if (!TMA) gpt2__cp_commit();
+    }
+    /* lane < 16: piece lane & 7 of the own key (lane < 8) or value, into the cache; the box over its position may
+       read the cache before or after this store: that row is overwritten from registers below either way */
+    uint4 ownv = make_uint4(0, 0, 0, 0);
+    if (store && p < k1 && lane < 16) {
+        ownv = *(const uint4 *)((lane < 8 ? kn : vn) + (lane & 7) * 8);
+        *(uint4 *)((lane < 8 ? kh : vh) + (size_t)p * HD + (lane & 7) * 8) = ownv;
     }
     uint32_t qa[8];
     gpt2__amma_q(q, qa);

@@ -60,8 +60,8 @@ int main(void) {
         auto launch = [&](int k) {
             if (k == 0 && cs.stg) gpt2__attn_kernel<T, 8, 1, true><<<grid, 128, s_old>>>(qkv, kc, vc, out, part, drows, drows, dpos, C, H, HD, S, split_len, n_split, 8, sl2, cnt, 1, pf);
             if (k == 0 && !cs.stg) gpt2__attn_kernel<T, 8, 1, false><<<grid, 128, s_old>>>(qkv, kc, vc, out, part, drows, drows, dpos, C, H, HD, S, split_len, n_split, 8, sl2, cnt, 1, pf);
-            if (k == 1 && cs.stg) gpt2__attn_mma_kernel<T, true><<<grid, 256, s_mma>>>(qkv, kc, vc, out, part, drows, drows, dpos, C, H, S, split_len, n_split, sl2, cnt, 1, pf);
-            if (k == 1 && !cs.stg) gpt2__attn_mma_kernel<T, false><<<grid, 256, s_mma>>>(qkv, kc, vc, out, part, drows, drows, dpos, C, H, S, split_len, n_split, sl2, cnt, 1, pf);
+            if (k == 1 && cs.stg) gpt2__attn_mma_kernel<T, true><<<grid, 256, s_mma>>>(qkv, kc, vc, out, part, drows, drows, dpos, C, H, S, split_len, n_split, sl2, cnt, 1, pf, 0);
+            if (k == 1 && !cs.stg) gpt2__attn_mma_kernel<T, false><<<grid, 256, s_mma>>>(qkv, kc, vc, out, part, drows, drows, dpos, C, H, S, split_len, n_split, sl2, cnt, 1, pf, 0);
             if (k == 2) gpt2__attn_stream_kernel<T, GPT2__AMMA_NS, GPT2__AMMA_WB, false><<<(n_items + GPT2__AMMA_WB - 1) / GPT2__AMMA_WB, 32 * GPT2__AMMA_WB, ring>>>(
                 qkv, kc, vc, out, part, drows, drows, dpos, C, H, S, split_len, n_split, n_items, sl2, cnt, 1, gpt2__tmap{}, gpt2__tmap{}, 0);
         };
