@@ -14,8 +14,11 @@
 
    What it does:
        gpt2_mpi_local_rank   this rank's index among the ranks on its node: pick the GPU with it
-       gpt2_mpi_load         rank 0 alone reads config.json + model.safetensors and broadcasts the
-                             bytes; every rank builds its model from them (no shared file system needed)
+       gpt2_mpi_load         rank 0 alone opens config.json + model.safetensors; ranks on its node that
+                             see the same file (device, inode, size, modification time) map it themselves,
+                             every other rank receives the bytes by broadcast (no shared file system needed;
+                             GPT2_MPI_BROADCAST=1 in a rank's environment makes it receive them too); every
+                             rank builds its model from the same bytes
        gpt2_mpi_generate     rank 0 holds the requests; they are split across the ranks, balanced by
                              cost (prompt_len + max_new_tokens: longest first onto the least-loaded rank),
                              generated there with gpt2_generate and gathered back into rank 0's
@@ -61,7 +64,8 @@
 
 /* this rank's index among the ranks of comm on the same node (0..), or -1 on an MPI error */
 GPT2_API int gpt2_mpi_local_rank(MPI_Comm comm);
-/* as gpt2_load, collective: only rank 0 reads path; opt may differ per rank (e.g. the device) */
+/* as gpt2_load, collective: only rank 0 needs path (ranks on its node map the same file, the others get
+   the bytes from rank 0); opt may differ per rank (e.g. the device) */
 GPT2_API gpt2_status gpt2_mpi_load(MPI_Comm comm, gpt2_model **model, const char *path, const gpt2_options *opt);
 /* as gpt2_generate, collective: rank 0 passes the requests, every other rank passes NULL, 0 */
 GPT2_API gpt2_status gpt2_mpi_generate(MPI_Comm comm, gpt2_model *model, gpt2_request *reqs, int n,
@@ -156,6 +160,34 @@ GPT2_API int gpt2_mpi_local_rank(MPI_Comm comm) {
 
 /* ---------------------------------------------------------------- loading: rank 0 reads, everyone builds */
 
+/* Rank 0's model files as it saw them: the sizes, whether path is a directory, and the safetensors file's
+   identity (device, inode, modification time), by which a rank on rank 0's node knows it sees the same file. */
+typedef struct gpt2__mpi_file { unsigned long long cfg_len, st_len, is_dir, dev, ino, mtime; } gpt2__mpi_file;
+
+static void gpt2__mpi_identity(const char *st_path, gpt2__mpi_file *f) {
+    struct stat sb;
+    if (stat(st_path, &sb) != 0) return; /* all zero: no rank maps it */
+    f->dev = (unsigned long long)sb.st_dev;
+    f->ino = (unsigned long long)sb.st_ino;
+    f->mtime = (unsigned long long)sb.st_mtime;
+}
+
+/* Whether this rank (not rank 0) maps rank 0's safetensors file itself rather than receiving its bytes: it runs
+   on rank 0's node (`near`), sees a file of the same identity and size under the same name, and
+   GPT2_MPI_BROADCAST is unset or "0" (set, every rank receives the bytes). Never on Windows, whose st_ino is 0. */
+static int gpt2__mpi_maps_itself(int near, const char *st_path, const gpt2__mpi_file *f) {
+#if defined(_WIN32)
+    (void)near; (void)st_path; (void)f;
+    return 0;
+#else
+    const char *env = getenv("GPT2_MPI_BROADCAST");
+    if (!near || (env && *env && strcmp(env, "0")) || !f->ino) return 0;
+    struct stat sb;
+    return stat(st_path, &sb) == 0 && (unsigned long long)sb.st_dev == f->dev && (unsigned long long)sb.st_ino == f->ino &&
+           (unsigned long long)sb.st_mtime == f->mtime && (unsigned long long)sb.st_size == f->st_len;
+#endif
+}
+
 GPT2_API gpt2_status gpt2_mpi_load(MPI_Comm comm, gpt2_model **model, const char *path, const gpt2_options *opt) {
     int rank = 0;
     gpt2_status st = gpt2__mpi_running("gpt2_mpi_load");
@@ -167,9 +199,11 @@ GPT2_API gpt2_status gpt2_mpi_load(MPI_Comm comm, gpt2_model **model, const char
     char *cfg_text = NULL;
     unsigned char *st_data = NULL;
     size_t cfg_len = 0, st_len = 0;
-    int mapped = 0;
+    int mapped = 0, itself = 0, near = 0, root_here = rank == 0;
+    MPI_Comm node = MPI_COMM_NULL, senders = MPI_COMM_NULL;
     gpt2_model *m = NULL;
-    unsigned long long sizes[3] = {0, 0, 0}; /* config bytes, safetensors bytes, path is a directory */
+    gpt2__mpi_file f;
+    memset(&f, 0, sizeof f);
 
     if (!model) st = gpt2__fail(GPT2_ERR_ARG, "gpt2_mpi_load: model is NULL");
     else if (!path || !*path) st = gpt2__fail(GPT2_ERR_ARG, "gpt2_mpi_load: path is empty");
@@ -180,42 +214,56 @@ GPT2_API gpt2_status gpt2_mpi_load(MPI_Comm comm, gpt2_model **model, const char
         if (stat(path, &sb) != 0) st = gpt2__fail(GPT2_ERR_IO, "%s: cannot open (%s)", path, strerror(errno));
     }
     if (!st && rank == 0) {
-        sizes[2] = (unsigned long long)gpt2__is_dir(path);
-        gpt2__model_paths(path, (int)sizes[2], cfg_path, st_path, sizeof st_path);
+        f.is_dir = (unsigned long long)gpt2__is_dir(path);
+        gpt2__model_paths(path, (int)f.is_dir, cfg_path, st_path, sizeof st_path);
         st = gpt2__read_file(cfg_path, &cfg_text, &cfg_len);
         if (!st) st = gpt2__map_file(st_path, &st_data, &st_len, &mapped);
-        sizes[0] = cfg_len;
-        sizes[1] = st_len;
+        if (!st) gpt2__mpi_identity(st_path, &f);
+        f.cfg_len = cfg_len;
+        f.st_len = st_len;
     }
     if ((st = gpt2__mpi_agree(comm, st))) goto done;
-    if ((st = gpt2__mpi_rc(MPI_Bcast(sizes, 3, MPI_UNSIGNED_LONG_LONG, 0, comm), "MPI_Bcast"))) goto done;
+    if ((st = gpt2__mpi_rc(MPI_Bcast(&f, (int)(sizeof f / sizeof(unsigned long long)), MPI_UNSIGNED_LONG_LONG, 0, comm), "MPI_Bcast"))) goto done;
     /* the file names as rank 0 saw them: they label error messages on every rank */
-    gpt2__model_paths(path, (int)sizes[2], cfg_path, st_path, sizeof st_path);
+    gpt2__model_paths(path, (int)f.is_dir, cfg_path, st_path, sizeof st_path);
+    /* ranks on rank 0's node that see its file map it (no copy, no broadcast); the others receive the bytes */
+    if ((st = gpt2__mpi_rc(MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &node), "MPI_Comm_split_type"))) goto done;
+    if ((st = gpt2__mpi_rc(MPI_Allreduce(&root_here, &near, 1, MPI_INT, MPI_MAX, node), "MPI_Allreduce"))) goto done;
+    if (rank != 0 && gpt2__mpi_maps_itself(near, st_path, &f)) {
+        size_t len = 0;
+        /* a file that cannot be mapped here after all is received instead */
+        if (gpt2__map_file(st_path, &st_data, &len, &mapped) == GPT2_OK && st_data && len == (size_t)f.st_len) itself = 1;
+        else if (st_data) { gpt2__unmap_file(st_data, len, mapped); st_data = NULL; }
+        if (itself) st_len = len;
+    }
+    if ((st = gpt2__mpi_rc(MPI_Comm_split(comm, itself ? MPI_UNDEFINED : 0, rank, &senders), "MPI_Comm_split"))) goto done;
     /* the other ranks make room for the bytes */
     if (rank != 0) {
-        cfg_len = (size_t)sizes[0];
-        st_len = (size_t)sizes[1];
-        if (sizes[0] != cfg_len || sizes[1] != st_len) st = gpt2__fail(GPT2_ERR_OOM, "%s: %llu bytes do not fit in memory", st_path, sizes[1]);
+        cfg_len = (size_t)f.cfg_len;
+        st_len = (size_t)f.st_len;
+        if (f.cfg_len != cfg_len || f.st_len != st_len) st = gpt2__fail(GPT2_ERR_OOM, "%s: %llu bytes do not fit in memory", st_path, f.st_len);
         else {
             cfg_text = (char *)gpt2__alloc(cfg_len + 1);
-            st_data = (unsigned char *)gpt2__alloc(st_len);
+            if (!itself) st_data = (unsigned char *)gpt2__alloc(st_len);
             if (!cfg_text || !st_data)
                 st = gpt2__fail(GPT2_ERR_OOM, "cannot allocate %zu MB for the model broadcast from rank 0", (cfg_len + st_len) >> 20);
         }
     }
     if ((st = gpt2__mpi_agree(comm, st))) goto done;
-    if ((st = gpt2__mpi_bcast_bytes(comm, cfg_text, cfg_len))) goto done;
-    if ((st = gpt2__mpi_bcast_bytes(comm, st_data, st_len))) goto done;
-    if (rank != 0) cfg_text[cfg_len] = 0;
+    st = gpt2__mpi_bcast_bytes(comm, cfg_text, cfg_len);
+    if (!st && senders != MPI_COMM_NULL) st = gpt2__mpi_bcast_bytes(senders, st_data, st_len);
+    if (!st && rank != 0) cfg_text[cfg_len] = 0;
     /* everyone builds its model from the same bytes */
-    st = gpt2__load_memory(&m, cfg_text, cfg_len, cfg_path, st_data, st_len, st_path, opt);
+    if (!st) st = gpt2__load_memory(&m, cfg_text, cfg_len, cfg_path, st_data, st_len, st_path, opt);
     st = gpt2__mpi_agree(comm, st);
     if (st) { gpt2_free(m); m = NULL; }
 
 done:
-    if (rank == 0) { if (st_data) gpt2__unmap_file(st_data, st_len, mapped); }
+    if (rank == 0 || itself) { if (st_data) gpt2__unmap_file(st_data, st_len, mapped); }
     else GPT2_FREE(st_data);
     GPT2_FREE(cfg_text);
+    if (senders != MPI_COMM_NULL) MPI_Comm_free(&senders);
+    if (node != MPI_COMM_NULL) MPI_Comm_free(&node);
     if (m) *model = m;
     return st;
 }
