@@ -234,7 +234,7 @@ GPT2_API gpt2_status gpt2_mpi_load(MPI_Comm comm, gpt2_model **model, const char
         /* a file that cannot be mapped here after all is received instead */
         if (gpt2__map_file(st_path, &st_data, &len, &mapped) == GPT2_OK && st_data && len == (size_t)f.st_len) itself = 1;
         else if (st_data) { gpt2__unmap_file(st_data, len, mapped); st_data = NULL; }
-        if (itself) st_len = len;
+        st_len = len; /* what `done` unmaps, whatever fails next */
     }
     if ((st = gpt2__mpi_rc(MPI_Comm_split(comm, itself ? MPI_UNDEFINED : 0, rank, &senders), "MPI_Comm_split"))) goto done;
     /* the other ranks make room for the bytes */
@@ -246,7 +246,8 @@ GPT2_API gpt2_status gpt2_mpi_load(MPI_Comm comm, gpt2_model **model, const char
             cfg_text = (char *)gpt2__alloc(cfg_len + 1);
             if (!itself) st_data = (unsigned char *)gpt2__alloc(st_len);
             if (!cfg_text || !st_data)
-                st = gpt2__fail(GPT2_ERR_OOM, "cannot allocate %zu MB for the model broadcast from rank 0", (cfg_len + st_len) >> 20);
+                st = gpt2__fail(GPT2_ERR_OOM, "cannot allocate %zu MB for the model broadcast from rank 0",
+                                (cfg_len + (itself ? 0 : st_len)) >> 20);
         }
     }
     if ((st = gpt2__mpi_agree(comm, st))) goto done;
