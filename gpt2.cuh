@@ -475,7 +475,8 @@ static int gpt2__json_member(gpt2__json *j, int *first, char *key, size_t cap, s
 #define GPT2__HD
 #endif
 
-/* One transformer block's weights, float32 on the host as loaded. GPT-2's Conv1D stores [in][out]. */
+/* One transformer block's weights, float32 on the host (the CPU backend's; NULL under the CUDA backend, which keeps
+   its weights on the GPU only). GPT-2's Conv1D stores [in][out]. */
 typedef struct gpt2__layer {
     float *ln1_w, *ln1_b;            /* [C] */
     float *qkv_w, *qkv_b;            /* [C][3C], [3C]: q | k | v along the output */
@@ -513,7 +514,7 @@ struct gpt2_model {
     int spec;                        /* gpt2_generate: most draft tokens a request verifies in a step (GPT2_SPEC_TOKENS;
                                         tests and bench change it) */
     long long spec_rows, spec_kept;  /* draft rows fed, and those whose token stood (counted since load) */
-    gpt2__weights w;                 /* host weights (the CUDA backend may release them after upload) */
+    gpt2__weights w;                 /* host weights (CPU backend; the CUDA backend keeps its weights on the GPU only) */
     gpt2__cpu cpu;
     void *cuda;                      /* gpt2__cuda_state *, owned by the CUDA backend */
 };
@@ -615,17 +616,37 @@ static gpt2_status gpt2__parse_config(const char *text, size_t len, const char *
     return GPT2_OK;
 }
 
-/* Where each expected tensor goes: name (without the optional "transformer." prefix), shape, destination. */
-typedef struct gpt2__slot { char name[48]; int ndim; size_t shape[2]; float *dst; int found; } gpt2__slot;
+/* Each expected tensor: name (without the optional "transformer." prefix), shape, where its bytes lie in the
+   file and in which dtype ('F' F32, 'H' F16, 'B' BF16), and its float32 destination on the host (CPU backend
+   only: the CUDA backend uploads the file's bytes as they are and converts them on the GPU). */
+typedef struct gpt2__slot {
+    char name[48];
+    int ndim;
+    size_t shape[2];
+    float *dst;
+    const unsigned char *src;
+    char dtype;
+    int found;
+} gpt2__slot;
+
+/* The slots' order: wte, wpe, then each layer's twelve tensors in this order, then ln_f's weight and bias. */
+enum { GPT2__T_LN1_W, GPT2__T_LN1_B, GPT2__T_QKV_W, GPT2__T_QKV_B, GPT2__T_PROJ_W, GPT2__T_PROJ_B, GPT2__T_LN2_W,
+       GPT2__T_LN2_B, GPT2__T_FC_W, GPT2__T_FC_B, GPT2__T_FCP_W, GPT2__T_FCP_B, GPT2__T_PER_LAYER };
+#define GPT2__SLOT_WTE 0
+#define GPT2__SLOT_WPE 1
+#define GPT2__SLOT_LAYER(l, t) (2 + (size_t)(l) * GPT2__T_PER_LAYER + (t))
+#define GPT2__SLOT_LNF(L) GPT2__SLOT_LAYER(L, 0)
 
 static void gpt2__slot_set(gpt2__slot *s, const char *name, int ndim, size_t d0, size_t d1, float *dst) {
     snprintf(s->name, sizeof s->name, "%s", name);
-    s->ndim = ndim; s->shape[0] = d0; s->shape[1] = d1; s->dst = dst; s->found = 0;
+    s->ndim = ndim; s->shape[0] = d0; s->shape[1] = d1; s->dst = dst; s->src = NULL; s->dtype = 0; s->found = 0;
 }
 
-/* Lays out every weight in one arena and lists the tensors a checkpoint must provide. A file of
-   file_len bytes must hold at least 2 bytes per parameter: checked before anything is allocated. */
-static gpt2_status gpt2__weights_layout(gpt2_model *m, size_t file_len, const char *file, gpt2__slot **slots_out, int *n_slots) {
+/* Lists the tensors a checkpoint must provide and, when host is set (the CPU backend), lays out their float32
+   copies in one arena. A file of file_len bytes must hold at least 2 bytes per parameter: checked before
+   anything is allocated. */
+static gpt2_status gpt2__weights_layout(gpt2_model *m, size_t file_len, const char *file, int host, gpt2__slot **slots_out,
+                                        int *n_slots) {
     size_t L = (size_t)m->cfg.n_layer, C = (size_t)m->cfg.n_embd, V = (size_t)m->cfg.n_vocab;
     size_t P = (size_t)m->cfg.n_ctx, F = (size_t)m->n_inner;
     /* all factors are bounded by the config checks, so these products fit in 64 bits */
@@ -635,31 +656,35 @@ static gpt2_status gpt2__weights_layout(gpt2_model *m, size_t file_len, const ch
         return gpt2__fail(GPT2_ERR_FORMAT, "%s: the config describes %zu parameters (at least %zu bytes), the file has %zu bytes",
                           file, total, 2 * total, file_len);
     gpt2__weights *w = &m->w;
-    w->arena = (float *)gpt2__alloc(total * sizeof(float));
+    w->arena = host ? (float *)gpt2__alloc(total * sizeof(float)) : NULL;
     w->layers = (gpt2__layer *)gpt2__zalloc(L * sizeof(gpt2__layer));
-    gpt2__slot *s = (gpt2__slot *)gpt2__zalloc((L * 12 + 4) * sizeof(gpt2__slot));
-    if (!w->arena || !w->layers || !s) {
+    gpt2__slot *s = (gpt2__slot *)gpt2__zalloc((L * GPT2__T_PER_LAYER + 4) * sizeof(gpt2__slot));
+    if ((host && !w->arena) || !w->layers || !s) {
         GPT2_FREE(s);
-        return gpt2__fail(GPT2_ERR_OOM, "cannot allocate %zu MB for the weights", total * 4 >> 20);
+        return gpt2__fail(GPT2_ERR_OOM, "cannot allocate %zu MB for the weights", (host ? total * 4 : 0) >> 20);
     }
-    w->n_floats = total;
-    float *p = w->arena;
+    w->n_floats = host ? total : 0;
+    size_t at = 0;
     int n = 0;
     char name[48];
-#define GPT2__TAKE(field, nm, nd, d0, d1) \
-    do { field = p; gpt2__slot_set(&s[n++], nm, nd, d0, d1, p); p += (size_t)(d0) * (size_t)(d1); } while (0)
+#define GPT2__TAKE(field, nm, nd, d0, d1)                                   \
+    do {                                                                   \
+        field = host ? w->arena + at : NULL;                               \
+        gpt2__slot_set(&s[n++], nm, nd, d0, d1, field);                    \
+        at += (size_t)(d0) * (size_t)(d1);                                 \
+    } while (0)
     GPT2__TAKE(w->wte, "wte.weight", 2, V, C);
     GPT2__TAKE(w->wpe, "wpe.weight", 2, P, C);
     for (size_t l = 0; l < L; l++) {
         gpt2__layer *y = &w->layers[l];
-        struct { float **f; const char *suffix; int nd; size_t d0, d1; } t[12] = {
+        struct { float **f; const char *suffix; int nd; size_t d0, d1; } t[GPT2__T_PER_LAYER] = { /* the enum's order */
             {&y->ln1_w, "ln_1.weight", 1, C, 1}, {&y->ln1_b, "ln_1.bias", 1, C, 1},
             {&y->qkv_w, "attn.c_attn.weight", 2, C, 3 * C}, {&y->qkv_b, "attn.c_attn.bias", 1, 3 * C, 1},
             {&y->attn_proj_w, "attn.c_proj.weight", 2, C, C}, {&y->attn_proj_b, "attn.c_proj.bias", 1, C, 1},
             {&y->ln2_w, "ln_2.weight", 1, C, 1}, {&y->ln2_b, "ln_2.bias", 1, C, 1},
             {&y->fc_w, "mlp.c_fc.weight", 2, C, F}, {&y->fc_b, "mlp.c_fc.bias", 1, F, 1},
             {&y->fc_proj_w, "mlp.c_proj.weight", 2, F, C}, {&y->fc_proj_b, "mlp.c_proj.bias", 1, C, 1}};
-        for (int i = 0; i < 12; i++) {
+        for (int i = 0; i < GPT2__T_PER_LAYER; i++) {
             snprintf(name, sizeof name, "h.%zu.%s", l, t[i].suffix);
             GPT2__TAKE(*t[i].f, name, t[i].nd, t[i].d0, t[i].d1);
         }
@@ -683,8 +708,8 @@ static int gpt2__ignored_tensor(const char *name) {
     return !strcmp(p, ".attn.bias") || !strcmp(p, ".attn.masked_bias");
 }
 
-/* Parses a safetensors image (8-byte little-endian header length, JSON header, data) and converts
-   every expected tensor to float32 into its slot. Every offset and size is checked against the file. */
+/* Parses a safetensors image (8-byte little-endian header length, JSON header, data) and finds every expected
+   tensor's bytes and dtype for its slot. Every offset and size is checked against the file. */
 static gpt2_status gpt2__read_safetensors(const unsigned char *data, size_t len, const char *file,
                                           gpt2__slot *slots, int n_slots) {
     if (len < 8) return gpt2__fail(GPT2_ERR_FORMAT, "%s: file is %zu bytes, too short for a safetensors header", file, len);
@@ -779,22 +804,29 @@ static gpt2_status gpt2__read_safetensors(const unsigned char *data, size_t len,
         if ((size_t)(off[1] - off[0]) != bytes)
             return gpt2__fail(GPT2_ERR_FORMAT, "%s: tensor \"%s\" holds %.0f bytes, expected %zu for its shape and dtype",
                               file, name, off[1] - off[0], bytes);
-        const unsigned char *src = body + (size_t)off[0];
-        float *dst = s->dst;
-        if (esize == 4) memcpy(dst, src, bytes); /* little-endian hosts only, as the format itself */
-        else {
-            int bf = dtype[0] == 'B';
-            for (size_t i = 0; i < count; i++) {
-                uint16_t h = (uint16_t)(src[2 * i] | (src[2 * i + 1] << 8));
-                dst[i] = bf ? gpt2__bf16_to_f32(h) : gpt2__f16_to_f32(h);
-            }
-        }
+        s->src = body + (size_t)off[0];
+        s->dtype = esize == 4 ? 'F' : dtype[0] == 'B' ? 'B' : 'H';
         s->found = 1;
     }
     if (r < 0) return GPT2_ERR_FORMAT;
     for (int i = 0; i < n_slots; i++)
         if (!slots[i].found) return gpt2__fail(GPT2_ERR_FORMAT, "%s: tensor \"%s\" is missing", file, slots[i].name);
     return GPT2_OK;
+}
+
+/* The CPU backend's weights: every slot's tensor converted to float32 into its place in the arena. */
+static void gpt2__slots_to_host(const gpt2__slot *slots, int n_slots) {
+    for (int k = 0; k < n_slots; k++) {
+        const gpt2__slot *s = &slots[k];
+        size_t count = s->shape[0] * s->shape[1];
+        const unsigned char *src = s->src;
+        if (s->dtype == 'F') memcpy(s->dst, src, count * 4); /* little-endian hosts only, as the format itself */
+        else
+            for (size_t i = 0; i < count; i++) {
+                uint16_t h = (uint16_t)(src[2 * i] | (src[2 * i + 1] << 8));
+                s->dst[i] = s->dtype == 'B' ? gpt2__bf16_to_f32(h) : gpt2__f16_to_f32(h);
+            }
+    }
 }
 
 /* ---------------------------------------------------------------- tokenizer: GPT-2 byte-level BPE */
@@ -2190,14 +2222,15 @@ static __device__ float gpt2__block_sum(float v, float *sh) {
 
 /* ---------------------------------------------------------------- CUDA backend: kernels */
 
-/* Weight upload: dst (T) = src (fp32), transposed from [rows][cols] to [cols][rows] when transpose is set
-   (GPT-2's Conv1D [in][out] becomes [out][in]). Grid-stride over rows*cols elements. */
-template <typename T>
-__global__ void gpt2__convert_kernel(T *dst, const float *src, size_t rows, size_t cols, int transpose) {
+/* Weight upload: dst (T) = src (S, the checkpoint's dtype as uploaded), through float32 (exact from F16 and BF16),
+   so the bits are those of the CPU backend's float32 copy rounded to T; transposed from [rows][cols] to
+   [cols][rows] when transpose is set (GPT-2's Conv1D [in][out] becomes [out][in]). Grid-stride over rows*cols. */
+template <typename T, typename S>
+__global__ void gpt2__convert_kernel(T *dst, const S *src, size_t rows, size_t cols, int transpose) {
     size_t n = rows * cols;
     for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
         size_t s = transpose ? (i % rows) * cols + i / rows : i;
-        gpt2__put(dst + i, src[s]);
+        gpt2__put(dst + i, gpt2__f(src[s]));
     }
 }
 
@@ -5715,24 +5748,35 @@ static void gpt2__cuda_free(gpt2_model *m) {
     m->cuda = NULL;
 }
 
-/* Weights: each tensor converted (and transposed when a matrix) on the GPU from an fp32 staging copy. */
-static gpt2_status gpt2__cuda_upload(gpt2_model *m, gpt2__cuda_state *S, void *dst, const float *src, size_t rows,
-                                     size_t cols, int transpose, int keep_f32, float *staging) {
-    GPT2__CU(cudaMemcpyAsync(staging, src, rows * cols * sizeof(float), cudaMemcpyHostToDevice, S->stream));
-    size_t n = rows * cols;
-    int blocks = (int)((n + 255) / 256 < 4096 ? (n + 255) / 256 : 4096);
-    if (keep_f32 || m->dtype == GPT2_DTYPE_F32)
-        gpt2__convert_kernel<float><<<blocks, 256, 0, S->stream>>>((float *)dst, staging, rows, cols, transpose);
-    else if (m->dtype == GPT2_DTYPE_F16)
-        gpt2__convert_kernel<__half><<<blocks, 256, 0, S->stream>>>((__half *)dst, staging, rows, cols, transpose);
+/* Weights: each tensor's bytes go up as the checkpoint holds them (F32, F16 or BF16) into a staging buffer, and a
+   kernel converts them to the model's dtype (fp32 when keep_f32: the layer norms' parameters), transposing the
+   matrices. The stream orders each copy after the conversion before it, so nothing waits here. */
+template <typename T>
+static void gpt2__convert_launch(void *dst, const void *staging, char dtype, size_t rows, size_t cols, int transpose,
+                                 int blocks, cudaStream_t stream) {
+    if (dtype == 'F')
+        gpt2__convert_kernel<T, float><<<blocks, 256, 0, stream>>>((T *)dst, (const float *)staging, rows, cols, transpose);
+    else if (dtype == 'H')
+        gpt2__convert_kernel<T, __half><<<blocks, 256, 0, stream>>>((T *)dst, (const __half *)staging, rows, cols, transpose);
     else
-        gpt2__convert_kernel<__nv_bfloat16><<<blocks, 256, 0, S->stream>>>((__nv_bfloat16 *)dst, staging, rows, cols, transpose);
+        gpt2__convert_kernel<T, __nv_bfloat16><<<blocks, 256, 0, stream>>>((T *)dst, (const __nv_bfloat16 *)staging, rows, cols,
+                                                                           transpose);
+}
+
+static gpt2_status gpt2__cuda_upload(gpt2_model *m, gpt2__cuda_state *S, void *dst, const gpt2__slot *src, int transpose,
+                                     int keep_f32, void *staging) {
+    size_t rows = src->ndim == 2 ? src->shape[0] : 1, cols = src->ndim == 2 ? src->shape[1] : src->shape[0];
+    size_t n = rows * cols;
+    GPT2__CU(cudaMemcpyAsync(staging, src->src, n * (src->dtype == 'F' ? 4 : 2), cudaMemcpyHostToDevice, S->stream));
+    int blocks = (int)((n + 255) / 256 < 4096 ? (n + 255) / 256 : 4096);
+    if (keep_f32 || m->dtype == GPT2_DTYPE_F32) gpt2__convert_launch<float>(dst, staging, src->dtype, rows, cols, transpose, blocks, S->stream);
+    else if (m->dtype == GPT2_DTYPE_F16) gpt2__convert_launch<__half>(dst, staging, src->dtype, rows, cols, transpose, blocks, S->stream);
+    else gpt2__convert_launch<__nv_bfloat16>(dst, staging, src->dtype, rows, cols, transpose, blocks, S->stream);
     GPT2__LAUNCHED();
-    GPT2__CU(cudaStreamSynchronize(S->stream));
     return GPT2_OK;
 }
 
-static gpt2_status gpt2__cuda_init_state(gpt2_model *m, gpt2__cuda_state *S) {
+static gpt2_status gpt2__cuda_init_state(gpt2_model *m, gpt2__cuda_state *S, const gpt2__slot *slots) {
     const gpt2_config *cf = &m->cfg;
     const size_t C = (size_t)cf->n_embd, V = (size_t)cf->n_vocab, P = (size_t)cf->n_ctx, F = (size_t)m->n_inner;
     const size_t L = (size_t)cf->n_layer, H = (size_t)cf->n_head;
@@ -5849,45 +5893,44 @@ static gpt2_status gpt2__cuda_init_state(gpt2_model *m, gpt2__cuda_state *S) {
     cudaGetLastError();
     for (int i = 0; i < 2; i++) GPT2__CU(cudaEventCreateWithFlags(&S->fly_done[i], cudaEventDisableTiming));
     S->feed_n = -1;
-    /* weights: lay out, then upload through one fp32 staging buffer as large as the largest tensor */
+    /* weights: lay out, then upload through one staging buffer as large as the largest tensor in float32 */
     S->layers = (gpt2__cuda_layer *)gpt2__zalloc(L * sizeof(gpt2__cuda_layer));
     if (!S->layers) return gpt2__fail(GPT2_ERR_OOM, "cannot allocate the CUDA layer table");
     size_t biggest = V * C > P * C ? V * C : P * C;
     if (C * 3 * C > biggest) biggest = C * 3 * C;
     if (C * F > biggest) biggest = C * F;
-    float *staging = NULL;
+    void *staging = NULL;
     GPT2__CU(cudaMalloc(&staging, biggest * sizeof(float)));
     char *w = (char *)S->warena;
-    const gpt2__weights *hw = &m->w;
     gpt2_status st = GPT2_OK;
 #define GPT2__PLACE(ptr, count, bytes_per) do { ptr = (decltype(ptr))w; w += gpt2__align256((count) * (bytes_per)); } while (0)
-#define GPT2__UP(dst, src, rows, cols, tr, f32) \
-    do { if (!st) st = gpt2__cuda_upload(m, S, dst, src, rows, cols, tr, f32, staging); } while (0)
+#define GPT2__UP(dst, slot, tr, f32) do { if (!st) st = gpt2__cuda_upload(m, S, dst, &slots[slot], tr, f32, staging); } while (0)
     GPT2__PLACE(S->wte, (size_t)S->ldv * C, es);
     if (!st && cudaMemsetAsync(S->wte, 0, (size_t)S->ldv * C * es, S->stream) != cudaSuccess)
         st = gpt2__fail(GPT2_ERR_DEVICE, "%s:%d: clearing wte failed", __FILE__, __LINE__);
-    GPT2__UP(S->wte, hw->wte, V, C, 0, 0);
-    GPT2__PLACE(S->wpe, P * C, es); GPT2__UP(S->wpe, hw->wpe, P, C, 0, 0);
-    GPT2__PLACE(S->lnf_w, C, 4); GPT2__UP(S->lnf_w, hw->lnf_w, 1, C, 0, 1);
-    GPT2__PLACE(S->lnf_b, C, 4); GPT2__UP(S->lnf_b, hw->lnf_b, 1, C, 0, 1);
+    GPT2__UP(S->wte, GPT2__SLOT_WTE, 0, 0);
+    GPT2__PLACE(S->wpe, P * C, es); GPT2__UP(S->wpe, GPT2__SLOT_WPE, 0, 0);
+    GPT2__PLACE(S->lnf_w, C, 4); GPT2__UP(S->lnf_w, GPT2__SLOT_LNF(L), 0, 1);
+    GPT2__PLACE(S->lnf_b, C, 4); GPT2__UP(S->lnf_b, GPT2__SLOT_LNF(L) + 1, 0, 1);
     for (size_t l = 0; l < L; l++) {
         gpt2__cuda_layer *y = &S->layers[l];
-        const gpt2__layer *x = &hw->layers[l];
-        GPT2__PLACE(y->qkv_w, C * 3 * C, es); GPT2__UP(y->qkv_w, x->qkv_w, C, 3 * C, 1, 0);
-        GPT2__PLACE(y->qkv_b, 3 * C, es); GPT2__UP(y->qkv_b, x->qkv_b, 1, 3 * C, 0, 0);
-        GPT2__PLACE(y->proj_w, C * C, es); GPT2__UP(y->proj_w, x->attn_proj_w, C, C, 1, 0);
-        GPT2__PLACE(y->proj_b, C, es); GPT2__UP(y->proj_b, x->attn_proj_b, 1, C, 0, 0);
-        GPT2__PLACE(y->fc_w, C * F, es); GPT2__UP(y->fc_w, x->fc_w, C, F, 1, 0);
-        GPT2__PLACE(y->fc_b, F, es); GPT2__UP(y->fc_b, x->fc_b, 1, F, 0, 0);
-        GPT2__PLACE(y->fcp_w, F * C, es); GPT2__UP(y->fcp_w, x->fc_proj_w, F, C, 1, 0);
-        GPT2__PLACE(y->fcp_b, C, es); GPT2__UP(y->fcp_b, x->fc_proj_b, 1, C, 0, 0);
-        GPT2__PLACE(y->ln1_w, C, 4); GPT2__UP(y->ln1_w, x->ln1_w, 1, C, 0, 1);
-        GPT2__PLACE(y->ln1_b, C, 4); GPT2__UP(y->ln1_b, x->ln1_b, 1, C, 0, 1);
-        GPT2__PLACE(y->ln2_w, C, 4); GPT2__UP(y->ln2_w, x->ln2_w, 1, C, 0, 1);
-        GPT2__PLACE(y->ln2_b, C, 4); GPT2__UP(y->ln2_b, x->ln2_b, 1, C, 0, 1);
+        GPT2__PLACE(y->qkv_w, C * 3 * C, es); GPT2__UP(y->qkv_w, GPT2__SLOT_LAYER(l, GPT2__T_QKV_W), 1, 0);
+        GPT2__PLACE(y->qkv_b, 3 * C, es); GPT2__UP(y->qkv_b, GPT2__SLOT_LAYER(l, GPT2__T_QKV_B), 0, 0);
+        GPT2__PLACE(y->proj_w, C * C, es); GPT2__UP(y->proj_w, GPT2__SLOT_LAYER(l, GPT2__T_PROJ_W), 1, 0);
+        GPT2__PLACE(y->proj_b, C, es); GPT2__UP(y->proj_b, GPT2__SLOT_LAYER(l, GPT2__T_PROJ_B), 0, 0);
+        GPT2__PLACE(y->fc_w, C * F, es); GPT2__UP(y->fc_w, GPT2__SLOT_LAYER(l, GPT2__T_FC_W), 1, 0);
+        GPT2__PLACE(y->fc_b, F, es); GPT2__UP(y->fc_b, GPT2__SLOT_LAYER(l, GPT2__T_FC_B), 0, 0);
+        GPT2__PLACE(y->fcp_w, F * C, es); GPT2__UP(y->fcp_w, GPT2__SLOT_LAYER(l, GPT2__T_FCP_W), 1, 0);
+        GPT2__PLACE(y->fcp_b, C, es); GPT2__UP(y->fcp_b, GPT2__SLOT_LAYER(l, GPT2__T_FCP_B), 0, 0);
+        GPT2__PLACE(y->ln1_w, C, 4); GPT2__UP(y->ln1_w, GPT2__SLOT_LAYER(l, GPT2__T_LN1_W), 0, 1);
+        GPT2__PLACE(y->ln1_b, C, 4); GPT2__UP(y->ln1_b, GPT2__SLOT_LAYER(l, GPT2__T_LN1_B), 0, 1);
+        GPT2__PLACE(y->ln2_w, C, 4); GPT2__UP(y->ln2_w, GPT2__SLOT_LAYER(l, GPT2__T_LN2_W), 0, 1);
+        GPT2__PLACE(y->ln2_b, C, 4); GPT2__UP(y->ln2_b, GPT2__SLOT_LAYER(l, GPT2__T_LN2_B), 0, 1);
     }
 #undef GPT2__PLACE
 #undef GPT2__UP
+    if (!st && cudaStreamSynchronize(S->stream) != cudaSuccess)
+        st = gpt2__fail(GPT2_ERR_DEVICE, "%s:%d: uploading the weights failed: %s", __FILE__, __LINE__, cudaGetErrorString(cudaGetLastError()));
     cudaFree(staging);
     if (st) return st;
     GPT2__CU(cudaGetLastError());
@@ -5910,11 +5953,11 @@ static gpt2_status gpt2__cuda_init_state(gpt2_model *m, gpt2__cuda_state *S) {
     return gpt2__skinny_check<float>(m, S);
 }
 
-static gpt2_status gpt2__cuda_init(gpt2_model *m) {
+static gpt2_status gpt2__cuda_init(gpt2_model *m, const gpt2__slot *slots) {
     gpt2__cuda_state *S = (gpt2__cuda_state *)gpt2__zalloc(sizeof *S);
     if (!S) return gpt2__fail(GPT2_ERR_OOM, "cannot allocate the CUDA backend state");
     m->cuda = S;
-    gpt2_status st = gpt2__cuda_init_state(m, S);
+    gpt2_status st = gpt2__cuda_init_state(m, S, slots);
     if (st) {
         /* keep the message: freeing may touch the CUDA error state but not gpt2__error */
         gpt2__cuda_free(m);
@@ -6165,19 +6208,21 @@ static gpt2_status gpt2__load_memory(gpt2_model **out, const char *cfg_text, siz
     }
     gpt2__slot *slots = NULL;
     int n_slots = 0;
-    st = gpt2__weights_layout(m, st_len, st_name, &slots, &n_slots);
-    if (st) { gpt2_free(m); return st; }
+    const int host = m->backend == GPT2_BACKEND_CPU;
+    st = gpt2__weights_layout(m, st_len, st_name, host, &slots, &n_slots);
+    if (st) { GPT2_FREE(slots); gpt2_free(m); return st; }
     st = gpt2__read_safetensors(st_data, st_len, st_name, slots, n_slots);
-    GPT2_FREE(slots);
-    if (st) { gpt2_free(m); return st; }
+    if (st) { GPT2_FREE(slots); gpt2_free(m); return st; }
     m->max_batch = opt.max_batch;
-    if (m->backend == GPT2_BACKEND_CPU) {
+    if (host) {
+        gpt2__slots_to_host(slots, n_slots);
         if (!m->max_batch) m->max_batch = gpt2__cpu_default_batch(m);
         st = gpt2__cpu_init(m);
     }
 #if GPT2__CUDA
-    else st = gpt2__cuda_init(m); /* chooses max_batch when 0 */
+    else st = gpt2__cuda_init(m, slots); /* uploads the file's bytes; chooses max_batch when 0 */
 #endif
+    GPT2_FREE(slots);
     if (st) { gpt2_free(m); return st; }
     *out = m;
     return GPT2_OK;

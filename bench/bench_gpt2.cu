@@ -173,8 +173,7 @@ static gpt2_model *random_model(const char *size, gpt2_dtype dt, int max_batch, 
     m->max_batch = max_batch; m->max_seq = max_seq; m->prefill_tokens = prefill_tokens;
     gpt2__slot *slots = NULL;
     int n_slots = 0;
-    CHECK(gpt2__weights_layout(m, (size_t)-1, "random weights", &slots, &n_slots) == GPT2_OK);
-    free(slots);
+    CHECK(gpt2__weights_layout(m, (size_t)-1, "random weights", 1, &slots, &n_slots) == GPT2_OK);
     uint64_t x = 88172645463325252ull;
     for (size_t i = 0; i < m->w.n_floats; i++) {
         x ^= x << 13; x ^= x >> 7; x ^= x << 17;
@@ -183,7 +182,12 @@ static gpt2_model *random_model(const char *size, gpt2_dtype dt, int max_batch, 
     for (int l = 0; l < L; l++)
         for (int i = 0; i < C; i++) { m->w.layers[l].ln1_w[i] = 1.0f; m->w.layers[l].ln2_w[i] = 1.0f; }
     for (int i = 0; i < C; i++) m->w.lnf_w[i] = 1.0f;
-    if (gpt2__cuda_init(m) != GPT2_OK) { /* e.g. F32 774M at batch 1024 needs more than 80 GB: said, and skipped */
+    for (int i = 0; i < n_slots; i++) { slots[i].src = (const unsigned char *)slots[i].dst; slots[i].dtype = 'F'; }
+    gpt2_status st = gpt2__cuda_init(m, slots); /* uploads the host arena as a float32 checkpoint */
+    free(slots);
+    free(m->w.arena); /* the host copy is the checkpoint's part: a CUDA model keeps none (params_of reads n_floats) */
+    m->w.arena = NULL;
+    if (st != GPT2_OK) { /* e.g. F32 774M at batch 1024 needs more than 80 GB: said, and skipped */
         printf("%-6s skipped (batch %d, %d tokens): %s\n", size, max_batch, max_seq, gpt2_last_error());
         gpt2_free(m);
         return NULL;
