@@ -814,18 +814,24 @@ static gpt2_status gpt2__read_safetensors(const unsigned char *data, size_t len,
     return GPT2_OK;
 }
 
-/* The CPU backend's weights: every slot's tensor converted to float32 into its place in the arena. */
+/* The CPU backend's weights: every slot's tensor converted to float32 into its place in the arena, in parallel
+   (the threads also take the arena's first page faults). */
 static void gpt2__slots_to_host(const gpt2__slot *slots, int n_slots) {
     for (int k = 0; k < n_slots; k++) {
         const gpt2__slot *s = &slots[k];
-        size_t count = s->shape[0] * s->shape[1];
+        const long long count = (long long)(s->shape[0] * s->shape[1]);
         const unsigned char *src = s->src;
-        if (s->dtype == 'F') memcpy(s->dst, src, count * 4); /* little-endian hosts only, as the format itself */
-        else
-            for (size_t i = 0; i < count; i++) {
-                uint16_t h = (uint16_t)(src[2 * i] | (src[2 * i + 1] << 8));
-                s->dst[i] = s->dtype == 'B' ? gpt2__bf16_to_f32(h) : gpt2__f16_to_f32(h);
+        float *dst = s->dst;
+        const char dt = s->dtype;
+        GPT2__OMP(omp parallel for schedule(static) if (count > 100000))
+        for (long long i = 0; i < count; i++) {
+            const unsigned char *b = src + (size_t)i * (dt == 'F' ? 4 : 2); /* little-endian, as the format itself */
+            if (dt == 'F') memcpy(dst + i, b, 4);
+            else {
+                uint16_t h = (uint16_t)(b[0] | (b[1] << 8));
+                dst[i] = dt == 'B' ? gpt2__bf16_to_f32(h) : gpt2__f16_to_f32(h);
             }
+        }
     }
 }
 
