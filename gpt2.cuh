@@ -39,6 +39,8 @@
 
    Models: a Hugging Face GPT-2 directory as published (config.json + model.safetensors;
    gpt2, gpt2-medium, gpt2-large, gpt2-xl, distilgpt2), F32/F16/BF16 tensors, either key layout.
+   The file is mapped while gpt2_load runs; the CUDA backend uploads its bytes and keeps the weights on the GPU
+   only, the CPU backend converts them into a float32 copy it keeps.
    Tokenizer: vocab.json + merges.txt (or encoder.json + vocab.bpe), byte-exact with tiktoken.
 
    Example (error handling shortened):
