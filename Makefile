@@ -124,6 +124,9 @@ bench/logits_hash: bench/logits_hash.cu $(HEADERS)
 bench/attn_decode: bench/attn_decode.cu $(HEADERS)
 	$(BUILD) bench/attn_decode.cu -o $@ $(LIBS)
 
+bench/mma_swap: bench/mma_swap.cu $(HEADERS)
+	$(BUILD) bench/mma_swap.cu -o $@ $(LIBS)
+
 bench/load_time: bench/load_time.cu $(HEADERS)
 	$(BUILD) bench/load_time.cu -o $@ $(LIBS)
 
