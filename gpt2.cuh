@@ -5796,13 +5796,25 @@ static int gpt2__resident(const void *p, size_t n) {
     return 1;
 }
 
-/* Copies n bytes, on the OpenMP threads in 1 MB pieces when the source is all in memory. A mapped file's pages
-   that are not yet read come in one thread's order instead: faulting them from several threads at once defeated
-   the kernel's read-ahead (a 1558M load from a file out of the page cache 2.3–2.9 → 2.8–3.4 s, RESULTS item 161). */
+/* Copies n bytes, on up to GPT2__UP_THREADS OpenMP threads in 1 MB pieces when the source is all in memory. A
+   mapped file's pages that are not yet read come in one thread's order instead: faulting them from several threads
+   at once defeated the kernel's read-ahead (a 1558M load from a file out of the page cache 2.3–2.9 → 2.8–3.4 s).
+   More threads than 8 gain little, and with all of a host's cores in each of two MPI ranks there, the ranks' idle
+   threads spinning between chunks made a 2-rank load 0.9 → 2.5 s (RESULTS item 161). */
+#ifndef GPT2__UP_THREADS
+#define GPT2__UP_THREADS 8
+#endif
+static inline int gpt2__up_threads(void) {
+#ifdef _OPENMP
+    return omp_get_max_threads() < GPT2__UP_THREADS ? omp_get_max_threads() : GPT2__UP_THREADS;
+#else
+    return 1;
+#endif
+}
 static void gpt2__par_copy(void *dst, const void *src, size_t n) {
     const size_t piece = (size_t)1 << 20;
     const long long np = (long long)((n + piece - 1) / piece);
-    GPT2__OMP(omp parallel for schedule(static) if (np > 1 && gpt2__resident(src, n)))
+    GPT2__OMP(omp parallel for schedule(static) num_threads(gpt2__up_threads()) if (np > 1 && gpt2__resident(src, n)))
     for (long long i = 0; i < np; i++) {
         size_t o = (size_t)i * piece, k = n - o < piece ? n - o : piece;
         memcpy((char *)dst + o, (const char *)src + o, k);
