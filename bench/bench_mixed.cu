@@ -7,8 +7,9 @@
    over all N with SLOTS KV slots, a finished request's slot taking the next waiting one at once.
    Static: the same requests in consecutive groups of SLOTS, one gpt2_generate per group, so each
    group runs until its longest request ends. Both on the same model; prints generated tokens/s of
-   each, the ratio, and whether every request's tokens agree between the two. --no-hold: an idle engine's requests
-   decode as their prompts end (gpt2_generate's rule before RESULTS.md item 75), for comparison. */
+   each, the ratio, whether every request's tokens agree between the two, and a hash of the tokens (to compare
+   builds). --no-hold: an idle engine's requests decode as their prompts end (gpt2_generate's rule before RESULTS.md
+   item 75), for comparison. */
 #define GPT2_IMPLEMENTATION
 #include "gpt2.cuh"
 
@@ -78,6 +79,10 @@ int main(int argc, char **argv) {
     printf("continuous %9.0f generated tokens/s (%.2f s)\n", gen_tokens / t_cont, t_cont);
     printf("static     %9.0f generated tokens/s (%.2f s)\n", gen_tokens / t_static, t_static);
     printf("continuous / static = %.2fx; requests whose tokens differ between the two: %d of %d\n", t_static / t_cont, differ, N);
+    unsigned long long h = 1469598103934665603ull; /* FNV-1a over every request's tokens, to compare builds */
+    for (int i = 0; i < N; i++)
+        for (int t = 0; t < r[0][i].n_out; t++) { h ^= (unsigned)r[0][i].out[t]; h *= 1099511628211ull; }
+    printf("tokens hash %016llx\n", h);
     gpt2_free(m);
     free(prompts); free(outs[0]); free(outs[1]); free(r[0]); free(r[1]);
     return 0;
