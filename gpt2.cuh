@@ -29,10 +29,6 @@
        GPT2_SPLIT_MIN_K       CUDA: decode rows of the two linear layers that feed the residual (attention
                               projection, MLP projection) split K into up to 4 fixed pieces of at least this
                               many (default 384; a large value turns the split off)
-       GPT2_LOGIT_SLICE       CUDA: a step of more than 16 sequences, every one greedy, computes its logits in
-                              slices of this many vocabulary columns into one reused buffer, each slice
-                              reduced to its rows' largest logit while it is in L2, instead of writing and
-                              reading every row's fp32 logits (the same ids; default 8192; 0: off)
        GPT2_SPEC_TOKENS       gpt2_generate: most draft tokens (prompt lookup) a decoding request verifies in one
                               step, beside its last token (default 8; 0: no speculation). The output is the same
                               token for token either way; only the tokens a step yields change
@@ -230,9 +226,6 @@ GPT2_API int          gpt2_model_max_seq(const gpt2_model *model);
 #endif
 #ifndef GPT2_GEMM_REF_ROWS
 #define GPT2_GEMM_REF_ROWS 128 /* CUDA: decode rows compute as the cuBLASLt algorithm picked for this many rows */
-#endif
-#ifndef GPT2_LOGIT_SLICE
-#define GPT2_LOGIT_SLICE 8192 /* CUDA: vocabulary columns a slice of a many-row greedy step's logits (0: off) */
 #endif
 #ifndef GPT2_SPLIT_MIN_K
 #define GPT2_SPLIT_MIN_K 384 /* CUDA: least K per piece when decode rows of a residual-feeding layer split K */
@@ -2164,8 +2157,6 @@ static constexpr int gpt2__min_arch_of(int i, int n) {
 #endif
 
 #define GPT2__SAMPLE_THREADS 1024
-#define GPT2__LS_MAX 64       /* most slices of a row's logits (gpt2__logits_sliced) */
-#define GPT2__LS_THREADS 256  /* gpt2__slice_max_kernel's block */
 #define GPT2__PAGE 4096            /* candidates the sampler sorts at once in shared memory */
 #define GPT2__ARGMAX_LD 4          /* 16-byte loads per thread in flight in the sampler's argmax */
 #define GPT2__MAX_GRAPHS 16
@@ -4215,53 +4206,6 @@ static __device__ void gpt2__page_extract(const float *p, int V, unsigned long l
         }
 }
 
-/* The greedy sampler's candidates from slice k of a step's logits (gpt2__logits_sliced): for each row r, the largest of
-   its logits s [r][0..w) (rows ld apart; the vocabulary's columns c0.., those from V on left out) and its column
-   c0 + j, the lowest j among ties, into cand [r][na] at k, as gpt2__amax's pairs ((-inf, INT_MAX) where none is greater
-   than -inf): what gpt2__sample_kernel's greedy branch finds over the same columns, so the same id.
-   Grid: one block of GPT2__LS_THREADS per row; thread t takes the 4-column groups t, t + GPT2__LS_THREADS, ... in
-   order, 8 loads in flight (a slice is read back from L2). s 16-byte aligned, ld and c0 multiples of 4. */
-__global__ void __launch_bounds__(GPT2__LS_THREADS) gpt2__slice_max_kernel(const float *s, int ld, int w, int c0, int V,
-                                                                           float2 *cand, int na, int k) {
-    __shared__ float red_v[GPT2__LS_THREADS / 32];
-    __shared__ int red_i[GPT2__LS_THREADS / 32];
-    gpt2__pdl_wait();
-    const int r = (int)blockIdx.x, tid = (int)threadIdx.x, lane = tid & 31, wi = tid >> 5, nt = GPT2__LS_THREADS;
-    const int wv = min(w, V - c0), n4 = wv > 0 ? wv >> 2 : 0;
-    const float *row = s + (size_t)r * ld;
-    const float4 *p = (const float4 *)row;
-    float bv = -INFINITY;
-    int bi = 0x7FFFFFFF;
-    for (int i0 = tid; i0 < n4; i0 += 8 * nt) {
-        float4 q[8];
-#pragma unroll
-        for (int u = 0; u < 8; u++)
-            if (i0 + u * nt < n4) q[u] = p[i0 + u * nt];
-#pragma unroll
-        for (int u = 0; u < 8; u++) {
-            if (i0 + u * nt >= n4) break;
-            const int i = 4 * (i0 + u * nt);
-            if (q[u].x > bv) { bv = q[u].x; bi = i; }
-            if (q[u].y > bv) { bv = q[u].y; bi = i + 1; }
-            if (q[u].z > bv) { bv = q[u].z; bi = i + 2; }
-            if (q[u].w > bv) { bv = q[u].w; bi = i + 3; }
-        }
-    }
-    for (int i = 4 * n4 + tid; i < wv; i += nt) if (row[i] > bv) { bv = row[i]; bi = i; }
-    for (int o = 16; o; o >>= 1) {
-        const float ov = __shfl_xor_sync(0xffffffffu, bv, o);
-        const int oi = __shfl_xor_sync(0xffffffffu, bi, o);
-        if (ov > bv || (ov == bv && oi < bi)) { bv = ov; bi = oi; }
-    }
-    if (lane == 0) { red_v[wi] = bv; red_i[wi] = bi; }
-    __syncthreads();
-    if (tid == 0) {
-        for (int i = 1; i < nt / 32; i++)
-            if (red_v[i] > bv || (red_v[i] == bv && red_i[i] < bi)) { bv = red_v[i]; bi = red_i[i]; }
-        cand[(size_t)r * na + k] = make_float2(bv, __int_as_float(bi == 0x7FFFFFFF ? bi : c0 + bi));
-    }
-}
-
 /* The sampling rule of gpt2__sample, step for step. logits: [n][ld] fp32 (a sampled row is overwritten with its
    p values); picks: [n]; next: [n] (-1 where sample is 0). Grid: one block of GPT2__SAMPLE_THREADS per row from row0.
    Exactness: z and p are computed as the CPU does (no fused multiply-add; p = exp rounded to float), and every
@@ -4437,7 +4381,6 @@ typedef struct gpt2__cuda_layer {
 /* A cuBLASLt plan for D[O][N] = W[O][I] x X[N][I]^T (+ bias, + GELU), found once per shape. */
 typedef struct gpt2__gemm {
     int O, N, I, epi, out_f32, ldd, ref, splits;
-    int o_ref;                     /* 0, or the O whose reference class this O's product runs (gpt2__gemm_run) */
     int how;                       /* 0: the reference algorithm, 1: a candidate of its class, 2: N's own (not invariant) */
     cudaDataType_t dt;
     cublasLtMatmulDesc_t desc;
@@ -4462,7 +4405,7 @@ typedef struct gpt2__cuda_meta {
     long tile_keys;          /* host value: keys the prompt tiles' sequences hold, each sequence once */
 } gpt2__cuda_meta;
 
-typedef struct gpt2__cuda_graph { int n, np, split, dup, ls; cudaGraphExec_t exec; unsigned long long used; } gpt2__cuda_graph;
+typedef struct gpt2__cuda_graph { int n, np, split, dup; cudaGraphExec_t exec; unsigned long long used; } gpt2__cuda_graph;
 
 typedef struct gpt2__cuda_state {
     int device, sms;
@@ -4518,12 +4461,6 @@ typedef struct gpt2__cuda_state {
     float2 *amax;                       /* [GPT2__SK_ROWS][ldv / 8]: the logits' argmax candidates (gpt2__amax), */
     int amax_n;                         /* ... per row, as the run launched last left them (0: none; the sampler reads
                                            the logits) */
-    int ls_cols;                        /* a many-row greedy step's logits in slices of this many columns (gpt2__logits_sliced;
-                                           0: never; gpt2__ls_check turns it off where a slice misses the full product's
-                                           bits; tests and bench_gpt2 --logit-slice change it) */
-    int ls_step;                        /* the step launched last runs them so (gpt2__cuda_launch) */
-    float2 *lcand;                      /* [logit_rows][GPT2__LS_MAX]: each row's largest logit and its column per slice */
-    char ls_miss[160];                  /* why ls_cols is 0 after gpt2__ls_check */
     int lnf_smem;                       /* shared memory a block may have on this GPU (that path's limit) */
     int lnf_fit;                        /* ... with the FIT form's ring (gpt2__lnf_stages; on by default: tests and
                                            bench_gpt2 --no-lnf-fit turn it off before the first step) */
@@ -4671,19 +4608,16 @@ static void gpt2__algo_class(const cublasLtMatmulAlgo_t *a, int cls[4]) {
    no TF32 in F32 mode). Whatever N, the arithmetic is that of the algorithm cuBLASLt picks for `ref` rows of this
    shape (see below). With splits > 1 (I a multiple of 8 * splits; no epilogue, out_f32): one batched product per
    piece of K, D [k][N][ldd] = X[:, k*I/s .. (k+1)*I/s) @ W[:, same]^T, k < s, each piece with the arithmetic above.
-   o_ref > 0: the reference is the pick for o_ref outputs (rows o_ref apart) instead of O, and no other class runs: a
-   slice of O columns of an o_ref-wide product (W and D moved to it) computes that product's bits (gpt2__logits_sliced).
-   Plans are cached by shape, N, ref, splits and o_ref. */
+   Plans are cached by shape, N, ref and splits. */
 static gpt2_status gpt2__gemm_run(gpt2__cuda_state *S, cudaDataType_t dt, void *D, const void *W, const void *X,
-                                  const void *bias, int O, int N, int I, int epi, int out_f32, int ldd, int ref, int splits,
-                                  int o_ref = 0) {
+                                  const void *bias, int O, int N, int I, int epi, int out_f32, int ldd, int ref, int splits) {
     if (ldd < O) ldd = O;
     if (splits < 1) splits = 1;
     gpt2__gemm *g = NULL;
     for (int i = 0; i < S->n_gemm && !g; i++) {
         gpt2__gemm *c = &S->gemm[i];
         if (c->O == O && c->N == N && c->I == I && c->epi == epi && c->out_f32 == out_f32 && c->dt == dt && c->ldd == ldd &&
-            c->ref == ref && c->splits == splits && c->o_ref == o_ref)
+            c->ref == ref && c->splits == splits)
             g = c;
     }
     if (!g) {
@@ -4714,27 +4648,25 @@ static gpt2_status gpt2__gemm_run(gpt2__cuda_state *S, cudaDataType_t dt, void *
            step (DESIGN.md's determinism rule: a request's tokens must not depend on its batch). The reference is
            the heuristic's pick for ref rows; for N rows the heuristic's best candidate of the same class
            (gpt2__algo_class: bit-identical results, any tile) runs, else the reference itself. */
-        const int N_REF = ref, O_REF = o_ref > 0 ? o_ref : O, ld_ref = o_ref > 0 ? o_ref : ldd;
+        const int N_REF = ref;
         cublasLtMatmulPreference_t pref;
         GPT2__LT(cublasLtMatmulPreferenceCreate(&pref));
         cublasLtMatmulHeuristicResult_t res;
         int found = 0, how = 0;
         cublasStatus_t s = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
                                                                 &S->lt_ws_size, sizeof S->lt_ws_size);
-        cublasLtMatrixLayout_t a_ref = NULL, b_ref = NULL, d_ref = NULL;
-        if (s == CUBLAS_STATUS_SUCCESS) s = cublasLtMatrixLayoutCreate(&a_ref, dt, (uint64_t)Ik, (uint64_t)O_REF, (int64_t)I);
+        cublasLtMatrixLayout_t b_ref = NULL, d_ref = NULL;
         if (s == CUBLAS_STATUS_SUCCESS) s = cublasLtMatrixLayoutCreate(&b_ref, dt, (uint64_t)Ik, (uint64_t)N_REF, (int64_t)I);
         if (s == CUBLAS_STATUS_SUCCESS)
-            s = cublasLtMatrixLayoutCreate(&d_ref, out_f32 ? CUDA_R_32F : dt, (uint64_t)O_REF, (uint64_t)N_REF, (int64_t)ld_ref);
-        if (s == CUBLAS_STATUS_SUCCESS) s = gpt2__lt_batch(a_ref, splits, Ik);
+            s = cublasLtMatrixLayoutCreate(&d_ref, out_f32 ? CUDA_R_32F : dt, (uint64_t)O, (uint64_t)N_REF, (int64_t)ldd);
         if (s == CUBLAS_STATUS_SUCCESS) s = gpt2__lt_batch(b_ref, splits, Ik);
-        if (s == CUBLAS_STATUS_SUCCESS) s = gpt2__lt_batch(d_ref, splits, (int64_t)N_REF * ld_ref);
+        if (s == CUBLAS_STATUS_SUCCESS) s = gpt2__lt_batch(d_ref, splits, (int64_t)N_REF * ldd);
         /* the reference: the heuristic's first pick for ref rows that does not split K (its workspace would grow
            with N), else its first pick */
         cublasLtMatmulHeuristicResult_t cand[8];
         int nc = 0, rc[4], cc[4];
         if (s == CUBLAS_STATUS_SUCCESS)
-            s = cublasLtMatmulAlgoGetHeuristic(S->lt, g->desc, a_ref, b_ref, d_ref, d_ref, pref, 8, cand, &nc);
+            s = cublasLtMatmulAlgoGetHeuristic(S->lt, g->desc, g->a, b_ref, d_ref, d_ref, pref, 8, cand, &nc);
         if (s == CUBLAS_STATUS_SUCCESS && nc > 0) {
             found = 1;
             res = cand[0];
@@ -4752,7 +4684,7 @@ static gpt2_status gpt2__gemm_run(gpt2__cuda_state *S, cudaDataType_t dt, void *
                 const cublasLtReductionScheme_t none = CUBLASLT_REDUCTION_SCHEME_NONE;
                 if (cublasLtMatmulAlgoConfigSetAttribute(&one.algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &k1, sizeof k1) == CUBLAS_STATUS_SUCCESS &&
                     cublasLtMatmulAlgoConfigSetAttribute(&one.algo, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME, &none, sizeof none) == CUBLAS_STATUS_SUCCESS &&
-                    cublasLtMatmulAlgoCheck(S->lt, g->desc, a_ref, b_ref, d_ref, d_ref, &one.algo, &chk1) == CUBLAS_STATUS_SUCCESS) {
+                    cublasLtMatmulAlgoCheck(S->lt, g->desc, g->a, b_ref, d_ref, d_ref, &one.algo, &chk1) == CUBLAS_STATUS_SUCCESS) {
                     one.workspaceSize = chk1.workspaceSize;
                     res = one;
                 }
@@ -4763,18 +4695,17 @@ static gpt2_status gpt2__gemm_run(gpt2__cuda_state *S, cudaDataType_t dt, void *
                                chk.workspaceSize <= S->lt_ws_size;
             /* for N rows: the heuristic's best of the reference's class, else the reference */
             found = 0;
-            if ((N != N_REF || o_ref > 0) && cublasLtMatmulAlgoGetHeuristic(S->lt, g->desc, g->a, g->b, g->d, g->d, pref, 8, cand, &nc) == CUBLAS_STATUS_SUCCESS)
+            if (N != N_REF && cublasLtMatmulAlgoGetHeuristic(S->lt, g->desc, g->a, g->b, g->d, g->d, pref, 8, cand, &nc) == CUBLAS_STATUS_SUCCESS)
                 for (int i = 0; i < nc && !found; i++) {
                     gpt2__algo_class(&cand[i].algo, cc);
                     if (!memcmp(rc, cc, sizeof rc) && cand[i].workspaceSize <= S->lt_ws_size) { res = cand[i]; how = 1; found = 1; }
                 }
             if (!found) found = ref_ok; /* else this N needs its own algorithm */
         }
-        if (s == CUBLAS_STATUS_SUCCESS && !found && o_ref <= 0) {
+        if (s == CUBLAS_STATUS_SUCCESS && !found) {
             how = 2;
             s = cublasLtMatmulAlgoGetHeuristic(S->lt, g->desc, g->a, g->b, g->d, g->d, pref, 1, &res, &found);
         }
-        if (a_ref) cublasLtMatrixLayoutDestroy(a_ref);
         if (b_ref) cublasLtMatrixLayoutDestroy(b_ref);
         if (d_ref) cublasLtMatrixLayoutDestroy(d_ref);
         cublasLtMatmulPreferenceDestroy(pref);
@@ -4784,7 +4715,6 @@ static gpt2_status gpt2__gemm_run(gpt2__cuda_state *S, cudaDataType_t dt, void *
         g->algo = res.algo;
         g->O = O; g->N = N; g->I = I; g->epi = epi; g->out_f32 = out_f32; g->dt = dt; g->ldd = ldd; g->ref = ref; g->how = how;
         g->splits = splits;
-        g->o_ref = o_ref;
     }
     if (epi != GPT2__EPI_NONE)
         GPT2__LT(cublasLtMatmulDescSetAttribute(g->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias));
@@ -5430,92 +5360,6 @@ static int gpt2__cuda_head_ok(int hd, size_t esize) {
     return hd % VE == 0 ? hd / VE <= 4 * 32 : hd <= 8 * 32;
 }
 
-/* Slices of the vocabulary a many-row greedy step's logits run in (gpt2__logits_sliced; 0: none). */
-static int gpt2__ls_count(const gpt2__cuda_state *S) {
-    if (S->ls_cols <= 0 || S->ls_cols % 8 || S->ldv % 8) return 0;
-    const int na = (S->ldv + S->ls_cols - 1) / S->ls_cols;
-    return na <= GPT2__LS_MAX ? na : 0;
-}
-
-/* The logits of a step whose rows are all greedy or unsampled and more than GPT2__SK_ROWS (S->ls_step), for the
-   sampler alone: lm_head over the n rows of X in slices of ls_cols vocabulary columns, every slice into the same
-   scratch (the logits buffer's first n x ls_cols floats) and reduced there, while it sits in L2, by
-   gpt2__slice_max_kernel to each row's largest logit and its column (S->lcand [n][na]); the sampler reduces those na
-   pairs. Every slice runs the full product's pinned algorithm (gpt2__gemm_run with o_ref = ldv), so every logit has
-   the bits it has in the full product (gpt2__ls_check verified it at load) and the id is the one the full logits give:
-   a row's token does not depend on whether its step took this path. What goes: the full logits' DRAM round trip,
-   n x ldv x 4 bytes written and read again (~0.4 GB a step at 1024 rows). The logits buffer then holds no logits. */
-template <typename T>
-static gpt2_status gpt2__logits_sliced(gpt2_model *m, gpt2__cuda_state *S, const void *X, int n) {
-    const int C = m->cfg.n_embd, W = S->ls_cols, na = gpt2__ls_count(S);
-    gpt2_status st = na ? GPT2_OK : gpt2__fail(GPT2_ERR_ARG, "%s:%d: logits in slices of %d columns", __FILE__, __LINE__, W);
-    for (int k = 0; k < na && !st; k++) {
-        const int c0 = k * W, w = S->ldv - c0 < W ? S->ldv - c0 : W;
-        st = gpt2__gemm_run(S, gpt2__cuda_type<T>::id, S->logits, (const T *)S->wte + (size_t)c0 * C, X, NULL, w, n, C,
-                            GPT2__EPI_NONE, 1, W, GPT2_GEMM_REF_ROWS, 1, S->ldv);
-        if (!st)
-            st = gpt2__launch(gpt2__slice_max_kernel, dim3((unsigned)n), dim3(GPT2__LS_THREADS), 0, S->stream, S->pdl,
-                              (const float *)S->logits, W, w, c0, m->cfg.n_vocab, S->lcand, na, k);
-    }
-    return st;
-}
-
-/* Whether each slice of gpt2__logits_sliced computes the full logits product's bits: both on wte and the same random
-   rows (more than GPT2__SK_ROWS, so the full product is the cuBLASLt one that many-row steps run), every column
-   compared. Where one differs, or a slice cannot run the full product's class, ls_cols becomes 0 (the full logits
-   then) and ls_miss says why. */
-template <typename T>
-static gpt2_status gpt2__ls_check(gpt2_model *m, gpt2__cuda_state *S) {
-    S->ls_miss[0] = 0;
-    const int na = gpt2__ls_count(S), C = m->cfg.n_embd, W = S->ls_cols;
-    const int n = S->max_rows < 32 ? S->max_rows : 32;
-    if (!na || n <= GPT2__SK_ROWS || (size_t)2 * n > (size_t)S->logit_rows) {
-        if (S->ls_cols) snprintf(S->ls_miss, sizeof S->ls_miss, "slices of %d columns not possible here", S->ls_cols);
-        S->ls_cols = 0;
-        return GPT2_OK;
-    }
-    const cudaDataType_t dt = gpt2__cuda_type<T>::id;
-    const size_t full_b = (size_t)n * S->ldv * 4;
-    T *hx = (T *)malloc((size_t)n * C * sizeof(T));
-    float *hf = (float *)malloc(full_b), *hs = (float *)malloc((size_t)n * W * 4);
-    if (!hx || !hf || !hs) {
-        free(hx); free(hf); free(hs);
-        return gpt2__fail(GPT2_ERR_OOM, "cannot allocate %zu bytes for the sliced-logits check", full_b);
-    }
-    uint32_t r = 2463534242u;
-    for (size_t i = 0; i < (size_t)n * C; i++) {
-        r ^= r << 13; r ^= r >> 17; r ^= r << 5;
-        hx[i] = (T)(4.0f * ((float)(r >> 8) / 16777216.0f - 0.5f));
-    }
-    float *full = S->logits, *slice = S->logits + (size_t)n * S->ldv; /* rows [0, n) and [n, 2n) of the buffer */
-    gpt2_status st = cudaMemcpyAsync(S->ln, hx, (size_t)n * C * sizeof(T), cudaMemcpyHostToDevice, S->stream) == cudaSuccess
-                         ? gpt2__gemm_run(S, dt, full, S->wte, S->ln, NULL, S->ldv, n, C, GPT2__EPI_NONE, 1, S->ldv, GPT2_GEMM_REF_ROWS, 1)
-                         : gpt2__fail(GPT2_ERR_DEVICE, "%s:%d: the sliced-logits check could not copy", __FILE__, __LINE__);
-    if (!st && (cudaMemcpyAsync(hf, full, full_b, cudaMemcpyDeviceToHost, S->stream) != cudaSuccess ||
-                cudaStreamSynchronize(S->stream) != cudaSuccess))
-        st = gpt2__fail(GPT2_ERR_DEVICE, "%s:%d: the sliced-logits check failed: %s", __FILE__, __LINE__, cudaGetErrorString(cudaGetLastError()));
-    for (int k = 0; k < na && !st && !S->ls_miss[0]; k++) {
-        const int c0 = k * W, w = S->ldv - c0 < W ? S->ldv - c0 : W;
-        if (gpt2__gemm_run(S, dt, slice, (const T *)S->wte + (size_t)c0 * C, S->ln, NULL, w, n, C, GPT2__EPI_NONE, 1, W,
-                           GPT2_GEMM_REF_ROWS, 1, S->ldv) != GPT2_OK) {
-            snprintf(S->ls_miss, sizeof S->ls_miss, "slice %d (%d columns): %.120s", k, w, gpt2_last_error());
-            break;
-        }
-        if (cudaMemcpyAsync(hs, slice, (size_t)n * W * 4, cudaMemcpyDeviceToHost, S->stream) != cudaSuccess ||
-            cudaStreamSynchronize(S->stream) != cudaSuccess) {
-            st = gpt2__fail(GPT2_ERR_DEVICE, "%s:%d: the sliced-logits check failed: %s", __FILE__, __LINE__, cudaGetErrorString(cudaGetLastError()));
-            break;
-        }
-        size_t diff = 0;
-        for (int i = 0; i < n; i++) diff += memcmp(hs + (size_t)i * W, hf + (size_t)i * S->ldv + c0, (size_t)w * 4) != 0;
-        if (diff) snprintf(S->ls_miss, sizeof S->ls_miss, "slice %d (%d columns from %d): %zu of %d rows differ from the full product",
-                           k, w, c0, diff, n);
-    }
-    if (S->ls_miss[0]) S->ls_cols = 0;
-    free(hx); free(hf); free(hs);
-    return st;
-}
-
 /* The forward pass on the GPU over the rows described by d (uploaded): N fed rows, the first P of them prompt rows
    (gpt2__linear); logits [n_out][V] fp32 into
    S->logits for the rows d->out_row (all rows in order when all_rows). Same computation as gpt2__cpu_run. */
@@ -5580,8 +5424,6 @@ static gpt2_status gpt2__cuda_run_t(gpt2_model *m, gpt2__cuda_state *S, const gp
                                   ln, C, cf->ln_eps, S->pdl);
         if (st) return st;
     }
-    /* a many-row greedy step: the logits in slices, each reduced to its rows' largest logit (gpt2__logits_sliced) */
-    if (S->ls_step && !all_rows) return gpt2__logits_sliced<T>(m, S, ln, n_out);
     /* logits of few rows on gpt2__skinny_kernel (not inside a step of parts, whose runs share S->amax) leave the
        greedy sampler their argmax candidates */
     const int am = S->esize == 2 && !S->in_parts && n_out <= GPT2__SK_ROWS && S->ldv % 8 == 0 && gpt2__skinny_use(S, S->ldv, n_out, C, 1, GPT2__EPI_NONE, 1);
@@ -5604,11 +5446,9 @@ static gpt2_status gpt2__cuda_sample(gpt2_model *m, const gpt2__cuda_meta *d, in
     gpt2__cuda_state *S = (gpt2__cuda_state *)m->cuda;
     gpt2__advance adv = {NULL, NULL, NULL, 0};
     if (P == 0 && N == n && S->h_meta_dev) adv = {d->pos, d->tok, S->h_meta_dev, (long long)S->meta_bytes};
-    /* argmax candidates: a sliced step's (gpt2__logits_sliced), or few rows' (gpt2__amax), or none */
-    const float2 *cand = S->ls_step ? S->lcand : S->amax_n ? S->amax : NULL;
-    const int na = S->ls_step ? gpt2__ls_count(S) : S->amax_n;
     return gpt2__launch(gpt2__sample_kernel, dim3((unsigned)rows), dim3(GPT2__SAMPLE_THREADS), 0, st, pdl, S->logits,
-                        m->cfg.n_vocab, S->ldv, (const gpt2__pick *)d->picks, d->next, adv, row0, cand, na);
+                        m->cfg.n_vocab, S->ldv, (const gpt2__pick *)d->picks, d->next, adv, row0,
+                        (const float2 *)(S->amax_n ? S->amax : NULL), S->amax_n);
 }
 
 /* How many parts a step of N fed rows, P of them prompt rows, runs as (gpt2__cuda_parts; 1: one run). Only pure
@@ -5628,18 +5468,17 @@ static int gpt2__part_at(int N, int np, int i) { return i >= np ? N : i * ((N / 
 /* Where a run of rows keeps its row-indexed workspace; gpt2__cuda_parts moves it to a part's rows. */
 typedef struct gpt2__cuda_rows {
     float *x, *logits, *part;
-    float2 *lcand;
     void *ln, *qkv, *att, *proj, *fc, *lt_ws;
     unsigned *att_count;
     cudaStream_t stream;
 } gpt2__cuda_rows;
 
 static gpt2__cuda_rows gpt2__rows_of(const gpt2__cuda_state *S) {
-    gpt2__cuda_rows r = {S->x, S->logits, S->part, S->lcand, S->ln, S->qkv, S->att, S->proj, S->fc, S->lt_ws, S->att_count, S->stream};
+    gpt2__cuda_rows r = {S->x, S->logits, S->part, S->ln, S->qkv, S->att, S->proj, S->fc, S->lt_ws, S->att_count, S->stream};
     return r;
 }
 static void gpt2__rows_set(gpt2__cuda_state *S, const gpt2__cuda_rows *r) {
-    S->x = r->x; S->logits = r->logits; S->part = r->part; S->lcand = r->lcand; S->ln = r->ln; S->qkv = r->qkv; S->att = r->att;
+    S->x = r->x; S->logits = r->logits; S->part = r->part; S->ln = r->ln; S->qkv = r->qkv; S->att = r->att;
     S->proj = r->proj; S->fc = r->fc; S->lt_ws = r->lt_ws; S->att_count = r->att_count; S->stream = r->stream;
 }
 
@@ -5773,7 +5612,6 @@ static gpt2_status gpt2__cuda_parts(gpt2_model *m, const gpt2__cuda_meta *d, int
         gpt2__cuda_rows part = whole;
         if (i > 0) {
             part.x += r * C; part.logits += r * (size_t)S->ldv; part.part += r * part_per_row;
-            part.lcand += r * (size_t)gpt2__ls_count(S);
             part.ln = (char *)part.ln + r * C * es; part.att = (char *)part.att + r * C * es;
             part.proj = (char *)part.proj + r * C * es; part.qkv = (char *)part.qkv + r * 3 * C * es;
             part.fc = (char *)part.fc + r * F * es; part.att_count += r * H;
@@ -5819,7 +5657,7 @@ static gpt2_status gpt2__cuda_decode_graph(gpt2_model *m, const gpt2__cuda_meta 
     gpt2__cuda_graph *hit = NULL, *victim = &S->graphs[0];
     for (int i = 0; i < GPT2__MAX_GRAPHS && !hit; i++) {
         gpt2__cuda_graph *g = &S->graphs[i];
-        if (g->exec && g->n == n && g->np == np && g->split == S->split_step && g->dup == S->dup_step && g->ls == S->ls_step) hit = g;
+        if (g->exec && g->n == n && g->np == np && g->split == S->split_step && g->dup == S->dup_step) hit = g;
         if (!g->exec ? victim->exec != NULL : (victim->exec && g->used < victim->used)) victim = g;
     }
     if (!hit) {
@@ -5843,7 +5681,6 @@ static gpt2_status gpt2__cuda_decode_graph(gpt2_model *m, const gpt2__cuda_meta 
         victim->np = np;
         victim->split = S->split_step;
         victim->dup = S->dup_step;
-        victim->ls = S->ls_step;
         hit = victim;
     }
     hit->used = ++S->tick;
@@ -6111,8 +5948,7 @@ static gpt2_status gpt2__cuda_init_state(gpt2_model *m, gpt2__cuda_state *S, con
     size_t act = gpt2__align256(R * C * 4) + logit_bytes + gpt2__align256(S->part_floats * 4) +
                  3 * gpt2__align256(R * C * es) + gpt2__align256(R * 3 * C * es) + gpt2__align256(R * F * es) +
                  gpt2__align256(R * H * sizeof(unsigned)) + gpt2__align256((size_t)GPT2__LNF_ROWS * C * 4) +
-                 gpt2__align256((size_t)GPT2__SK_ROWS * (S->ldv / 8) * sizeof(float2)) +
-                 gpt2__align256((size_t)S->logit_rows * GPT2__LS_MAX * sizeof(float2));
+                 gpt2__align256((size_t)GPT2__SK_ROWS * (S->ldv / 8) * sizeof(float2));
     GPT2__CU(cudaMalloc(&S->act, act));
     char *a = (char *)S->act;
     S->att_count = (unsigned *)a; a += gpt2__align256(R * H * sizeof(unsigned));
@@ -6120,7 +5956,6 @@ static gpt2_status gpt2__cuda_init_state(gpt2_model *m, gpt2__cuda_state *S, con
     S->x = (float *)a; a += gpt2__align256(R * C * 4);
     S->x2 = (float *)a; a += gpt2__align256((size_t)GPT2__LNF_ROWS * C * 4);
     S->amax = (float2 *)a; a += gpt2__align256((size_t)GPT2__SK_ROWS * (S->ldv / 8) * sizeof(float2));
-    S->lcand = (float2 *)a; a += gpt2__align256((size_t)S->logit_rows * GPT2__LS_MAX * sizeof(float2));
     S->logits = (float *)a; a += logit_bytes;
     S->part = (float *)a; a += gpt2__align256(S->part_floats * 4);
     S->ln = a; a += gpt2__align256(R * C * es);
@@ -6209,19 +6044,9 @@ static gpt2_status gpt2__cuda_init_state(gpt2_model *m, gpt2__cuda_state *S, con
         if (m->dtype == GPT2_DTYPE_F16) gpt2__kv_maps<__half>(m, S);
         else gpt2__kv_maps<__nv_bfloat16>(m, S);
     }
-    S->ls_cols = GPT2_LOGIT_SLICE;
-    if (m->dtype == GPT2_DTYPE_F16) {
-        S->lnf = gpt2__lnf_enable<__half>(S);
-        st = gpt2__ls_check<__half>(m, S);
-        return st ? st : gpt2__skinny_check<__half>(m, S);
-    }
-    if (m->dtype == GPT2_DTYPE_BF16) {
-        S->lnf = gpt2__lnf_enable<__nv_bfloat16>(S);
-        st = gpt2__ls_check<__nv_bfloat16>(m, S);
-        return st ? st : gpt2__skinny_check<__nv_bfloat16>(m, S);
-    }
-    st = gpt2__ls_check<float>(m, S);
-    return st ? st : gpt2__skinny_check<float>(m, S);
+    if (m->dtype == GPT2_DTYPE_F16) { S->lnf = gpt2__lnf_enable<__half>(S); return gpt2__skinny_check<__half>(m, S); }
+    if (m->dtype == GPT2_DTYPE_BF16) { S->lnf = gpt2__lnf_enable<__nv_bfloat16>(S); return gpt2__skinny_check<__nv_bfloat16>(m, S); }
+    return gpt2__skinny_check<float>(m, S);
 }
 
 static gpt2_status gpt2__cuda_init(gpt2_model *m, const gpt2__slot *slots) {
@@ -6282,10 +6107,9 @@ static void gpt2__cuda_drain(gpt2_model *m) {
    tokens are the ones that step samples, read on the GPU (tok[r] = -1 - r), so the host need not wait for them. */
 static gpt2_status gpt2__cuda_launch(gpt2_model *m, const gpt2__seq *seqs, int n, int feed) {
     gpt2__cuda_state *S = (gpt2__cuda_state *)m->cuda;
-    int N = 0, P = 0, decode = 1, dup = 0, greedy = 1;
+    int N = 0, P = 0, decode = 1, dup = 0;
     for (int i = 0; i < n; i++) {
         const gpt2__seq *q = &seqs[i];
-        if (q->sample && q->sampling.temperature > 0.0f) greedy = 0;
         if (i > 0 && q->slot == seqs[i - 1].slot && !q->prompt && q->n_tok == 1) dup = 1;
         if (q->prompt || q->n_tok > 1) P += q->n_tok;
         if (q->slot < 0 || q->slot >= m->max_batch || q->pos < 0 || q->n_tok < 1 || q->pos + q->n_tok > m->max_seq)
@@ -6336,8 +6160,6 @@ static gpt2_status gpt2__cuda_launch(gpt2_model *m, const gpt2__seq *seqs, int n
     }
     gpt2__plan_attention(&h, N, S->flash && !dup); /* a draft's rows stay decode rows, not a prompt run */
     S->dup_step = dup;
-    /* more sequences than few-row logits take, none drawing: the logits in slices (gpt2__logits_sliced) */
-    S->ls_step = greedy && n > GPT2__SK_ROWS && gpt2__ls_count(S) > 0;
     S->dup_seqs = 1;
     for (int i = 1; i < n; i++) S->dup_seqs += seqs[i].slot != seqs[i - 1].slot;
     /* parts (gpt2__cuda_parts): a part's rows count from its first */

@@ -1,7 +1,7 @@
 /* bench_gpt2 — DESIGN.md's standard workloads on the CUDA backend, random weights made in process.
 
    Usage: bench/bench_gpt2 [124M|355M|774M|1558M ...] [--dtype f16|bf16|f32] [--only latency|throughput|prefill] [--reps N]
-                         [--no-lookahead] [--no-pdl] [--no-skinny] [--no-lnf] [--no-lnf-fit] [--no-gather] [--no-stage] [--no-att-mma] [--no-hold] [--parts N] [--part-rows R] [--logit-slice W]
+                         [--no-lookahead] [--no-pdl] [--no-skinny] [--no-lnf] [--no-lnf-fit] [--no-gather] [--no-stage] [--no-att-mma] [--no-hold] [--parts N] [--part-rows R]
                          [--att-sms N] [--split-ctx D] [--att-ns 2|3] [--att-tma 0|1] [--prefill-order 0|1] [--prefill-seqs N] [--at POS]
                          [--spec K]
                          [--pre model|kept|green|streams|fill:B:GB|h2d|copies:N|memsets:N|memsets0:N|used:K|kernels:N]
@@ -151,8 +151,6 @@ static int g_spec = 0;      /* --spec K: gpt2_generate verifies up to K draft to
 static int g_parts = -1;    /* --parts N: decode steps in up to N parts at once (gpt2__cuda_parts; 1: one run; -1: default;
                                more than 2 needs -DGPT2__MAX_PARTS) */
 static int g_part_rows = -1; /* --part-rows R: ... of at least R rows each */
-static int g_logit_slice = -1; /* --logit-slice W: a many-row greedy step's logits in slices of W columns (0: the full
-                                  logits; gpt2__logits_sliced) */
 static int g_att_sms = -1;  /* --att-sms N: SMs kept for decode attention in a step of parts (gpt2__green_make; 0: no split) */
 static int g_split_ctx = -1; /* --split-ctx D: ... in steps whose mean context >= n_embd / D (0: never) */
 static int g_att_ns = 0;    /* --att-ns 2|3: gpt2__attn_stream_kernel's stages a warp */
@@ -209,7 +207,6 @@ static gpt2_model *random_model(const char *size, gpt2_dtype dt, int max_batch, 
     m->spec = g_spec;
     if (g_parts >= 1) S->parts = g_parts;
     if (g_part_rows >= 0) S->part_rows = g_part_rows;
-    if (g_logit_slice >= 0) S->ls_cols = g_logit_slice; /* (not what gpt2__ls_check verified: timing) */
     if (g_prefill_order >= 0) S->prefill_order = g_prefill_order;
     if (g_att_sms >= 0 && g_att_sms != S->att_sms) { S->att_sms = g_att_sms; gpt2__green_make(S, g_att_sms); }
     if (g_split_ctx >= 0) S->split_ctx = g_split_ctx;
@@ -226,8 +223,6 @@ static gpt2_model *random_model(const char *size, gpt2_dtype dt, int max_batch, 
                S->parts, S->part_rows, S->green_sms, S->kv_tma && S->att_tma ? "TMA" : S->kv_tma ? "cp.async (--att-tma 0)" : "cp.async",
                S->flash_wg ? "wgmma" : S->flash ? (S->esize == 4 ? "CUDA cores, in tiles" : "mma.sync") : "CUDA cores, row by row");
         if (!S->green_sms) printf("no SMs of its own for decode attention: %s\n", S->green_why ? S->green_why : "?");
-        if (S->ls_cols) printf("many-row greedy steps' logits in %d slices of %d columns\n", gpt2__ls_count(S), S->ls_cols);
-        else printf("many-row greedy steps' logits whole (%s)\n", S->ls_miss[0] ? S->ls_miss : "--logit-slice 0 or GPT2_LOGIT_SLICE 0");
     }
     return m;
 }
@@ -1486,7 +1481,6 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--no-hold")) g_hold = 0;
         else if (!strcmp(argv[i], "--parts") && i + 1 < argc) g_parts = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--part-rows") && i + 1 < argc) g_part_rows = atoi(argv[++i]);
-        else if (!strcmp(argv[i], "--logit-slice") && i + 1 < argc) g_logit_slice = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--att-sms") && i + 1 < argc) g_att_sms = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--split-ctx") && i + 1 < argc) g_split_ctx = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--att-ns") && i + 1 < argc) g_att_ns = atoi(argv[++i]);
