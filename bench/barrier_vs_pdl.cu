@@ -4,6 +4,9 @@
       reset), then spins on an acquire load until the bit flips. Timed over 2000 barriers, G = SMs and 2 x SMs.
    2. A chain of 500 empty kernels of G blocks in one CUDA graph, each launched with programmatic dependent launch
       (wait, then let the next one launch), as gpt2.cuh's decode step launches its kernels. Timed per kernel.
+   3. What a graph boundary adds: graphs of K such kernels (K = 64 and 244, a batch-1 step's count at 124M and 1558M)
+      replayed R times back to back with an event recorded after each, as gpt2_generate launches its steps; each
+      replay's time minus K kernels at the in-graph rate of 2. (programmatic launch does not cross graph launches).
    Build: nvcc -O3 -gencode arch=compute_90,code=sm_90 bench/barrier_vs_pdl.cu -o bench/barrier_vs_pdl (sm_90+). */
 #include <cstdio>
 #include <cuda_runtime.h>
@@ -82,8 +85,37 @@ int main(void) {
         CK(cudaEventRecord(e1, s));
         CK(cudaEventSynchronize(e1));
         CK(cudaEventElapsedTime(&ms, e0, e1));
-        printf("empty kernels with PDL in a graph, %d blocks: %.3f us each\n", G, ms * 1000.0f / n);
+        const float per = ms * 1000.0f / n;
+        printf("empty kernels with PDL in a graph, %d blocks: %.3f us each\n", G, per);
         cudaGraphExecDestroy(ge); cudaGraphDestroy(g);
+        if (G != sms) continue;
+        for (int K : {64, 244}) {
+            const int R = 400;
+            CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
+            for (int i = 0; i < K; i++) {
+                cudaLaunchConfig_t c = {};
+                cudaLaunchAttribute at[1];
+                at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+                at[0].val.programmaticStreamSerializationAllowed = 1;
+                c.gridDim = G; c.blockDim = 256; c.stream = s; c.attrs = at; c.numAttrs = 1;
+                CK(cudaLaunchKernelEx(&c, empty_pdl, sink));
+            }
+            CK(cudaStreamEndCapture(s, &g));
+            CK(cudaGraphInstantiate(&ge, g, 0));
+            cudaEvent_t ev;
+            CK(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming));
+            for (int w = 0; w < 20; w++) CK(cudaGraphLaunch(ge, s));
+            CK(cudaStreamSynchronize(s));
+            CK(cudaEventRecord(e0, s));
+            for (int r = 0; r < R; r++) { CK(cudaGraphLaunch(ge, s)); CK(cudaEventRecord(ev, s)); }
+            CK(cudaEventRecord(e1, s));
+            CK(cudaEventSynchronize(e1));
+            CK(cudaEventElapsedTime(&ms, e0, e1));
+            const float rep = ms * 1000.0f / R;
+            printf("graphs of %d such kernels replayed back to back: %.2f us a replay, %.2f us over %d in-graph kernels\n",
+                   K, rep, rep - K * per, K);
+            cudaEventDestroy(ev); cudaGraphExecDestroy(ge); cudaGraphDestroy(g);
+        }
     }
     return 0;
 }
