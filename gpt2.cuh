@@ -2185,6 +2185,9 @@ static constexpr int gpt2__min_arch_of(int i, int n) {
 #ifndef GPT2__SPLIT_CTX
 #define GPT2__SPLIT_CTX 8          /* in steps whose rows' mean context is at least n_embd / this (RESULTS.md item 98) */
 #endif
+#ifndef GPT2__STAGGER
+#define GPT2__STAGGER 1            /* part 1 of a split step starts once part 0's layer STAGGER - 1 qkv product is done (0: at once) */
+#endif
 
 /* a linear layer's epilogue: none, + bias, + bias then GELU */
 enum { GPT2__EPI_NONE = 0, GPT2__EPI_BIAS = 1, GPT2__EPI_BIAS_GELU = 2 };
@@ -4469,6 +4472,8 @@ typedef struct gpt2__cuda_state {
     cudaStream_t pstream[GPT2__MAX_PARTS]; /* part i > 0's stream, */
     void *plt_ws[GPT2__MAX_PARTS];      /* its cuBLASLt workspace, */
     cudaEvent_t fork, pjoin[GPT2__MAX_PARTS]; /* and the events that tie the parts to the step */
+    cudaEvent_t stag;                   /* part 0 of a split step records it after its layer stagger - 1's qkv product, */
+    int stagger;                        /* where part 1 starts (0: at the fork; GPT2__STAGGER) */
     int parts_last;                     /* parts of the step launched last (1: one run) */
     int att_sms;                        /* SMs asked for decode attention in a step of parts (gpt2__green_make; 0: none) */
     int green_sms;                      /* SMs the attention set got (0: no split made, */
@@ -5331,6 +5336,7 @@ static gpt2_status gpt2__attention(gpt2__cuda_state *S, const gpt2_model *m, int
     const int pdl = S->pdl, i = S->att_part;
     S->att_layer = l;
     if (S->att_stream) {
+        if (S->stagger && i == 0 && l == S->stagger - 1) GPT2__CU(cudaEventRecord(S->stag, own));
         GPT2__CU(cudaEventRecord(S->att_go[i], own));
         GPT2__CU(cudaStreamWaitEvent(S->att_stream, S->att_go[i], 0));
         S->stream = S->att_stream;
@@ -5592,7 +5598,9 @@ static int gpt2__green_make(gpt2__cuda_state *S, int want) {
    arithmetic per row is independent of the rows beside it; test cuda_parts_match_whole), but the parts overlap on
    the GPU: one part's attention, bound by memory (the KV cache), can run beside another's products, bound by the
    tensor cores, where one run of N rows does them in turn, and one part's kernels fill another's tails. Forked
-   from and joined into S->stream, also inside a graph capture. The host wrote out_row and att_rows of each part
+   from and joined into S->stream, also inside a graph capture. In a split step part 1 starts only once part 0's
+   first qkv product is done (S->stagger, GPT2__STAGGER: 124M throughput +1.0-1.2%, RESULTS.md item 166), so that
+   part 0's attention starts alone while part 1's first products run beside it, not both parts' at once. The host wrote out_row and att_rows of each part
    relative to its first row (gpt2__cuda_launch). */
 static gpt2_status gpt2__cuda_parts(gpt2_model *m, const gpt2__cuda_meta *d, int N, int np) {
     gpt2__cuda_state *S = (gpt2__cuda_state *)m->cuda;
@@ -5600,6 +5608,8 @@ static gpt2_status gpt2__cuda_parts(gpt2_model *m, const gpt2__cuda_meta *d, int
     const size_t part_per_row = S->part_floats / (size_t)S->max_rows;
     /* split (gpt2__green_make): every part in its stream of the products' set, its attention in the attention set's */
     const int split = S->split_step && S->green_sms > 0;
+    /* a split step's part 1 starts once part 0's layer stagger - 1 qkv product is done (gpt2__attention records S->stag) */
+    const int stag = split && S->stagger > 0 && S->stagger <= m->cfg.n_layer;
     GPT2__CU(cudaEventRecord(S->fork, S->stream));
     const gpt2__cuda_rows whole = gpt2__rows_of(S);
     S->in_parts = 1;
@@ -5618,7 +5628,7 @@ static gpt2_status gpt2__cuda_parts(gpt2_model *m, const gpt2__cuda_meta *d, int
             part.lt_ws = S->plt_ws[i]; part.stream = S->pstream[i];
         }
         if (split) part.stream = S->gstream[1][i];
-        if (i > 0 || split) GPT2__CU(cudaStreamWaitEvent(part.stream, S->fork, 0));
+        if (i > 0 || split) GPT2__CU(cudaStreamWaitEvent(part.stream, i == 1 && stag ? S->stag : S->fork, 0));
         gpt2__rows_set(S, &part);
         S->att_stream = split ? S->gstream[0][i] : NULL;
         S->att_part = i;
@@ -5744,6 +5754,7 @@ static void gpt2__cuda_free(gpt2_model *m) {
     if (S->h_meta[0]) cudaFreeHost(S->h_meta[0]);
     for (int i = 0; i < 2; i++) if (S->fly_done[i]) cudaEventDestroy(S->fly_done[i]);
     if (S->fork) cudaEventDestroy(S->fork);
+    if (S->stag) cudaEventDestroy(S->stag);
     for (int i = 0; i < GPT2__MAX_PARTS; i++) {
         if (S->pjoin[i]) cudaEventDestroy(S->pjoin[i]);
         if (S->att_go[i]) cudaEventDestroy(S->att_go[i]);
@@ -5918,6 +5929,7 @@ static gpt2_status gpt2__cuda_init_state(gpt2_model *m, gpt2__cuda_state *S, con
                           m->max_batch, m->max_seq, free_b >> 20);
     GPT2__CU(cudaStreamCreateWithFlags(&S->stream, cudaStreamNonBlocking));
     GPT2__CU(cudaEventCreateWithFlags(&S->fork, cudaEventDisableTiming));
+    GPT2__CU(cudaEventCreateWithFlags(&S->stag, cudaEventDisableTiming));
     S->part_rows = GPT2__PART_ROWS;
     /* F32 decode steps run as one part. Its products run on the FP32 units and want every SM: kept off the
        attention's SMs they lose more than the overlap gives, and a second part reads the weights again (H100,
@@ -5937,6 +5949,7 @@ static gpt2_status gpt2__cuda_init_state(gpt2_model *m, gpt2__cuda_state *S, con
     }
     S->att_sms = gpt2__att_sms_default(dev);
     S->split_ctx = GPT2__SPLIT_CTX;
+    S->stagger = GPT2__STAGGER;
     S->att_ns = GPT2__AMMA_NS;
     S->att_tma = GPT2__ATT_TMA;
     gpt2__green_make(S, S->att_sms);

@@ -2,7 +2,7 @@
 
    Usage: bench/bench_gpt2 [124M|355M|774M|1558M ...] [--dtype f16|bf16|f32] [--only latency|throughput|prefill] [--reps N]
                          [--no-lookahead] [--no-pdl] [--no-skinny] [--no-lnf] [--no-lnf-fit] [--no-gather] [--no-stage] [--no-att-mma] [--no-hold] [--parts N] [--part-rows R]
-                         [--att-sms N] [--split-ctx D] [--att-ns 2|3] [--att-tma 0|1] [--prefill-order 0|1] [--prefill-seqs N] [--at POS]
+                         [--att-sms N] [--split-ctx D] [--att-ns 2|3] [--att-tma 0|1] [--prefill-order 0|1] [--prefill-seqs N] [--at POS] [--bd-rows R] [--stagger N]
                          [--spec K]
                          [--pre model|kept|green|streams|fill:B:GB|h2d|copies:N|memsets:N|memsets0:N|used:K|kernels:N]
    bench/bench_gpt2 --gemm: the linear layers alone (timed inside CUDA graphs), cuBLASLt pinned for prompt rows and
@@ -159,6 +159,8 @@ static int g_prefill_order = -1; /* --prefill-order 0|1: prefill attention's blo
 static int g_prefill_seqs = 0; /* --prefill-seqs N (1..64): the prefill step of N x 1024, for the workload (16 when not
                                    given) and for --breakdown (4 when not given) */
 static int g_at = 160;        /* --at POS: --breakdown's many-row decode step at this position */
+static int g_stagger = -1;     /* --stagger N: part 1 of a split step starts once part 0's layer N - 1 qkv product is done (0: at once) */
+static int g_bd_rows = 0;      /* --bd-rows R: --breakdown's many-row decode step over R rows (default 1024; 256 at 1558M) */
 static const char *g_profile = NULL; /* --profile decode|one|prefill: that --breakdown step once more under the profiler */
 
 static gpt2_model *random_model(const char *size, gpt2_dtype dt, int max_batch, int max_seq, int prefill_tokens) {
@@ -210,6 +212,7 @@ static gpt2_model *random_model(const char *size, gpt2_dtype dt, int max_batch, 
     if (g_prefill_order >= 0) S->prefill_order = g_prefill_order;
     if (g_att_sms >= 0 && g_att_sms != S->att_sms) { S->att_sms = g_att_sms; gpt2__green_make(S, g_att_sms); }
     if (g_split_ctx >= 0) S->split_ctx = g_split_ctx;
+    if (g_stagger >= 0) S->stagger = g_stagger;
     if (g_att_ns) S->att_ns = g_att_ns;
     if (g_att_tma >= 0) S->att_tma = g_att_tma;
     static int told = 0;
@@ -1491,6 +1494,8 @@ int main(int argc, char **argv) {
             if (g_prefill_seqs < 1 || g_prefill_seqs > 64) { fprintf(stderr, "--prefill-seqs takes 1 to 64\n"); return 2; }
         }
         else if (!strcmp(argv[i], "--at") && i + 1 < argc) g_at = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--bd-rows") && i + 1 < argc) g_bd_rows = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--stagger") && i + 1 < argc) g_stagger = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--spec") && i + 1 < argc) g_spec = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--spec-text") && i + 1 < argc) {
             int ks[8], nk = 0;
@@ -1526,7 +1531,7 @@ int main(int argc, char **argv) {
             /* F16 (--dtype bf16|f32 before it: that dtype; 124M, or the size after it): a decode step of the throughput batch (1024; 256 for 1558M) at
                position 160, one of 1 at position 192, a prefill step of 4 x 1024 */
             const char *size = i + 1 < argc ? argv[i + 1] : "124M";
-            const int B = !strcmp(size, "1558M") ? 256 : 1024;
+            const int B = g_bd_rows > 0 ? g_bd_rows : !strcmp(size, "1558M") ? 256 : 1024;
             char label[64];
             gpt2_model *m = NULL;
             pre_action(dt); /* --pre before --breakdown */
@@ -1582,7 +1587,7 @@ int main(int argc, char **argv) {
         }
     throughput:
         if (!only || !strcmp(only, "throughput")) {
-            const int B = !strcmp(size, "1558M") ? 256 : 1024;
+            const int B = g_bd_rows > 0 ? g_bd_rows : !strcmp(size, "1558M") ? 256 : 1024;
             gpt2_model *m = random_model(size, dt, B, 256, 0);
             if (!m) goto prefill;
             const double P = params_of(m), C = m->cfg.n_embd, L = m->cfg.n_layer;
