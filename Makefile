@@ -115,6 +115,10 @@ bench/cpu_hash: bench/cpu_hash.c $(HEADERS)
 bench/bench_gpt2: bench/bench_gpt2.cu $(HEADERS)
 	$(BUILD) bench/bench_gpt2.cu -o $@ $(LIBS)
 
+# bench_gpt2 with --trace (CUPTI's kernel records; not part of `make bench`)
+bench/trace: bench/bench_gpt2.cu $(HEADERS)
+	$(BUILD) -DBENCH_CUPTI bench/bench_gpt2.cu -o $@ $(LIBS) -lcupti
+
 bench/bench_mixed: bench/bench_mixed.cu $(HEADERS)
 	$(BUILD) bench/bench_mixed.cu -o $@ $(LIBS)
 

@@ -8,6 +8,7 @@
    bench/bench_gpt2 --gemm: the linear layers alone (timed inside CUDA graphs), cuBLASLt pinned for prompt rows and
                             for decode rows, against each row count's own pick
    bench/bench_gpt2 --breakdown [SIZE]: where one step's time goes, per phase
+   bench/trace --trace SIZE: one many-row decode step's kernels on a timeline (CUPTI; TRACE_ALL=1 lists them)
    bench/bench_gpt2 --profile decode|one|prefill --breakdown [SIZE]: as --breakdown, and then one step of that kind (the
                             many-row decode step, the one-row step, the prefill step) once more between
                             cudaProfilerStart and cudaProfilerStop, for `ncu --profile-from-start off` (bench/profile.sh)
@@ -439,6 +440,90 @@ static void breakdown(const char *label, gpt2_model *m, int n, int T, const char
     }
     free(tok); free(next); free(seqs);
 }
+
+/* ---- one decode step's kernels on a timeline (--trace SIZE; a build with -DBENCH_CUPTI ... -lcupti: make bench/trace)
+
+   CUPTI's concurrent-kernel records of one many-row decode step (the throughput batch at position --at, as
+   --breakdown's, replayed from its graph, nothing else on the GPU): each kernel's start and end. In a step of parts
+   with the SMs split (gpt2__cuda_parts), decode attention's kernels run on the attention set and every other kernel
+   on the rest until the last part's tail, so the two sets' busy time, their overlap and the time neither is busy say
+   where such a step waits (RESULTS.md, seventh session of 2026-11-27). */
+#ifdef BENCH_CUPTI
+#include <cupti.h>
+#include <algorithm>
+struct trace_k { uint64_t t0, t1; int attn; const char *name; };
+static std::vector<trace_k> g_tr;
+static void CUPTIAPI tr_request(uint8_t **buf, size_t *size, size_t *max_records) {
+    *size = 8 << 20;
+    *buf = (uint8_t *)aligned_alloc(8, *size);
+    *max_records = 0;
+}
+static void CUPTIAPI tr_complete(CUcontext, uint32_t, uint8_t *buf, size_t, size_t valid) {
+    CUpti_Activity *r = NULL;
+    while (cuptiActivityGetNextRecord(buf, valid, &r) == CUPTI_SUCCESS)
+        if (r->kind == CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL) {
+            const CUpti_ActivityKernel10 *k = (const CUpti_ActivityKernel10 *)r;
+            g_tr.push_back({k->start, k->end, strstr(k->name, "attn_stream") != NULL, strdup(k->name)});
+        }
+    free(buf);
+}
+/* summed length of the union of intervals */
+static double tr_union(std::vector<std::pair<uint64_t, uint64_t>> v) {
+    std::sort(v.begin(), v.end());
+    double sum = 0;
+    uint64_t a = 0, b = 0;
+    for (size_t i = 0; i < v.size(); i++) {
+        if (i == 0 || v[i].first > b) { if (i) sum += (double)(b - a); a = v[i].first; b = v[i].second; }
+        else if (v[i].second > b) b = v[i].second;
+    }
+    if (!v.empty()) sum += (double)(b - a);
+    return sum;
+}
+static void trace_step(const char *size, gpt2_dtype dt) {
+    if (cuptiActivityRegisterCallbacks(tr_request, tr_complete) != CUPTI_SUCCESS ||
+        cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL) != CUPTI_SUCCESS) { fprintf(stderr, "CUPTI unavailable\n"); exit(1); }
+    const int B = g_bd_rows > 0 ? g_bd_rows : !strcmp(size, "1558M") ? 256 : 1024;
+    gpt2_model *m = random_model(size, dt, B, 256, 0);
+    CHECK(m);
+    int *tok = (int *)calloc((size_t)B, sizeof(int)), *next = (int *)malloc((size_t)B * sizeof(int));
+    gpt2__seq *seqs = (gpt2__seq *)calloc((size_t)B, sizeof *seqs);
+    for (int i = 0; i < B; i++) { seqs[i].slot = i; seqs[i].sample = 1; seqs[i].pos = g_at; seqs[i].n_tok = 1; seqs[i].tok = tok + i; }
+    for (int r = 0; r < 5; r++) CHECK(gpt2__cuda_step(m, seqs, B, next) == GPT2_OK); /* captured, then warm */
+    CU(cudaDeviceSynchronize());
+    cuptiActivityFlushAll(1);
+    for (int rep = 0; rep < 3; rep++) {
+        g_tr.clear();
+        CHECK(gpt2__cuda_step(m, seqs, B, next) == GPT2_OK);
+        CU(cudaDeviceSynchronize());
+        cuptiActivityFlushAll(1);
+        if (g_tr.empty()) { printf("trace: no kernel records\n"); break; }
+        std::sort(g_tr.begin(), g_tr.end(), [](const trace_k &a, const trace_k &b) { return a.t0 < b.t0; });
+        const uint64_t t0 = g_tr.front().t0;
+        uint64_t t1 = t0, last_attn = t0;
+        std::vector<std::pair<uint64_t, uint64_t>> att, oth, all;
+        for (const trace_k &k : g_tr) {
+            t1 = std::max(t1, k.t1);
+            (k.attn ? att : oth).push_back({k.t0, k.t1});
+            all.push_back({k.t0, k.t1});
+            if (k.attn) last_attn = std::max(last_attn, k.t1);
+        }
+        /* both sets busy at once: |A| + |O| - |A u O| */
+        const double span = (double)(t1 - t0), ua = tr_union(att), uo = tr_union(oth), uall = tr_union(all);
+        int after = 0;
+        for (const trace_k &k : g_tr) after += k.t0 >= last_attn;
+        printf("trace %s decode %d x ctx %d: %zu kernels (%zu attention) over %.3f ms; attention busy %.3f ms, the others %.3f, "
+               "both at once %.3f, neither %.3f; after the last attention kernel %d kernels, %.3f ms\n",
+               size, B, g_at, g_tr.size(), att.size(), span / 1e6, ua / 1e6, uo / 1e6, (ua + uo - uall) / 1e6,
+               (span - uall) / 1e6, after, (double)(t1 - last_attn) / 1e6);
+        if (rep == 2 && getenv("TRACE_ALL"))
+            for (const trace_k &k : g_tr)
+                printf("  %9.1f %9.1f  %7.1f  %c %.60s\n", (k.t0 - t0) / 1e3, (k.t1 - t0) / 1e3, (k.t1 - k.t0) / 1e3,
+                       k.attn ? 'A' : '.', k.name);
+    }
+    free(tok); free(next); free(seqs);
+    gpt2_free(m);
+}
+#endif
 
 /* ---- the linear layers alone: cuBLASLt pinned as for prompt rows (algorithm picked for 4096 rows) and as for decode
    rows (GPT2_GEMM_REF_ROWS), per weight shape and row count; microseconds per call (10 back to back, median of 7),
@@ -1496,6 +1581,9 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--at") && i + 1 < argc) g_at = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--bd-rows") && i + 1 < argc) g_bd_rows = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--stagger") && i + 1 < argc) g_stagger = atoi(argv[++i]);
+#ifdef BENCH_CUPTI
+        else if (!strcmp(argv[i], "--trace") && i + 1 < argc) { trace_step(argv[i + 1], dt); return 0; }
+#endif
         else if (!strcmp(argv[i], "--spec") && i + 1 < argc) g_spec = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--spec-text") && i + 1 < argc) {
             int ks[8], nk = 0;
