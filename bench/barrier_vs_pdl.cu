@@ -42,6 +42,22 @@ __global__ void empty_pdl(float *sink) {
     if (threadIdx.x == 9999) sink[0] = 1.0f;
 }
 
+/* a graph of n empty kernels of G blocks, each launched with programmatic dependent launch, instantiated in *ge */
+static int pdl_chain(cudaStream_t s, int G, int n, float *sink, cudaGraph_t *g, cudaGraphExec_t *ge) {
+    CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
+    for (int i = 0; i < n; i++) {
+        cudaLaunchConfig_t c = {};
+        cudaLaunchAttribute at[1];
+        at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+        at[0].val.programmaticStreamSerializationAllowed = 1;
+        c.gridDim = G; c.blockDim = 256; c.stream = s; c.attrs = at; c.numAttrs = 1;
+        CK(cudaLaunchKernelEx(&c, empty_pdl, sink));
+    }
+    CK(cudaStreamEndCapture(s, g));
+    CK(cudaGraphInstantiate(ge, *g, 0));
+    return 0;
+}
+
 int main(void) {
     int sms;
     CK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
@@ -67,17 +83,7 @@ int main(void) {
         const int n = 500;
         cudaGraph_t g;
         cudaGraphExec_t ge;
-        CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
-        for (int i = 0; i < n; i++) {
-            cudaLaunchConfig_t c = {};
-            cudaLaunchAttribute at[1];
-            at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-            at[0].val.programmaticStreamSerializationAllowed = 1;
-            c.gridDim = G; c.blockDim = 256; c.stream = s; c.attrs = at; c.numAttrs = 1;
-            CK(cudaLaunchKernelEx(&c, empty_pdl, sink));
-        }
-        CK(cudaStreamEndCapture(s, &g));
-        CK(cudaGraphInstantiate(&ge, g, 0));
+        if (pdl_chain(s, G, n, sink, &g, &ge)) return 1;
         CK(cudaGraphLaunch(ge, s));
         CK(cudaStreamSynchronize(s));
         CK(cudaEventRecord(e0, s));
@@ -91,17 +97,7 @@ int main(void) {
         if (G != sms) continue;
         for (int K : {64, 244}) {
             const int R = 400;
-            CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
-            for (int i = 0; i < K; i++) {
-                cudaLaunchConfig_t c = {};
-                cudaLaunchAttribute at[1];
-                at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-                at[0].val.programmaticStreamSerializationAllowed = 1;
-                c.gridDim = G; c.blockDim = 256; c.stream = s; c.attrs = at; c.numAttrs = 1;
-                CK(cudaLaunchKernelEx(&c, empty_pdl, sink));
-            }
-            CK(cudaStreamEndCapture(s, &g));
-            CK(cudaGraphInstantiate(&ge, g, 0));
+            if (pdl_chain(s, G, K, sink, &g, &ge)) return 1;
             cudaEvent_t ev;
             CK(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming));
             for (int w = 0; w < 20; w++) CK(cudaGraphLaunch(ge, s));
