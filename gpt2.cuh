@@ -5599,9 +5599,9 @@ static int gpt2__green_make(gpt2__cuda_state *S, int want) {
    the GPU: one part's attention, bound by memory (the KV cache), can run beside another's products, bound by the
    tensor cores, where one run of N rows does them in turn, and one part's kernels fill another's tails. Forked
    from and joined into S->stream, also inside a graph capture. In a split step part 1 starts only once part 0's
-   first qkv product is done (S->stagger, GPT2__STAGGER: 124M throughput +1.0-1.2%, RESULTS.md item 166), so that
-   part 0's attention starts alone while part 1's first products run beside it, not both parts' at once. The host wrote out_row and att_rows of each part
-   relative to its first row (gpt2__cuda_launch). */
+   first qkv product is done (S->stagger, GPT2__STAGGER: 124M throughput +0.7-1.2%, RESULTS.md item 166), so that
+   part 0's attention starts alone while part 1's first products run beside it, not both parts' at once. The host
+   wrote out_row and att_rows of each part relative to its first row (gpt2__cuda_launch). */
 static gpt2_status gpt2__cuda_parts(gpt2_model *m, const gpt2__cuda_meta *d, int N, int np) {
     gpt2__cuda_state *S = (gpt2__cuda_state *)m->cuda;
     const size_t C = (size_t)m->cfg.n_embd, F = (size_t)m->n_inner, H = (size_t)m->cfg.n_head, es = S->esize;
