@@ -110,10 +110,6 @@ __device__ __forceinline__ void mbar_wait(uint64_t *b, unsigned parity) {
     asm volatile("{\n .reg .pred p;\n W: mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n @!p bra W;\n}" ::"r"(sa(b)), "r"(parity)
                  : "memory");
 }
-__device__ __forceinline__ void bulk(void *dst, const void *src, unsigned bytes, uint64_t *b, uint64_t pol) {
-    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint [%0], [%1], %2, [%3], %4;"
-                 ::"r"(sa(dst)), "l"(src), "r"(bytes), "r"(sa(b)), "l"(pol) : "memory");
-}
 __device__ __forceinline__ void tma3(void *dst, const CUtensorMap *map, int x, int y, int z, uint64_t *bar, uint64_t pol) {
     asm volatile("cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.L2::cache_hint"
                  " [%0], [%1, {%2, %3, %4}], [%5], %6;" ::"r"(sa(dst)), "l"((uint64_t)map), "r"(x), "r"(y), "r"(z), "r"(sa(bar)), "l"(pol)
@@ -230,18 +226,16 @@ __global__ void __launch_bounds__(32 * (NWC + 1), 1) step_kernel(const Op *__res
                            trace[((b ? 1 : 0) * n_ops + oi) * 8 + 4 + (ph)] = (long long)gt_; } } while (0)
     unsigned cslot = 0, cph = 0, epoch = 0;
     int xi = 0;
-    /* this lane's ldmatrix offsets in a unit's slot: matrix m = lane / 8 of slices 2p, 2p + 1 is K 32 p + 8 m, row lane % 8 */
-    uint32_t woff[KC / 32];
+    /* this lane's ldmatrix offset in a unit's slot for slices j, j + 1 (j even): matrix m = lane / 8 is K 16 j + 8 m,
+       row lane % 8 (box K / 64, its 16-byte piece swizzled by the row); woff[p] for j = 2p, in registers */
     const int r8 = lane & 7, m8 = lane >> 3;
-#pragma unroll
-    for (int p = 0; p < KC / 32; p++) {
-        const int kk = 32 * p + 8 * m8;
-        woff[p] = (kk >> 6) * (UNIT_B / 2) + r8 * 128 + ((((kk & 63) >> 3) ^ r8) << 4);
-    }
-    auto woffj = [&](int j) { /* slices j, j + 1 (j even) */
+    auto woffj = [&](int j) {
         const int kk = 16 * j + 8 * m8;
         return (uint32_t)((kk >> 6) * (UNIT_B / 2) + r8 * 128 + ((((kk & 63) >> 3) ^ r8) << 4));
     };
+    uint32_t woff[KC / 32];
+#pragma unroll
+    for (int p = 0; p < KC / 32; p++) woff[p] = woffj(2 * p);
     auto barrier = [&]() {
         if (mode & 2) { cbar(); return; }
         if (!(mode & 4)) { grid_barrier(B.ctr, false); return; }
