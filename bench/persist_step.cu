@@ -157,6 +157,22 @@ __device__ __forceinline__ float csum(float v, float *sh) { /* over the consumer
     return t;
 }
 
+/* the consumers' largest (v, i) pair (lowest i among ties): each warp's into red / redi, then the index of the best
+   warp's, which every consumer thread gets */
+__device__ __forceinline__ int block_best(float v, int i, float *red, int *redi) {
+    for (int o = 16; o; o >>= 1) {
+        const float ov = __shfl_xor_sync(0xffffffffu, v, o);
+        const int oi = __shfl_xor_sync(0xffffffffu, i, o);
+        if (ov > v || (ov == v && oi < i)) { v = ov; i = oi; }
+    }
+    if ((threadIdx.x & 31) == 0) { red[threadIdx.x >> 5] = v; redi[threadIdx.x >> 5] = i; }
+    cbar();
+    int k = 0;
+    for (int w = 1; w < NWC; w++)
+        if (red[w] > red[k] || (red[w] == red[k] && redi[w] < redi[k])) k = w;
+    return k;
+}
+
 /* the units of op for block b of G: u = b + G j; rounds of NWC */
 __device__ __forceinline__ int units(const Op &op) { return (op.O + 7) / 8 * op.pieces; }
 __device__ __forceinline__ int rounds(const Op &op, int b, int G) {
@@ -291,18 +307,8 @@ __global__ void __launch_bounds__(32 * (NWC + 1), 1) step_kernel(const Op *__res
                     float best = -INFINITY;
                     int bi = 0x7fffffff;
                     if (threadIdx.x < G) { best = ldv(&B.cand[threadIdx.x].x); bi = __float_as_int(ldv(&B.cand[threadIdx.x].y)); }
-                    for (int o = 16; o; o >>= 1) {
-                        const float ob = __shfl_xor_sync(0xffffffffu, best, o);
-                        const int oi2 = __shfl_xor_sync(0xffffffffu, bi, o);
-                        if (ob > best || (ob == best && oi2 < bi)) { best = ob; bi = oi2; }
-                    }
-                    if (lane == 0) { red[warp] = best; redi[warp] = bi; }
-                    cbar();
-                    if (threadIdx.x == 0) {
-                        int k = 0;
-                        for (int i = 1; i < NWC; i++) if (red[i] > red[k] || (red[i] == red[k] && redi[i] < redi[k])) k = i;
-                        *B.token = redi[k];
-                    }
+                    const int k = block_best(best, bi, red, redi);
+                    if (threadIdx.x == 0) *B.token = redi[k];
                     cbar();
                 }
                 STAMP(1); STAMP(2);
@@ -453,18 +459,8 @@ __global__ void __launch_bounds__(32 * (NWC + 1), 1) step_kernel(const Op *__res
                 }
             }
             if (op.kind == OP_LOGITS) { /* the block's candidate for the argmax */
-                for (int o = 16; o; o >>= 1) {
-                    const float ob = __shfl_xor_sync(0xffffffffu, cbest, o);
-                    const int oi2 = __shfl_xor_sync(0xffffffffu, cidx, o);
-                    if (ob > cbest || (ob == cbest && oi2 < cidx)) { cbest = ob; cidx = oi2; }
-                }
-                if (lane == 0) { red[warp] = cbest; redi[warp] = cidx; }
-                cbar();
-                if (threadIdx.x == 0) {
-                    int k = 0;
-                    for (int i = 1; i < NWC; i++) if (red[i] > red[k] || (red[i] == red[k] && redi[i] < redi[k])) k = i;
-                    B.cand[b] = make_float2(red[k], __int_as_float(redi[k]));
-                }
+                const int k = block_best(cbest, cidx, red, redi);
+                if (threadIdx.x == 0) B.cand[b] = make_float2(red[k], __int_as_float(redi[k]));
             }
             STAMP(2);
             LN_CONSTS(nx);
