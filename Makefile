@@ -144,7 +144,7 @@ bench/mma_chain: bench/mma_chain.cu $(HEADERS)
 	$(BUILD) bench/mma_chain.cu -o $@ $(LIBS)
 
 # a batch-1 step as one persistent kernel, modelled (RESULTS.md item 171): Hopper only (TMA, transaction barriers)
-bench/persist_step: bench/persist_step.cu
+bench/persist_step: bench/persist_step.cu bench/grid_barrier.cuh
 	$(NVCC) -O3 -std=c++17 -gencode arch=compute_90a,code=sm_90a -Xcompiler "$(WARN)" bench/persist_step.cu -o $@
 
 bench/skinny_wg: bench/skinny_wg.cu $(HEADERS)

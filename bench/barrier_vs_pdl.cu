@@ -10,23 +10,13 @@
    Build: nvcc -O3 -gencode arch=compute_90,code=sm_90 bench/barrier_vs_pdl.cu -o bench/barrier_vs_pdl (sm_90+). */
 #include <cstdio>
 #include <cuda_runtime.h>
+#include "grid_barrier.cuh"
 
 #define CK(x) do { cudaError_t e_ = (x); if (e_ != cudaSuccess) { printf("%s:%d: %s\n", __FILE__, __LINE__, cudaGetErrorString(e_)); return 1; } } while (0)
 
-__device__ __forceinline__ unsigned ld_acquire(const unsigned *p) {
-    unsigned v;
-    asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
-    return v;
-}
 __device__ __forceinline__ void grid_barrier(unsigned *ctr) {
     __syncthreads();
-    if (threadIdx.x == 0) {
-        const unsigned add = blockIdx.x == 0 ? 0x80000000u - (gridDim.x - 1) : 1u;
-        __threadfence();
-        const unsigned old = atomicAdd(ctr, add);
-        while (((old ^ ld_acquire(ctr)) & 0x80000000u) == 0) {}
-        __threadfence();
-    }
+    if (threadIdx.x == 0) grid_arrive_wait(ctr);
     __syncthreads();
 }
 __global__ void __launch_bounds__(256, 1) barriers(unsigned *ctr, int n, float *sink) {

@@ -44,6 +44,7 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 #include <cuda.h>
+#include "grid_barrier.cuh"
 #include <cstring>
 #include <string>
 
@@ -81,23 +82,12 @@ struct Bufs {
     const float *g, *b;                 /* LN gain and shift (one for all) */
 };
 
-__device__ __forceinline__ unsigned ld_acquire(const unsigned *p) {
-    unsigned v;
-    asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
-    return v;
-}
 __device__ __forceinline__ void cbar() { asm volatile("bar.sync 1, %0;" ::"n"(NTC) : "memory"); }
-/* every consumer thread of every block has arrived (barrier_vs_pdl.cu's grid barrier, among the consumers only) */
+/* every consumer thread of every block has arrived (grid_barrier.cuh's, among the consumer warps only) */
 __device__ __forceinline__ void grid_barrier(unsigned *ctr, bool skip) {
     cbar();
     if (skip) return;
-    if (threadIdx.x == 0) {
-        const unsigned add = blockIdx.x == 0 ? 0x80000000u - (gridDim.x - 1) : 1u;
-        __threadfence();
-        const unsigned old = atomicAdd(ctr, add);
-        while (((old ^ ld_acquire(ctr)) & 0x80000000u) == 0) {}
-        __threadfence();
-    }
+    if (threadIdx.x == 0) grid_arrive_wait(ctr);
     cbar();
 }
 __device__ __forceinline__ uint32_t sa(const void *p) { return (uint32_t)__cvta_generic_to_shared(p); }
@@ -405,21 +395,21 @@ __global__ void __launch_bounds__(32 * (NWC + 1), 1) step_kernel(const Op *__res
     } while (0)
                 /* the full chunks, the next one's operands loaded before this one's MMAs; then a partial chunk */
                 unsigned sl = cslot, ph = cph;
+/* one full chunk: chunk cn's operands into (AN, BN) once its stage is in, this one's MMAs on (AC, BC), its slot freed */
+#define CHUNK(AC, BC, AN, BN, cn)                                                                                            \
+    do {                                                                                                                   \
+        unsigned sln_ = sl, phn_ = ph;                                                                                     \
+        adv(sln_, phn_);                                                                                                   \
+        if ((cn) < nfull) { wait(sln_, phn_); if (comp && !(mode & 256)) LOADC(AN, BN, sln_, (cn)); }                       \
+        if (comp) { MMAS(AC, BC); if (mode & 128) MMAS(AC, BC); }                                                          \
+        release(sl);                                                                                                       \
+        sl = sln_; ph = phn_;                                                                                              \
+    } while (0)
                 if (nfull > 0) { wait(sl, ph); if (comp) { LOADC(A0, B0, sl, 0); if (mode & 256) LOADC(A1, B1, sl, 0); } }
-                for (int c = 0; c < nfull; c += 2) {
-                    unsigned sl1 = sl, ph1 = ph;
-                    adv(sl1, ph1);
-                    if (c + 1 < nfull) { wait(sl1, ph1); if (comp && !(mode & 256)) LOADC(A1, B1, sl1, c + 1); }
-                    if (comp) { MMAS(A0, B0); if (mode & 128) MMAS(A0, B0); }
-                    release(sl);
-                    sl = sl1; ph = ph1;
+                for (int c = 0; c < nfull; c += 2) { /* the two register sets in turn */
+                    CHUNK(A0, B0, A1, B1, c + 1);
                     if (c + 1 >= nfull) break;
-                    unsigned sl2 = sl, ph2 = ph;
-                    adv(sl2, ph2);
-                    if (c + 2 < nfull) { wait(sl2, ph2); if (comp && !(mode & 256)) LOADC(A0, B0, sl2, c + 2); }
-                    if (comp) { MMAS(A1, B1); if (mode & 128) MMAS(A1, B1); }
-                    release(sl);
-                    sl = sl2; ph = ph2;
+                    CHUNK(A1, B1, A0, B0, c + 2);
                 }
                 if (Ik % KC) {
                     const int kc = Ik % KC;
