@@ -2279,10 +2279,13 @@ static __device__ __forceinline__ void gpt2__pdl_enter(void) {
     if (!GPT2__PDL_EARLY) gpt2__pdl_trigger();
 }
 
-/* What joins row r of the residual stream: rows r < P take add[r] (T, the layer's bias included); with part set,
-   rows r >= P take the fp32 pieces of a K-split product, ((part[0][r-P] + part[1][r-P]) + ...) + bias, piece k at
-   part + k*stride (gpt2__linear with part). For the embedding (tok set), feed names where a negative token id
-   comes from: tok[r] = -1 - j is feed[j], the token the previous step sampled for its sequence j, still on the GPU. */
+/* What joins row r of the residual stream: rows r < P take add[r] (T, the layer's bias included), then add2[r]
+   when set; with part set, rows r >= P take the fp32 pieces of a K-split product, ((part[0][r-P] + part[1][r-P]) +
+   ...) + bias, piece k at part + k*stride (gpt2__linear with part). defer: rows r < P are normalised with add[r]
+   joined but x keeps its old value, for the layer's second pass to join add[r] again (the same fp32 sum, so the
+   same bits) and then add2[r]: a prompt row moves 8 + 14 bytes an element over a layer's two passes instead of
+   12 + 12 (RESULTS.md item 172). For the embedding (tok set), feed names where a negative token id comes from:
+   tok[r] = -1 - j is feed[j], the token the previous step sampled for its sequence j, still on the GPU. */
 template <typename T> struct gpt2__resid {
     const T *add;
     const float *part;
@@ -2290,6 +2293,8 @@ template <typename T> struct gpt2__resid {
     size_t stride;
     int splits, P;
     const int *feed;
+    const T *add2;
+    int defer;
 };
 
 /* 4 elements at p (8- or 16-byte aligned) as fp32; and back, rounded to T */
@@ -2315,11 +2320,20 @@ static __device__ __forceinline__ void gpt2__st4(__nv_bfloat16 *p, float4 v) {
 }
 static __device__ __forceinline__ float4 gpt2__add4(float4 a, float4 b) { return make_float4(a.x + b.x, a.y + b.y, a.z + b.z, a.w + b.w); }
 
+/* Element i of row r of the residual stream after what ad joins to it, with x left as it was (ad.defer) */
+template <typename T>
+static __device__ __forceinline__ float gpt2__deferred(const float *xr, const gpt2__resid<T> &ad, int r, int C, int i) {
+    float v = xr[i] + gpt2__f(ad.add[(size_t)r * C + i]);
+    if (ad.add2) v += gpt2__f(ad.add2[(size_t)r * C + i]);
+    return v;
+}
+
 /* Residual add (or embedding) fused with layer norm. x: fp32 residual stream [N][C]; out: T [n_out][C].
    Output row o normalises row r = rows ? rows[o] : o of x after updating it:
      tok != NULL:            x[r] = wte[t] + wpe[pos[r]]           (token + position embedding; t = tok[r], or
                                                                     ad.feed[-1 - tok[r]] when negative)
-     ad.add or ad.part set:  x[r] += what gpt2__resid names          (residual)
+     ad.add or ad.part set:  x[r] += what gpt2__resid names          (residual; with ad.defer, prompt rows'
+                                                                    new value is normalised but not stored)
    then out[o] = (x[r] - mean) / sqrt(var + eps) * g + b, mean and biased variance in fp32 (two passes).
    Grid: n_out blocks of 256 threads (EARLY: at most GPT2__SK_ROWS of them, see below). E > 0 (C a multiple of 4, at most 1024 E): thread t holds the 4-element chunks
    t + 256 j, j < E, in registers, every load of a row issued before the first use (a row is latency-bound when
@@ -2359,16 +2373,27 @@ __global__ void __launch_bounds__(256) gpt2__residual_ln_kernel(float *__restric
                 float a = pr[0];
                 for (int k = 1; k < ad.splits; k++) a += pr[k * ad.stride];
                 v += a + gpt2__f(ad.bias[i]);
-            } else if (mode == 2) v += gpt2__f(ad.add[(size_t)r * C + i]);
-            if (mode != 3) xr[i] = v;
+            } else if (mode == 2) {
+                v += gpt2__f(ad.add[(size_t)r * C + i]);
+                if (ad.add2) v += gpt2__f(ad.add2[(size_t)r * C + i]);
+            }
+            if (mode == 0 || mode == 1 || (mode == 2 && !ad.defer)) xr[i] = v;
             sum += v;
         }
         const float mean = gpt2__block_sum(sum, sh) / (float)C;
         float ss = 0.0f;
-        for (int i = threadIdx.x; i < C; i += blockDim.x) { float d = xr[i] - mean; ss += d * d; }
+        const int keep = mode == 2 && ad.defer; /* x not updated: the row's values again, the same sums */
+        for (int i = threadIdx.x; i < C; i += blockDim.x) {
+            const float v = keep ? gpt2__deferred(xr, ad, r, C, i) : xr[i];
+            const float d = v - mean;
+            ss += d * d;
+        }
         const float rstd = rsqrtf(gpt2__block_sum(ss, sh) / (float)C + eps);
         T *yr = out + (size_t)o * C;
-        for (int i = threadIdx.x; i < C; i += blockDim.x) gpt2__put(yr + i, (xr[i] - mean) * rstd * g[i] + b[i]);
+        for (int i = threadIdx.x; i < C; i += blockDim.x) {
+            const float v = keep ? gpt2__deferred(xr, ad, r, C, i) : xr[i];
+            gpt2__put(yr + i, (v - mean) * rstd * g[i] + b[i]);
+        }
         return;
     }
     if constexpr (E > 0) { /* (E == 0 returned above) */
@@ -2387,14 +2412,17 @@ __global__ void __launch_bounds__(256) gpt2__residual_ln_kernel(float *__restric
                 for (int k = 1; k < 4; k++)
                     if (k < ad.splits) a = gpt2__add4(a, gpt2__ld4(pr + k * ad.stride));
                 v[j] = gpt2__add4(xv, gpt2__add4(a, EARLY ? bi[j] : gpt2__ld4(ad.bias + c)));
-            } else if (mode == 2) v[j] = gpt2__add4(xv, gpt2__ld4(ad.add + (size_t)r * C + c));
-            else v[j] = xv;
+            } else if (mode == 2) {
+                v[j] = gpt2__add4(xv, gpt2__ld4(ad.add + (size_t)r * C + c));
+                if (ad.add2) v[j] = gpt2__add4(v[j], gpt2__ld4(ad.add2 + (size_t)r * C + c));
+            } else v[j] = xv;
         }
+        const int store = mode == 0 || mode == 1 || (mode == 2 && !ad.defer);
 #pragma unroll
         for (int j = 0; j < E; j++) {
             const int c = 4 * (threadIdx.x + 256 * j);
             if (c >= 4 * nc) continue;
-            if (mode != 3) gpt2__st4(xr + c, v[j]);
+            if (store) gpt2__st4(xr + c, v[j]);
             sum += v[j].x; sum += v[j].y; sum += v[j].z; sum += v[j].w;
         }
         const float mean = gpt2__block_sum(sum, sh) / (float)C;
@@ -5376,12 +5404,12 @@ static gpt2_status gpt2__cuda_run_t(gpt2_model *m, gpt2__cuda_state *S, const gp
     const int C = cf->n_embd, F = m->n_inner, L = cf->n_layer;
     T *ln = (T *)S->ln, *qkv = (T *)S->qkv, *att = (T *)S->att, *proj = (T *)S->proj, *fc = (T *)S->fc;
     gpt2_status st;
-    const gpt2__resid<T> emb = {NULL, NULL, NULL, 0, 1, 0, d->next};
+    const gpt2__resid<T> emb = {NULL, NULL, NULL, 0, 1, 0, d->next, NULL, 0};
     if ((st = gpt2__residual_ln<T>(S->stream, N, S->x, emb, NULL, d->tok, d->pos, (const T *)S->wte, (const T *)S->wpe,
                                    S->layers[0].ln1_w, S->layers[0].ln1_b, ln, C, cf->ln_eps, 0)))
         return st;
     /* decode rows of the two projections into the residual come as K pieces (gpt2__linear with part) */
-    gpt2__resid<T> ad = {proj, S->part, NULL, (size_t)(N - P) * C, 1, P, NULL};
+    gpt2__resid<T> ad = {proj, S->part, NULL, (size_t)(N - P) * C, 1, P, NULL, NULL, 0};
     /* a step of at most GPT2__LNF_ROWS decode rows leaves each residual + LN inside a layer to the product that reads
        it (gpt2__lnf: the same bits, one kernel fewer); the residual then alternates between x (read by the MLP's
        first product) and x2 (read by the next layer's qkv, and by the final norm) */
@@ -5417,17 +5445,23 @@ static gpt2_status gpt2__cuda_run_t(gpt2_model *m, gpt2__cuda_state *S, const gp
             const gpt2__lnf<T> f = {S->x, S->x2, S->part, ad.stride, ad.splits, ad.bias, y->ln2_w, y->ln2_b, cf->ln_eps};
             st = gpt2__lnf_run<T>(S, fc, y->fc_w, y->fc_b, F, N, C, 1, f);
         } else {
+            /* prompt rows' x stays: the proj output joins it again in the layer's second pass (gpt2__resid) */
+            ad.defer = 1;
             st = gpt2__residual_ln<T>(S->stream, Nl, xl, ad, NULL, NULL, NULL, NULL, NULL, y->ln2_w, y->ln2_b, ln, C, cf->ln_eps, S->pdl);
+            ad.defer = 0;
             if (!st) st = gpt2__linear<T>(m, S, fc, y->fc_w, ln, y->fc_b, F, Nl, Pl, C, GPT2__EPI_BIAS_GELU, 0, 0, NULL);
         }
         if (st) return st;
-        if ((st = gpt2__linear<T>(m, S, proj, y->fcp_w, fc, y->fcp_b, C, Nl, Pl, F, GPT2__EPI_BIAS, 0, 0, S->part))) return st;
+        /* prompt rows into att (free once the proj product has read it): proj's output joins them again below */
+        if ((st = gpt2__linear<T>(m, S, att, y->fcp_w, fc, y->fcp_b, C, Nl, Pl, F, GPT2__EPI_BIAS, 0, 0, S->part))) return st;
         ad.bias = (const T *)y->fcp_b;
         ad.splits = gpt2__decode_splits(F);
         if (fuse && !last) continue;
+        ad.add2 = att;
         st = gpt2__residual_ln<T>(S->stream, last ? n_out : N, fuse ? S->x2 : xl, ad, last && !all_rows ? (gat ? d->outc : d->out_row) : NULL, NULL,
                                   NULL, NULL, NULL, last ? S->lnf_w : S->layers[l + 1].ln1_w, last ? S->lnf_b : S->layers[l + 1].ln1_b,
                                   ln, C, cf->ln_eps, S->pdl);
+        ad.add2 = NULL;
         if (st) return st;
     }
     /* logits of few rows on gpt2__skinny_kernel (not inside a step of parts, whose runs share S->amax) leave the

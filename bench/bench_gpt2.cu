@@ -348,7 +348,7 @@ template <typename T> static void ph_gemms_t(gpt2_model *m) {
         CHECK(gpt2__linear<T>(m, S, S->qkv, y->qkv_w, S->ln, y->qkv_b, 3 * C, N, g_P, C, GPT2__EPI_BIAS, 0, 0, NULL) == GPT2_OK);
         CHECK(gpt2__linear<T>(m, S, S->proj, y->proj_w, S->att, y->proj_b, C, N, g_P, C, GPT2__EPI_BIAS, 0, 0, S->part) == GPT2_OK);
         CHECK(gpt2__linear<T>(m, S, S->fc, y->fc_w, S->ln, y->fc_b, F, N, g_P, C, GPT2__EPI_BIAS_GELU, 0, 0, NULL) == GPT2_OK);
-        CHECK(gpt2__linear<T>(m, S, S->proj, y->fcp_w, S->fc, y->fcp_b, C, N, g_P, F, GPT2__EPI_BIAS, 0, 0, S->part) == GPT2_OK);
+        CHECK(gpt2__linear<T>(m, S, S->att, y->fcp_w, S->fc, y->fcp_b, C, N, g_P, F, GPT2__EPI_BIAS, 0, 0, S->part) == GPT2_OK);
     }
 }
 template <typename T> static void ph_logits_t(gpt2_model *m) {
@@ -361,8 +361,11 @@ template <typename T> static void ph_norms_t(gpt2_model *m) {
     const int C = m->cfg.n_embd;
     for (int l = 0; l < 2 * m->cfg.n_layer; l++) {
         const int K = l & 1 ? m->n_inner : C;
+        /* a layer's two passes as gpt2__cuda_run_t runs them: prompt rows' first one deferred, the second adding
+           the MLP's output (in att) after the projection's */
         const gpt2__resid<T> ad = {(const T *)S->proj, S->part, (const T *)S->layers[l / 2].proj_b,
-                                        (size_t)(g_N - g_P) * C, gpt2__decode_splits(K), g_P, NULL};
+                                        (size_t)(g_N - g_P) * C, gpt2__decode_splits(K), g_P, NULL,
+                                        l & 1 ? (const T *)S->att : NULL, l & 1 ? 0 : 1};
         CHECK(gpt2__residual_ln<T>(S->stream, g_N, S->x, ad, NULL, NULL, NULL, NULL, NULL, S->lnf_w, S->lnf_b, (T *)S->ln, C, 1e-5f, S->pdl) ==
               GPT2_OK);
     }
