@@ -2320,7 +2320,7 @@ static __device__ __forceinline__ void gpt2__st4(__nv_bfloat16 *p, float4 v) {
 }
 static __device__ __forceinline__ float4 gpt2__add4(float4 a, float4 b) { return make_float4(a.x + b.x, a.y + b.y, a.z + b.z, a.w + b.w); }
 
-/* Element i of row r of the residual stream after what ad joins to it, with x left as it was (ad.defer) */
+/* Element i of prompt row r of the residual stream with what ad joins to it: x[r][i] + add[r][i] (+ add2[r][i]) */
 template <typename T>
 static __device__ __forceinline__ float gpt2__deferred(const float *xr, const gpt2__resid<T> &ad, int r, int C, int i) {
     float v = xr[i] + gpt2__f(ad.add[(size_t)r * C + i]);
@@ -2348,6 +2348,7 @@ __global__ void __launch_bounds__(256) gpt2__residual_ln_kernel(float *__restric
     const int o = blockIdx.x, r = rows ? rows[o] : o;
     float *xr = x + (size_t)r * C;
     const int mode = tok ? 0 : ad.part && r >= ad.P ? 1 : ad.add ? 2 : 3; /* embedding, pieces, add, none */
+    const int keep = mode == 2 && ad.defer, store = mode != 3 && !keep;   /* keep: x as it was (gpt2__resid) */
     const int nc = C >> 2;
     /* EARLY (few rows: a latency-bound step): the weights this row needs (gain, shift, a projection's bias) do not
        depend on the kernel before, so they are loaded while it finishes; else where used (fewer registers) */
@@ -2373,16 +2374,12 @@ __global__ void __launch_bounds__(256) gpt2__residual_ln_kernel(float *__restric
                 float a = pr[0];
                 for (int k = 1; k < ad.splits; k++) a += pr[k * ad.stride];
                 v += a + gpt2__f(ad.bias[i]);
-            } else if (mode == 2) {
-                v += gpt2__f(ad.add[(size_t)r * C + i]);
-                if (ad.add2) v += gpt2__f(ad.add2[(size_t)r * C + i]);
-            }
-            if (mode == 0 || mode == 1 || (mode == 2 && !ad.defer)) xr[i] = v;
+            } else if (mode == 2) v = gpt2__deferred(xr, ad, r, C, i);
+            if (store) xr[i] = v;
             sum += v;
         }
         const float mean = gpt2__block_sum(sum, sh) / (float)C;
         float ss = 0.0f;
-        const int keep = mode == 2 && ad.defer; /* x not updated: the row's values again, the same sums */
         for (int i = threadIdx.x; i < C; i += blockDim.x) {
             const float v = keep ? gpt2__deferred(xr, ad, r, C, i) : xr[i];
             const float d = v - mean;
@@ -2417,7 +2414,6 @@ __global__ void __launch_bounds__(256) gpt2__residual_ln_kernel(float *__restric
                 if (ad.add2) v[j] = gpt2__add4(v[j], gpt2__ld4(ad.add2 + (size_t)r * C + c));
             } else v[j] = xv;
         }
-        const int store = mode == 0 || mode == 1 || (mode == 2 && !ad.defer);
 #pragma unroll
         for (int j = 0; j < E; j++) {
             const int c = 4 * (threadIdx.x + 256 * j);
