@@ -30,6 +30,7 @@
 #include <cstring>
 #include <cmath>
 #include <vector>
+#include <functional>
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 #include <cuda.h>
@@ -649,6 +650,200 @@ __global__ void __launch_bounds__(384, 1) wg_ln(const __grid_constant__ CUtensor
 #endif
 }
 
+/* The fused form in ping-pong: each consumer warpgroup owns whole 64-row tiles (64 x BN, wgmma m64nBNk16), the two
+   taking the producer's row blocks in turn (the unit order of wg_pp, with its wait for the other warpgroup's
+   previous tile), so that one warpgroup's epilogue (its exchanges and its x and y stores) runs beside the other's
+   products. Each warpgroup has its own x tile in shared memory (boxes of 32 x 64 fp32 by TMA, reused for y's
+   staging once x's TMA stores have read it), its own exchange barriers and buffers; a cluster of CL blocks covers
+   the C = CL * BN columns as in wg_ln, the same warpgroup of every block on the same row block. */
+template <int BN, int ST, int CL>
+__global__ void __launch_bounds__(384, 1) wg_lnp(const __grid_constant__ CUtensorMap mx, const __grid_constant__ CUtensorMap mw,
+                                                 const __grid_constant__ CUtensorMap my, const __grid_constant__ CUtensorMap mxs,
+                                                 const T *__restrict__ bias, const float *__restrict__ gamma,
+                                                 const float *__restrict__ beta, int M, int K) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    constexpr int PM = 64, A_B = PM * BK * 2, B_B = BN * BK * 2, STAGE_B = A_B + B_B, R = BN / 2, X_B = PM * BN * 4, C = CL * BN;
+    extern __shared__ __align__(1024) unsigned char sh_raw[];
+    unsigned char *sh = (unsigned char *)(((uintptr_t)sh_raw + 1023) & ~(uintptr_t)1023), *xt0 = sh + ST * STAGE_B;
+    uint64_t *full = (uint64_t *)(xt0 + 2 * X_B), *empty = full + ST, *done = empty + ST; /* done[2] */
+    uint64_t *xfull = done + 2, *xempty = xfull + 2, *xb = xempty + 2;                  /* [2]; [2]; [2 wg][4] */
+    float *part = (float *)(xb + 8);                                                     /* [2 wg][4][CL][PM] */
+    const int wg = threadIdx.x / 128, t = threadIdx.x % 128;
+    const int rank = (int)cluster_rank(), cid = blockIdx.x / CL, ncl = gridDim.x / CL;
+    const int mt = (M + PM - 1) / PM, nk = K / BK, n0 = rank * BN;
+    if (threadIdx.x == 0) {
+        for (int s = 0; s < ST; s++) { bar_init(&full[s], 1); bar_init(&empty[s], 4); }
+        for (int i = 0; i < 2; i++) { bar_init(&done[i], 1); bar_init(&xfull[i], 1); bar_init(&xempty[i], 1); }
+        for (int i = 0; i < 8; i++) bar_init(&xb[i], 1);
+        asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+    }
+    cluster_sync();
+    if (wg == 0) {
+        asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n");
+        if (t == 0) {
+            int it = 0, j = 0;
+            for (int u = cid; u < mt; u += ncl, j++) {
+                const int m0 = u * PM, w = j & 1, n = j >> 1;
+                for (int kb = 0; kb < nk; kb++, it++) {
+                    if (kb == (nk > 1 ? 1 : 0)) { /* the tile's x, once warpgroup w has begun it (its last y is out) */
+                        bar_wait(&xempty[w], n & 1);
+                        bar_expect(&xfull[w], X_B);
+                        for (int q = 0; q < BN / 32; q++) tma2(xt0 + w * X_B + q * (PM * 128), &mxs, n0 + 32 * q, m0, &xfull[w]);
+                    }
+                    const int s = it % ST;
+                    bar_wait(&empty[s], ((it / ST) & 1) ^ 1);
+                    unsigned char *a = sh + s * STAGE_B;
+                    bar_expect(&full[s], STAGE_B);
+                    tma2(a, &mx, kb * BK, m0, &full[s]);
+                    tma2(a + A_B, &mw, kb * BK, n0, &full[s]);
+                }
+            }
+        }
+    } else {
+        asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n");
+        const int c = wg - 1, warp = t / 32, lane = t % 32;
+        unsigned char *xt = xt0 + c * X_B;
+        float d[R];
+        int j = c, n = 0;
+        for (int u = cid + c * ncl; u < mt; u += 2 * ncl, j += 2, n++) {
+            const int m0 = u * PM;
+            if (j > 0) bar_wait(&done[1 - c], (c == 1 ? n : n - 1) & 1);
+            for (int kb = 0; kb < nk; kb++) {
+                const int it = j * nk + kb, s = it % ST;
+                bar_wait(&full[s], (it / ST) & 1);
+                const unsigned char *a = sh + s * STAGE_B, *b = a + A_B;
+#pragma unroll
+                for (int i = 0; i < R; i++) asm volatile("" : "+f"(d[i])::"memory");
+                asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+#pragma unroll
+                for (int k = 0; k < 4; k++) {
+                    if constexpr (BN == 256) wg_mma_n256(d, desc(a + 32 * k), desc(b + 32 * k), kb > 0 || k > 0, T());
+                    else wg_mma_n192(d, desc(a + 32 * k), desc(b + 32 * k), kb > 0 || k > 0, T());
+                }
+                asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+                asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");
+#pragma unroll
+                for (int i = 0; i < R; i++) asm volatile("" : "+f"(d[i])::"memory");
+                if (kb > 0 && lane == 0) bar_arrive(&empty[(it - 1) % ST]);
+                if (kb == 0 && t == 0) { /* this warpgroup's last y has left its x tile: the next x may come in */
+                    asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory");
+                    bar_arrive(&xempty[c]);
+                }
+            }
+            if (t == 0) bar_arrive(&done[c]);
+            asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+#pragma unroll
+            for (int i = 0; i < R; i++) asm volatile("" : "+f"(d[i])::"memory");
+            if (lane == 0) bar_arrive(&empty[(j * nk + nk - 1) % ST]);
+            /* rows rw + 8 h of the tile (rw = 16 warp + lane / 4), columns n0 + 8 jj + 2 (lane % 4) (+ 1) */
+            const int rw = warp * 16 + lane / 4, buf = n & 1;
+            bar_wait(&xfull[c], n & 1);
+            float sum[2] = {0.0f, 0.0f};
+#pragma unroll
+            for (int h = 0; h < 2; h++)
+#pragma unroll
+                for (int jj = 0; jj < BN / 8; jj++) {
+                    const int cc = 8 * jj + 2 * (lane % 4), rt = rw + 8 * h;
+                    const float2 xv = *(const float2 *)(xt + (cc / 32) * (PM * 128) + rt * 128 + ((((cc % 32) / 4) ^ (rt % 8)) * 16) + (cc % 4) * 4);
+                    const __half2 bj = *(const __half2 *)(bias + n0 + cc);
+                    const __half2 p = __floats2half2_rn(d[4 * jj + 2 * h] + __low2float(bj), d[4 * jj + 2 * h + 1] + __high2float(bj));
+                    d[4 * jj + 2 * h] = xv.x + __low2float(p);
+                    d[4 * jj + 2 * h + 1] = xv.y + __high2float(p);
+                    sum[h] += d[4 * jj + 2 * h] + d[4 * jj + 2 * h + 1];
+                }
+            auto exchange = [&](float (&v)[2], int e) {
+#pragma unroll
+                for (int h = 0; h < 2; h++) {
+                    v[h] += __shfl_xor_sync(0xffffffffu, v[h], 1);
+                    v[h] += __shfl_xor_sync(0xffffffffu, v[h], 2);
+                }
+                float *pp = part + ((c * 2 + e) * 2 + buf) * CL * PM;
+                uint64_t *xbar = &xb[c * 4 + 2 * e + buf];
+                if (t == 0) bar_expect(xbar, CL * PM * 4);
+                if (lane % 4 == 0)
+#pragma unroll
+                    for (int q = 0; q < CL; q++)
+#pragma unroll
+                        for (int h = 0; h < 2; h++)
+                            asm volatile("{\n .reg .b32 ra, rb;\n mapa.shared::cluster.u32 ra, %0, %2;\n mapa.shared::cluster.u32 rb, %1, %2;\n"
+                                         " st.async.shared::cluster.mbarrier::complete_tx::bytes.f32 [ra], %3, [rb];\n}\n"
+                                         ::"r"(sm_addr(pp + rank * PM + rw + 8 * h)), "r"(sm_addr(xbar)), "r"(q), "f"(v[h]) : "memory");
+                {
+                    unsigned ok = 0;
+                    const unsigned par = (n >> 1) & 1;
+                    while (!ok)
+                        asm volatile("{\n .reg .pred p;\n mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%1], %2;\n selp.u32 %0, 1, 0, p;\n}\n"
+                                     : "=r"(ok) : "r"(sm_addr(xbar)), "r"(par) : "memory");
+                }
+#pragma unroll
+                for (int h = 0; h < 2; h++) {
+                    float tot = 0.0f;
+#pragma unroll
+                    for (int q = 0; q < CL; q++) tot += pp[q * PM + rw + 8 * h];
+                    v[h] = tot;
+                }
+            };
+            exchange(sum, 0);
+            float mean[2], sq[2] = {0.0f, 0.0f}, rs[2];
+#pragma unroll
+            for (int h = 0; h < 2; h++) {
+                mean[h] = sum[h] * (1.0f / C);
+#pragma unroll
+                for (int jj = 0; jj < BN / 8; jj++) {
+                    const float a0 = d[4 * jj + 2 * h] - mean[h], a1 = d[4 * jj + 2 * h + 1] - mean[h];
+                    sq[h] += a0 * a0 + a1 * a1;
+                }
+            }
+            exchange(sq, 1);
+            /* x back into its tile and out by TMA; then y in its place, out by TMA */
+#pragma unroll
+            for (int h = 0; h < 2; h++) {
+                rs[h] = rsqrtf(sq[h] * (1.0f / C) + 1e-5f);
+#pragma unroll
+                for (int jj = 0; jj < BN / 8; jj++) {
+                    const int cc = 8 * jj + 2 * (lane % 4), rt = rw + 8 * h;
+                    *(float2 *)(xt + (cc / 32) * (PM * 128) + rt * 128 + ((((cc % 32) / 4) ^ (rt % 8)) * 16) + (cc % 4) * 4) =
+                        make_float2(d[4 * jj + 2 * h], d[4 * jj + 2 * h + 1]);
+                }
+            }
+            asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+            asm volatile("bar.sync %0, 128;\n" ::"r"(1 + c) : "memory");
+            if (t == 0) {
+                for (int q = 0; q < BN / 32; q++) tma2_store(&mxs, n0 + 32 * q, m0, xt + q * (PM * 128));
+                asm volatile("cp.async.bulk.commit_group;\n" ::: "memory");
+                asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory");
+            }
+            asm volatile("bar.sync %0, 128;\n" ::"r"(1 + c) : "memory");
+            const int k4 = lane / 8, roww = warp * 16 + (k4 % 2) * 8 + lane % 8;
+#pragma unroll
+            for (int jj = 0; jj < BN / 8; jj += 2) {
+                uint32_t r[4];
+#pragma unroll
+                for (int e = 0; e < 4; e++) {
+                    const int j2 = jj + e / 2, h = e % 2, col = n0 + 8 * j2 + 2 * (lane % 4);
+                    const float2 g = *(const float2 *)(gamma + col), bb = *(const float2 *)(beta + col);
+                    __half2 v = __floats2half2_rn((d[4 * j2 + 2 * h] - mean[h]) * rs[h] * g.x + bb.x,
+                                                  (d[4 * j2 + 2 * h + 1] - mean[h]) * rs[h] * g.y + bb.y);
+                    r[e] = *(uint32_t *)&v;
+                }
+                const int cg = jj + k4 / 2;
+                const uint32_t addr = sm_addr(xt + (cg / 8) * (PM * 128) + roww * 128 + (((cg % 8) ^ (lane % 8)) * 16));
+                asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};\n" ::"r"(addr), "r"(r[0]), "r"(r[1]),
+                             "r"(r[2]), "r"(r[3]) : "memory");
+            }
+            asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+            asm volatile("bar.sync %0, 128;\n" ::"r"(1 + c) : "memory");
+            if (t == 0 && m0 < M) {
+                for (int q = 0; q < BN / 64; q++) tma2_store(&my, n0 + 64 * q, m0, xt + q * (PM * 128));
+                asm volatile("cp.async.bulk.commit_group;\n" ::: "memory");
+            }
+        }
+        if (t == 0) asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory");
+    }
+    cluster_sync();
+#endif
+}
+
 /* The unfused pair it replaces: the residual add and layer norm of rows of C = 768 (one warp a row, 24 elements a
    lane in 16-byte pieces: x in and out fp32, the product in T, y in T), after cuBLASLt's product. */
 __global__ void __launch_bounds__(256) resid_ln(float *__restrict__ x, const T *__restrict__ p, const float *__restrict__ gamma,
@@ -945,6 +1140,36 @@ __global__ void fillf(float *p, size_t n, uint32_t seed, float base, float scale
     }
 }
 
+static void compare_and_time(int M, int K, int C, const char *what, int ncl, int CL, cudaStream_t s, Lt &L, const T *W, const T *X, T *P,
+                             float *xa, float *xb, const float *x0, T *ya, T *yb, const float *gamma, const float *beta,
+                             const std::function<void(float *)> &fused);
+static void lnp_run(int M, int K, int sms, cudaStream_t s, const CUtensorMap &mx, const CUtensorMap &mw, const CUtensorMap &my,
+                    const CUtensorMap &mxs, const T *bias, const T *X, const T *W, T *P, float *xa, float *xb, const float *x0, T *ya,
+                    T *yb, const float *gamma, const float *beta, Lt &L) {
+    constexpr int C = 768, BN = 192, ST = 3, CL = 4;
+    auto kern = wg_lnp<BN, ST, CL>;
+    const size_t smem = (size_t)ST * (64 + BN) * BK * 2 + 2 * 64 * BN * 4 + 1024 + (2 * ST + 14) * 8 + 2 * 4 * CL * 64 * 4;
+    CK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+    cudaLaunchConfig_t cfg = {};
+    cudaLaunchAttribute at[1];
+    at[0].id = cudaLaunchAttributeClusterDimension;
+    at[0].val.clusterDim.x = CL; at[0].val.clusterDim.y = 1; at[0].val.clusterDim.z = 1;
+    cfg.blockDim = dim3(384);
+    cfg.dynamicSmemBytes = smem;
+    cfg.stream = s;
+    cfg.attrs = at;
+    cfg.numAttrs = 1;
+    cfg.gridDim = dim3(sms / CL * CL);
+    int ncl = 0;
+    CK(cudaOccupancyMaxActiveClusters(&ncl, kern, &cfg));
+    const int mt = (M + 63) / 64;
+    cfg.gridDim = dim3((ncl < mt ? ncl : mt) * CL);
+    compare_and_time(M, K, C, " (ping-pong, x by TMA)", cfg.gridDim.x / CL, CL, s, L, W, X, P, xa, xb, x0, ya, yb, gamma, beta, [&](float *x) {
+        (void)x;
+        CK(cudaLaunchKernelEx(&cfg, kern, mx, mw, my, mxs, bias, gamma, beta, M, K));
+    });
+}
+
 /* the fused product + residual + layer norm (C 768: 4 blocks of 192) against cuBLASLt's product + resid_ln */
 static void ln_shape(int M, int K, int sms, cudaStream_t s) {
     constexpr int C = 768, BN = 192, ST = 4, CL = 4;
@@ -973,7 +1198,23 @@ static void ln_shape(int M, int K, int sms, cudaStream_t s) {
             exit(1);
         }
     }
-    const bool xt = getenv("WG_XT") && atoi(getenv("WG_XT"));
+    const int xtm = getenv("WG_XT") ? atoi(getenv("WG_XT")) : 0;
+    const bool xt = xtm == 1;
+    if (xtm == 2) { /* ping-pong */
+        CUtensorMap mx64 = map2(X, M, K, 64), my64 = map2(yb, M, C, 64), mxs64;
+        const cuuint64_t dims[2] = {(cuuint64_t)C, (cuuint64_t)M}, strides[1] = {(cuuint64_t)C * 4};
+        const cuuint32_t box[2] = {32, 64}, one[2] = {1, 1};
+        if (encoder()(&mxs64, CU_TENSOR_MAP_DATA_TYPE_FLOAT32, 2, (void *)xb, dims, strides, box, one, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                      CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) != CUDA_SUCCESS) {
+            printf("tensor map failed\n");
+            exit(1);
+        }
+        lnp_run(M, K, sms, s, mx64, mw, my64, mxs64, bias, X, W, P, xa, xb, x0, ya, yb, gamma, beta, L);
+        lt_free(L);
+        cudaFree(X); cudaFree(W); cudaFree(bias); cudaFree(P); cudaFree(ya); cudaFree(yb);
+        cudaFree(x0); cudaFree(xa); cudaFree(xb); cudaFree(gamma); cudaFree(beta);
+        return;
+    }
     auto kern = xt ? wg_ln<BN, 3, CL, true> : wg_ln<BN, ST, CL, false>;
     const size_t smem = (size_t)(xt ? 3 : ST) * (BM + BN) * BK * 2 + BM * BN * (xt ? 4 : 2) + 1024 + (2 * ST + 6) * 8 + 4 * CL * BM * 4;
     CK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
@@ -993,6 +1234,19 @@ static void ln_shape(int M, int K, int sms, cudaStream_t s) {
     cfg.gridDim = dim3((ncl < mt ? ncl : mt) * CL);
     const int skip = getenv("WG_SKIP") ? atoi(getenv("WG_SKIP")) : 0; /* timing only: parts of the epilogue left out */
     auto fused = [&](float *x) { CK(cudaLaunchKernelEx(&cfg, kern, mx, mw, my, mxs, (const T *)bias, x, (const float *)gamma, (const float *)beta, M, K, skip)); };
+    char what[96];
+    snprintf(what, sizeof what, "%s%s", xt ? " (x by TMA)" : "", skip ? " (timing only: parts left out)" : "");
+    compare_and_time(M, K, C, what, cfg.gridDim.x / CL, CL, s, L, W, X, P, xa, xb, x0, ya, yb, gamma, beta, fused);
+    lt_free(L);
+    cudaFree(X); cudaFree(W); cudaFree(bias); cudaFree(P); cudaFree(ya); cudaFree(yb);
+    cudaFree(x0); cudaFree(xa); cudaFree(xb); cudaFree(gamma); cudaFree(beta);
+}
+
+/* x0 -> xa by cuBLASLt's product + resid_ln, x0 -> xb by the fused kernel (fused(xb) launches it); prints the
+   differences and the times */
+static void compare_and_time(int M, int K, int C, const char *what, int ncl, int CL, cudaStream_t s, Lt &L, const T *W, const T *X, T *P,
+                             float *xa, float *xb, const float *x0, T *ya, T *yb, const float *gamma, const float *beta,
+                             const std::function<void(float *)> &fused) {
     auto unfused = [&](float *x, T *y) {
         lt_run(L, W, X, P, s);
         resid_ln<<<(M + 7) / 8, 256, 0, s>>>(x, P, gamma, beta, y, M);
@@ -1024,15 +1278,11 @@ static void ln_shape(int M, int K, int sms, cudaStream_t s) {
     const float t_un = time_graph([&] { unfused(xa, ya); }, s);
     const float t_fu = time_graph([&] { fused(xb); }, s);
     const double fl = 2.0 * M * C * K, ln_bytes = (double)M * C * 12;
-    printf("fused product + residual + LN%s%s, M %d C %d K %d (%d clusters of %d):\n", xt ? " (x by TMA)" : "",
-           skip ? " (timing only: parts left out)" : "", M, C, K, cfg.gridDim.x / CL, CL);
+    printf("fused product + residual + LN%s, M %d C %d K %d (%d clusters of %d):\n", what, M, C, K, ncl, CL);
     printf("  cuBLASLt product %8.2f us (%.1f TFLOP/s) | resid_ln %8.2f us (%.2f TB/s) | both %8.2f us | fused %8.2f us (%.3fx)\n", t_lt,
            fl / t_lt * 1e-6, t_ln, ln_bytes / t_ln * 1e-6, t_un, t_fu, t_un / t_fu);
     printf("  x: largest |diff| / (1 + |x|) %.1e, identical %.4f; y: largest |diff| %.1e, identical %.4f\n", ex, (double)sx / ha.size(), ey,
            (double)sy / ha.size());
-    lt_free(L);
-    cudaFree(X); cudaFree(W); cudaFree(bias); cudaFree(P); cudaFree(ya); cudaFree(yb);
-    cudaFree(x0); cudaFree(xa); cudaFree(xb); cudaFree(gamma); cudaFree(beta);
 }
 
 int main(int argc, char **argv) {
