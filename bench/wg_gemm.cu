@@ -844,6 +844,442 @@ __global__ void __launch_bounds__(384, 1) wg_lnp(const __grid_constant__ CUtenso
 #endif
 }
 
+/* Ping-pong with 128-row tiles a warpgroup (two m64n192k16 a 16 of K: 192 accumulators a thread), so that its main
+   loop brings and reads what the cooperative kernel's does: a block of 9 warps (warps 0-7 the two consumer
+   warpgroups, warp 8 the producer; 288 threads, a cap of 224 registers a thread, no setmaxnreg). x is prefetched into
+   L2 by the producer and read from there; x is stored from registers (8 bytes a lane), y through a 64-row staging
+   tile a warpgroup (stmatrix, TMA), the tile's two halves in turn. Exchanges, the ring and the warpgroups' order as
+   wg_lnp. */
+template <int BN, int ST, int CL>
+__global__ void __maxnreg__(224) wg_lnq(const __grid_constant__ CUtensorMap mx, const __grid_constant__ CUtensorMap mw,
+                                                 const __grid_constant__ CUtensorMap my, const T *__restrict__ bias,
+                                                 float *__restrict__ x, const float *__restrict__ gamma, const float *__restrict__ beta,
+                                                 int M, int K) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    constexpr int PM = 128, A_B = PM * BK * 2, B_B = BN * BK * 2, STAGE_B = A_B + B_B, R = BN / 2, Y_B = 64 * BN * 2, C = CL * BN;
+    extern __shared__ __align__(1024) unsigned char sh_raw[];
+    unsigned char *sh = (unsigned char *)(((uintptr_t)sh_raw + 1023) & ~(uintptr_t)1023), *yt0 = sh + ST * STAGE_B;
+    uint64_t *full = (uint64_t *)(yt0 + 2 * Y_B), *empty = full + ST, *done = empty + ST, *xb = done + 2; /* xb [2 wg][4] */
+    float *part = (float *)(xb + 8);                                                                      /* [2][4][CL][PM] */
+    const int warp_all = threadIdx.x / 32;
+    const int rank = (int)cluster_rank(), cid = blockIdx.x / CL, ncl = gridDim.x / CL;
+    const int mt = (M + PM - 1) / PM, nk = K / BK, n0 = rank * BN;
+    if (threadIdx.x == 0) {
+        for (int s = 0; s < ST; s++) { bar_init(&full[s], 1); bar_init(&empty[s], 4); }
+        for (int i = 0; i < 2; i++) bar_init(&done[i], 1);
+        for (int i = 0; i < 8; i++) bar_init(&xb[i], 1);
+        asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+    }
+    cluster_sync();
+    if (warp_all == 8) {
+        if (threadIdx.x % 32 == 0) {
+            int it = 0;
+            for (int u = cid; u < mt; u += ncl) {
+                const int m0 = u * PM;
+                for (int r = 0; r < PM && m0 + r < M; r++)
+                    asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;\n" ::"l"(x + (size_t)(m0 + r) * C + n0), "r"(BN * 4) : "memory");
+                for (int kb = 0; kb < nk; kb++, it++) {
+                    const int s = it % ST;
+                    bar_wait(&empty[s], ((it / ST) & 1) ^ 1);
+                    unsigned char *a = sh + s * STAGE_B;
+                    bar_expect(&full[s], STAGE_B);
+                    tma2(a, &mx, kb * BK, m0, &full[s]);
+                    tma2(a + A_B, &mw, kb * BK, n0, &full[s]);
+                }
+            }
+        }
+    } else {
+        const int c = warp_all / 4, t = threadIdx.x % 128, warp = t / 32, lane = t % 32;
+        unsigned char *yt = yt0 + c * Y_B;
+        float d[2][R];
+        int j = c, n = 0;
+        for (int u = cid + c * ncl; u < mt; u += 2 * ncl, j += 2, n++) {
+            const int m0 = u * PM;
+            if (j > 0) bar_wait(&done[1 - c], (c == 1 ? n : n - 1) & 1);
+            for (int kb = 0; kb < nk; kb++) {
+                const int it = j * nk + kb, s = it % ST;
+                bar_wait(&full[s], (it / ST) & 1);
+                const unsigned char *a = sh + s * STAGE_B, *b = a + A_B;
+#pragma unroll
+                for (int i = 0; i < R; i++) asm volatile("" : "+f"(d[0][i]), "+f"(d[1][i])::"memory");
+                asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+#pragma unroll
+                for (int k = 0; k < 4; k++) {
+                    wg_mma_n192(d[0], desc(a + 32 * k), desc(b + 32 * k), kb > 0 || k > 0, T());
+                    wg_mma_n192(d[1], desc(a + 64 * 128 + 32 * k), desc(b + 32 * k), kb > 0 || k > 0, T());
+                }
+                asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+                asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");
+#pragma unroll
+                for (int i = 0; i < R; i++) asm volatile("" : "+f"(d[0][i]), "+f"(d[1][i])::"memory");
+                if (kb > 0 && lane == 0) bar_arrive(&empty[(it - 1) % ST]);
+            }
+            if (t == 0) bar_arrive(&done[c]);
+            asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+#pragma unroll
+            for (int i = 0; i < R; i++) asm volatile("" : "+f"(d[0][i]), "+f"(d[1][i])::"memory");
+            if (lane == 0) bar_arrive(&empty[(j * nk + nk - 1) % ST]);
+            /* rows 64 mi + rw + 8 h of the tile (rw = 16 warp + lane / 4), columns n0 + 8 jj + 2 (lane % 4) (+ 1) */
+            const int rw = warp * 16 + lane / 4, buf = n & 1;
+            float v4[4] = {0.0f, 0.0f, 0.0f, 0.0f}; /* [2 mi + h] */
+#pragma unroll
+            for (int mi = 0; mi < 2; mi++)
+#pragma unroll
+                for (int h = 0; h < 2; h++) {
+                    const int row = m0 + 64 * mi + rw + 8 * h;
+#pragma unroll
+                    for (int j0 = 0; j0 < BN / 8; j0 += 8) {
+                        float2 xv[8];
+#pragma unroll
+                        for (int jj = 0; jj < 8; jj++)
+                            xv[jj] = row < M ? *(const float2 *)(x + (size_t)row * C + n0 + 8 * (j0 + jj) + 2 * (lane % 4)) : make_float2(0.0f, 0.0f);
+#pragma unroll
+                        for (int jj = 0; jj < 8; jj++) {
+                            const int q = j0 + jj;
+                            const __half2 bj = *(const __half2 *)(bias + n0 + 8 * q + 2 * (lane % 4));
+                            const __half2 p = __floats2half2_rn(d[mi][4 * q + 2 * h] + __low2float(bj), d[mi][4 * q + 2 * h + 1] + __high2float(bj));
+                            d[mi][4 * q + 2 * h] = xv[jj].x + __low2float(p);
+                            d[mi][4 * q + 2 * h + 1] = xv[jj].y + __high2float(p);
+                            v4[2 * mi + h] += d[mi][4 * q + 2 * h] + d[mi][4 * q + 2 * h + 1];
+                        }
+                    }
+                }
+            auto exchange = [&](int e) {
+#pragma unroll
+                for (int i = 0; i < 4; i++) {
+                    v4[i] += __shfl_xor_sync(0xffffffffu, v4[i], 1);
+                    v4[i] += __shfl_xor_sync(0xffffffffu, v4[i], 2);
+                }
+                float *pp = part + ((c * 2 + e) * 2 + buf) * CL * PM;
+                uint64_t *xbar = &xb[c * 4 + 2 * e + buf];
+                if (t == 0) bar_expect(xbar, CL * PM * 4);
+                if (lane % 4 == 0)
+#pragma unroll
+                    for (int q = 0; q < CL; q++)
+#pragma unroll
+                        for (int i = 0; i < 4; i++)
+                            asm volatile("{\n .reg .b32 ra, rb;\n mapa.shared::cluster.u32 ra, %0, %2;\n mapa.shared::cluster.u32 rb, %1, %2;\n"
+                                         " st.async.shared::cluster.mbarrier::complete_tx::bytes.f32 [ra], %3, [rb];\n}\n"
+                                         ::"r"(sm_addr(pp + rank * PM + 64 * (i / 2) + rw + 8 * (i % 2))), "r"(sm_addr(xbar)), "r"(q),
+                                         "f"(v4[i]) : "memory");
+                {
+                    unsigned ok = 0;
+                    const unsigned par = (n >> 1) & 1;
+                    while (!ok)
+                        asm volatile("{\n .reg .pred p;\n mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%1], %2;\n selp.u32 %0, 1, 0, p;\n}\n"
+                                     : "=r"(ok) : "r"(sm_addr(xbar)), "r"(par) : "memory");
+                }
+#pragma unroll
+                for (int i = 0; i < 4; i++) {
+                    float tot = 0.0f;
+#pragma unroll
+                    for (int q = 0; q < CL; q++) tot += pp[q * PM + 64 * (i / 2) + rw + 8 * (i % 2)];
+                    v4[i] = tot;
+                }
+            };
+            exchange(0);
+            float mean[4];
+#pragma unroll
+            for (int i = 0; i < 4; i++) mean[i] = v4[i] * (1.0f / C), v4[i] = 0.0f;
+#pragma unroll
+            for (int mi = 0; mi < 2; mi++)
+#pragma unroll
+                for (int h = 0; h < 2; h++)
+#pragma unroll
+                    for (int q = 0; q < BN / 8; q++) {
+                        const float a0 = d[mi][4 * q + 2 * h] - mean[2 * mi + h], a1 = d[mi][4 * q + 2 * h + 1] - mean[2 * mi + h];
+                        v4[2 * mi + h] += a0 * a0 + a1 * a1;
+                    }
+            exchange(1);
+#pragma unroll
+            for (int i = 0; i < 4; i++) v4[i] = rsqrtf(v4[i] * (1.0f / C) + 1e-5f); /* now 1 / sd */
+            /* x out from registers; y a half at a time through the staging tile */
+#pragma unroll
+            for (int mi = 0; mi < 2; mi++) {
+#pragma unroll
+                for (int h = 0; h < 2; h++) {
+                    const int row = m0 + 64 * mi + rw + 8 * h;
+                    if (row < M)
+#pragma unroll
+                        for (int q = 0; q < BN / 8; q++)
+                            *(float2 *)(x + (size_t)row * C + n0 + 8 * q + 2 * (lane % 4)) = make_float2(d[mi][4 * q + 2 * h], d[mi][4 * q + 2 * h + 1]);
+                }
+                if (t == 0) asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory");
+                asm volatile("bar.sync %0, 128;\n" ::"r"(1 + c) : "memory");
+                const int k4 = lane / 8, roww = warp * 16 + (k4 % 2) * 8 + lane % 8;
+#pragma unroll
+                for (int q = 0; q < BN / 8; q += 2) {
+                    uint32_t r[4];
+#pragma unroll
+                    for (int e = 0; e < 4; e++) {
+                        const int q2 = q + e / 2, h = e % 2, col = n0 + 8 * q2 + 2 * (lane % 4);
+                        const float2 g = *(const float2 *)(gamma + col), bb = *(const float2 *)(beta + col);
+                        __half2 v = __floats2half2_rn((d[mi][4 * q2 + 2 * h] - mean[2 * mi + h]) * v4[2 * mi + h] * g.x + bb.x,
+                                                      (d[mi][4 * q2 + 2 * h + 1] - mean[2 * mi + h]) * v4[2 * mi + h] * g.y + bb.y);
+                        r[e] = *(uint32_t *)&v;
+                    }
+                    const int cg = q + k4 / 2;
+                    const uint32_t addr = sm_addr(yt + (cg / 8) * (64 * 128) + roww * 128 + (((cg % 8) ^ (lane % 8)) * 16));
+                    asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};\n" ::"r"(addr), "r"(r[0]), "r"(r[1]),
+                                 "r"(r[2]), "r"(r[3]) : "memory");
+                }
+                asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+                asm volatile("bar.sync %0, 128;\n" ::"r"(1 + c) : "memory");
+                if (t == 0 && m0 + 64 * mi < M) {
+                    for (int q = 0; q < BN / 64; q++) tma2_store(&my, n0 + 64 * q, m0 + 64 * mi, yt + q * (64 * 128));
+                    asm volatile("cp.async.bulk.commit_group;\n" ::: "memory");
+                }
+            }
+        }
+        if (t == 0) asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory");
+    }
+    cluster_sync();
+#endif
+}
+
+/* The fused form with an epilogue warpgroup: warpgroups 1 and 2 run the cooperative 128 x BN tile's products and
+   leave T(product + bias) in one of two staging tiles (stmatrix, swizzled as TE 2's), then go on to the next tile;
+   warpgroup 3 (thread i: row i of the tile, its BN columns in 16-byte chunks, in order) adds it to x, sums the row,
+   exchanges sums within the cluster as wg_ln, re-reads its new x from L2 for the squares about the mean and for y,
+   writes y into the staging tile it came from and stores it by TMA. The products and the epilogue of the tile before
+   run at once. Warpgroup 0: the producer (one thread), which also prefetches the tile's x into L2. 512 threads. */
+template <int BN, int ST, int CL>
+__global__ void __launch_bounds__(512, 1) wg_lne(const __grid_constant__ CUtensorMap mx, const __grid_constant__ CUtensorMap mw,
+                                                 const __grid_constant__ CUtensorMap my, const T *__restrict__ bias,
+                                                 float *__restrict__ x, const float *__restrict__ gamma, const float *__restrict__ beta,
+                                                 int M, int K) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    constexpr int A_B = BM * BK * 2, B_B = BN * BK * 2, STAGE_B = A_B + B_B, R = BN / 2, P_B = BM * BN * 2, C = CL * BN, NCH = BN / 8;
+    extern __shared__ __align__(1024) unsigned char sh_raw[];
+    unsigned char *sh = (unsigned char *)(((uintptr_t)sh_raw + 1023) & ~(uintptr_t)1023), *pst = sh + ST * STAGE_B; /* pst [2][P_B] */
+    uint64_t *full = (uint64_t *)(pst + 2 * P_B), *empty = full + ST, *pfull = empty + ST, *pempty = pfull + 2, *xb = pempty + 2;
+    float *part = (float *)(xb + 4); /* [2 e][2 buf][CL][BM], then rowv [BM], rowq [BM] */
+    const int wg = threadIdx.x / 128, t = threadIdx.x % 128, lane = t % 32;
+    const int rank = (int)cluster_rank(), cid = blockIdx.x / CL, ncl = gridDim.x / CL;
+    const int mt = (M + BM - 1) / BM, nk = K / BK, n0 = rank * BN;
+    if (threadIdx.x == 0) {
+        for (int s = 0; s < ST; s++) { bar_init(&full[s], 1); bar_init(&empty[s], 8); }
+        for (int i = 0; i < 2; i++) { bar_init(&pfull[i], 8); bar_init(&pempty[i], 1); }
+        for (int i = 0; i < 4; i++) bar_init(&xb[i], 1);
+        asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+    }
+    cluster_sync();
+    /* staging byte of tile row r, column cc (a multiple of 8): TE 2's layout, warpgroup r / 64's half */
+    auto pat = [&](unsigned char *pb, int r, int cc) {
+        return pb + (r / 64) * (64 * BN * 2) + (cc / 64) * (64 * 128) + (r % 64) * 128 + ((((cc % 64) / 8) ^ (r % 8)) * 16);
+    };
+    if (wg == 0) {
+        if (t == 0) {
+            int it = 0;
+            for (int u = cid; u < mt; u += ncl) {
+                const int m0 = u * BM;
+                for (int r = 0; r < BM && m0 + r < M; r++)
+                    asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;\n" ::"l"(x + (size_t)(m0 + r) * C + n0), "r"(BN * 4) : "memory");
+                for (int kb = 0; kb < nk; kb++, it++) {
+                    const int s = it % ST;
+                    bar_wait(&empty[s], ((it / ST) & 1) ^ 1);
+                    unsigned char *a = sh + s * STAGE_B;
+                    bar_expect(&full[s], STAGE_B);
+                    tma2(a, &mx, kb * BK, m0, &full[s]);
+                    tma2(a + A_B, &mw, kb * BK, n0, &full[s]);
+                }
+            }
+        }
+    } else if (wg < 3) {
+        const int c = wg - 1, warp = t / 32;
+        float d[R];
+        int it = 0, tl = 0;
+        for (int u = cid; u < mt; u += ncl, tl++) {
+            for (int kb = 0; kb < nk; kb++, it++) {
+                const int s = it % ST;
+                bar_wait(&full[s], (it / ST) & 1);
+                const unsigned char *a = sh + s * STAGE_B + c * (64 * BK * 2), *b = sh + s * STAGE_B + A_B;
+#pragma unroll
+                for (int i = 0; i < R; i++) asm volatile("" : "+f"(d[i])::"memory");
+                asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+#pragma unroll
+                for (int k = 0; k < 4; k++) wg_mma_n192(d, desc(a + 32 * k), desc(b + 32 * k), kb > 0 || k > 0, T());
+                asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+                asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");
+#pragma unroll
+                for (int i = 0; i < R; i++) asm volatile("" : "+f"(d[i])::"memory");
+                if (kb > 0 && lane == 0) bar_arrive(&empty[(it - 1) % ST]);
+            }
+            asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+#pragma unroll
+            for (int i = 0; i < R; i++) asm volatile("" : "+f"(d[i])::"memory");
+            if (lane == 0) bar_arrive(&empty[(it - 1) % ST]);
+            /* T(product + bias) into staging tile tl % 2 once the epilogue is done with it */
+            unsigned char *pb = pst + (tl & 1) * P_B + c * (64 * BN * 2);
+            bar_wait(&pempty[tl & 1], ((tl >> 1) & 1) ^ 1);
+            const int k4 = lane / 8, roww = warp * 16 + (k4 % 2) * 8 + lane % 8;
+#pragma unroll
+            for (int j = 0; j < BN / 8; j += 2) {
+                uint32_t r[4];
+#pragma unroll
+                for (int e = 0; e < 4; e++) {
+                    const int jj = j + e / 2, h = e % 2;
+                    const __half2 bj = *(const __half2 *)(bias + n0 + 8 * jj + 2 * (lane % 4));
+                    __half2 v = __floats2half2_rn(d[4 * jj + 2 * h] + __low2float(bj), d[4 * jj + 2 * h + 1] + __high2float(bj));
+                    r[e] = *(uint32_t *)&v;
+                }
+                const int cg = j + k4 / 2;
+                const uint32_t addr = sm_addr(pb + (cg / 8) * (64 * 128) + roww * 128 + (((cg % 8) ^ (lane % 8)) * 16));
+                asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};\n" ::"r"(addr), "r"(r[0]), "r"(r[1]),
+                             "r"(r[2]), "r"(r[3]) : "memory");
+            }
+            __syncwarp();
+            if (lane == 0) bar_arrive(&pfull[tl & 1]);
+        }
+    } else {
+        /* the epilogue: a warp a row (rows ew, ew + 4, ..; lane l < NCH its 16-byte chunk l, coalesced), the row's
+           sums by a fixed shuffle tree into rowv; the exchanges a thread a row (thread t: row t) */
+        float *rowv = part + 4 * CL * BM, *rowq = rowv + BM;
+        const int ew = t / 32;
+        int tl = 0;
+        for (int u = cid; u < mt; u += ncl, tl++) {
+            const int m0 = u * BM, b = tl & 1;
+            unsigned char *pb = pst + b * P_B;
+            bar_wait(&pfull[b], (tl >> 1) & 1);
+            auto warp_sum = [&](float v) {
+#pragma unroll
+                for (int o = 16; o; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+                return v;
+            };
+            constexpr int RB = 8; /* rows a warp has in flight */
+            for (int r0 = ew * RB; r0 < BM; r0 += 4 * RB) {
+                float4 xa_[RB], xb_[RB];
+                uint4 pv[RB];
+#pragma unroll
+                for (int i = 0; i < RB; i++) {
+                    const int row = m0 + r0 + i;
+                    xa_[i] = xb_[i] = make_float4(0.f, 0.f, 0.f, 0.f);
+                    if (lane < NCH) {
+                        pv[i] = *(const uint4 *)pat(pb, r0 + i, 8 * lane);
+                        if (row < M) {
+                            const float *xr = x + (size_t)row * C + n0 + 8 * lane;
+                            xa_[i] = *(const float4 *)xr;
+                            xb_[i] = *(const float4 *)(xr + 4);
+                        }
+                    }
+                }
+#pragma unroll
+                for (int i = 0; i < RB; i++) {
+                    const int row = m0 + r0 + i;
+                    float sm = 0.0f;
+                    if (lane < NCH) {
+                        float4 x0 = xa_[i], x1 = xb_[i];
+                        const __half2 *h = (const __half2 *)&pv[i];
+                        x0.x += __low2float(h[0]); x0.y += __high2float(h[0]); x0.z += __low2float(h[1]); x0.w += __high2float(h[1]);
+                        x1.x += __low2float(h[2]); x1.y += __high2float(h[2]); x1.z += __low2float(h[3]); x1.w += __high2float(h[3]);
+                        sm = ((x0.x + x0.y) + (x0.z + x0.w)) + ((x1.x + x1.y) + (x1.z + x1.w));
+                        if (row < M) {
+                            float *xr = x + (size_t)row * C + n0 + 8 * lane;
+                            *(float4 *)xr = x0;
+                            *(float4 *)(xr + 4) = x1;
+                        }
+                    }
+                    sm = warp_sum(sm);
+                    if (lane == 0) rowv[r0 + i] = sm;
+                }
+            }
+            auto exchange = [&](float v, int e) {
+                float *pp = part + (2 * e + b) * CL * BM;
+                uint64_t *xbar = &xb[2 * e + b];
+                if (t == 0) bar_expect(xbar, CL * BM * 4);
+#pragma unroll
+                for (int q = 0; q < CL; q++)
+                    asm volatile("{\n .reg .b32 ra, rb;\n mapa.shared::cluster.u32 ra, %0, %2;\n mapa.shared::cluster.u32 rb, %1, %2;\n"
+                                 " st.async.shared::cluster.mbarrier::complete_tx::bytes.f32 [ra], %3, [rb];\n}\n"
+                                 ::"r"(sm_addr(pp + rank * BM + t)), "r"(sm_addr(xbar)), "r"(q), "f"(v) : "memory");
+                unsigned ok = 0;
+                const unsigned par = (tl >> 1) & 1;
+                while (!ok)
+                    asm volatile("{\n .reg .pred p;\n mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%1], %2;\n selp.u32 %0, 1, 0, p;\n}\n"
+                                 : "=r"(ok) : "r"(sm_addr(xbar)), "r"(par) : "memory");
+                float tot = 0.0f;
+#pragma unroll
+                for (int q = 0; q < CL; q++) tot += pp[q * BM + t];
+                return tot;
+            };
+            asm volatile("bar.sync 1, 128;\n" ::: "memory");
+            const float mean_t = exchange(rowv[t], 0) * (1.0f / C);
+            asm volatile("bar.sync 1, 128;\n" ::: "memory");
+            rowv[t] = mean_t;
+            asm volatile("bar.sync 1, 128;\n" ::: "memory");
+            for (int r0 = ew * RB; r0 < BM; r0 += 4 * RB) {
+                float4 xa_[RB], xb_[RB];
+#pragma unroll
+                for (int i = 0; i < RB; i++) {
+                    const int row = m0 + r0 + i;
+                    const float mean = rowv[r0 + i];
+                    xa_[i] = xb_[i] = make_float4(mean, mean, mean, mean);
+                    if (lane < NCH && row < M) {
+                        const float *xr = x + (size_t)row * C + n0 + 8 * lane;
+                        xa_[i] = *(const float4 *)xr;
+                        xb_[i] = *(const float4 *)(xr + 4);
+                    }
+                }
+#pragma unroll
+                for (int i = 0; i < RB; i++) {
+                    const float mean = rowv[r0 + i];
+                    const float4 x0 = xa_[i], x1 = xb_[i];
+                    const float a[8] = {x0.x - mean, x0.y - mean, x0.z - mean, x0.w - mean, x1.x - mean, x1.y - mean, x1.z - mean, x1.w - mean};
+                    float sq = lane < NCH ? ((a[0] * a[0] + a[1] * a[1]) + (a[2] * a[2] + a[3] * a[3])) + ((a[4] * a[4] + a[5] * a[5]) + (a[6] * a[6] + a[7] * a[7])) : 0.0f;
+                    sq = warp_sum(sq);
+                    if (lane == 0) rowq[r0 + i] = sq;
+                }
+            }
+            asm volatile("bar.sync 1, 128;\n" ::: "memory");
+            const float rs_t = rsqrtf(exchange(rowq[t], 1) * (1.0f / C) + 1e-5f);
+            asm volatile("bar.sync 1, 128;\n" ::: "memory");
+            rowq[t] = rs_t;
+            asm volatile("bar.sync 1, 128;\n" ::: "memory");
+            /* y in the staging tile's place of the row's products, then out by TMA */
+            for (int r0 = ew * RB; r0 < BM; r0 += 4 * RB) {
+                float4 xa_[RB], xb_[RB];
+#pragma unroll
+                for (int i = 0; i < RB; i++) {
+                    const int row = m0 + r0 + i;
+                    xa_[i] = xb_[i] = make_float4(0.f, 0.f, 0.f, 0.f);
+                    if (lane < NCH && row < M) {
+                        const float *xr = x + (size_t)row * C + n0 + 8 * lane;
+                        xa_[i] = *(const float4 *)xr;
+                        xb_[i] = *(const float4 *)(xr + 4);
+                    }
+                }
+                if (lane < NCH) {
+                    const float4 g0 = *(const float4 *)(gamma + n0 + 8 * lane), g1 = *(const float4 *)(gamma + n0 + 8 * lane + 4);
+                    const float4 b0 = *(const float4 *)(beta + n0 + 8 * lane), b1 = *(const float4 *)(beta + n0 + 8 * lane + 4);
+#pragma unroll
+                    for (int i = 0; i < RB; i++) {
+                        const float mean = rowv[r0 + i], rs = rowq[r0 + i];
+                        const float4 x0 = xa_[i], x1 = xb_[i];
+                        __half2 yv[4];
+                        yv[0] = __floats2half2_rn((x0.x - mean) * rs * g0.x + b0.x, (x0.y - mean) * rs * g0.y + b0.y);
+                        yv[1] = __floats2half2_rn((x0.z - mean) * rs * g0.z + b0.z, (x0.w - mean) * rs * g0.w + b0.w);
+                        yv[2] = __floats2half2_rn((x1.x - mean) * rs * g1.x + b1.x, (x1.y - mean) * rs * g1.y + b1.y);
+                        yv[3] = __floats2half2_rn((x1.z - mean) * rs * g1.z + b1.z, (x1.w - mean) * rs * g1.w + b1.w);
+                        *(uint4 *)pat(pb, r0 + i, 8 * lane) = *(const uint4 *)yv;
+                    }
+                }
+            }
+            asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+            asm volatile("bar.sync 1, 128;\n" ::: "memory");
+            if (t == 0) {
+                for (int h = 0; h < 2; h++)
+                    if (m0 + 64 * h < M)
+                        for (int q = 0; q < BN / 64; q++) tma2_store(&my, n0 + 64 * q, m0 + 64 * h, pb + h * (64 * BN * 2) + q * (64 * 128));
+                asm volatile("cp.async.bulk.commit_group;\n" ::: "memory");
+                asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory");
+                bar_arrive(&pempty[b]);
+            }
+        }
+    }
+    cluster_sync();
+#endif
+}
+
 /* The unfused pair it replaces: the residual add and layer norm of rows of C = 768 (one warp a row, 24 elements a
    lane in 16-byte pieces: x in and out fp32, the product in T, y in T), after cuBLASLt's product. */
 __global__ void __launch_bounds__(256) resid_ln(float *__restrict__ x, const T *__restrict__ p, const float *__restrict__ gamma,
@@ -1170,6 +1606,56 @@ static void lnp_run(int M, int K, int sms, cudaStream_t s, const CUtensorMap &mx
     });
 }
 
+static void lnq_run(int M, int K, int sms, cudaStream_t s, const CUtensorMap &mx, const CUtensorMap &mw, const CUtensorMap &my,
+                    const T *bias, const T *X, const T *W, T *P, float *xa, float *xb, const float *x0, T *ya, T *yb,
+                    const float *gamma, const float *beta, Lt &L) {
+    constexpr int C = 768, BN = 192, ST = 4, CL = 4;
+    auto kern = wg_lnq<BN, ST, CL>;
+    const size_t smem = (size_t)ST * (128 + BN) * BK * 2 + 2 * 64 * BN * 2 + 1024 + (2 * ST + 10) * 8 + 2 * 4 * CL * 128 * 4;
+    CK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+    cudaLaunchConfig_t cfg = {};
+    cudaLaunchAttribute at[1];
+    at[0].id = cudaLaunchAttributeClusterDimension;
+    at[0].val.clusterDim.x = CL; at[0].val.clusterDim.y = 1; at[0].val.clusterDim.z = 1;
+    cfg.blockDim = dim3(288);
+    cfg.dynamicSmemBytes = smem;
+    cfg.stream = s;
+    cfg.attrs = at;
+    cfg.numAttrs = 1;
+    cfg.gridDim = dim3(sms / CL * CL);
+    int ncl = 0;
+    CK(cudaOccupancyMaxActiveClusters(&ncl, kern, &cfg));
+    const int mt = (M + 127) / 128;
+    cfg.gridDim = dim3((ncl < mt ? ncl : mt) * CL);
+    compare_and_time(M, K, C, " (ping-pong, 128-row tiles)", cfg.gridDim.x / CL, CL, s, L, W, X, P, xa, xb, x0, ya, yb, gamma, beta,
+                     [&](float *x) { CK(cudaLaunchKernelEx(&cfg, kern, mx, mw, my, bias, x, gamma, beta, M, K)); });
+}
+
+static void lne_run(int M, int K, int sms, cudaStream_t s, const CUtensorMap &mx, const CUtensorMap &mw, const CUtensorMap &my,
+                    const T *bias, const T *X, const T *W, T *P, float *xa, float *xb, const float *x0, T *ya, T *yb,
+                    const float *gamma, const float *beta, Lt &L) {
+    constexpr int C = 768, BN = 192, ST = 3, CL = 4;
+    auto kern = wg_lne<BN, ST, CL>;
+    const size_t smem = (size_t)ST * (BM + BN) * BK * 2 + 2 * BM * BN * 2 + 1024 + (2 * ST + 8) * 8 + (4 * CL + 2) * BM * 4;
+    CK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+    cudaLaunchConfig_t cfg = {};
+    cudaLaunchAttribute at[1];
+    at[0].id = cudaLaunchAttributeClusterDimension;
+    at[0].val.clusterDim.x = CL; at[0].val.clusterDim.y = 1; at[0].val.clusterDim.z = 1;
+    cfg.blockDim = dim3(512);
+    cfg.dynamicSmemBytes = smem;
+    cfg.stream = s;
+    cfg.attrs = at;
+    cfg.numAttrs = 1;
+    cfg.gridDim = dim3(sms / CL * CL);
+    int ncl = 0;
+    CK(cudaOccupancyMaxActiveClusters(&ncl, kern, &cfg));
+    const int mt = (M + BM - 1) / BM;
+    cfg.gridDim = dim3((ncl < mt ? ncl : mt) * CL);
+    compare_and_time(M, K, C, " (an epilogue warpgroup)", cfg.gridDim.x / CL, CL, s, L, W, X, P, xa, xb, x0, ya, yb, gamma, beta,
+                     [&](float *x) { CK(cudaLaunchKernelEx(&cfg, kern, mx, mw, my, bias, x, gamma, beta, M, K)); });
+}
+
 /* the fused product + residual + layer norm (C 768: 4 blocks of 192) against cuBLASLt's product + resid_ln */
 static void ln_shape(int M, int K, int sms, cudaStream_t s) {
     constexpr int C = 768, BN = 192, ST = 4, CL = 4;
@@ -1200,6 +1686,20 @@ static void ln_shape(int M, int K, int sms, cudaStream_t s) {
     }
     const int xtm = getenv("WG_XT") ? atoi(getenv("WG_XT")) : 0;
     const bool xt = xtm == 1;
+    if (xtm == 4) { /* an epilogue warpgroup */
+        lne_run(M, K, sms, s, mx, mw, map2(yb, M, C, 64), bias, X, W, P, xa, xb, x0, ya, yb, gamma, beta, L);
+        lt_free(L);
+        cudaFree(X); cudaFree(W); cudaFree(bias); cudaFree(P); cudaFree(ya); cudaFree(yb);
+        cudaFree(x0); cudaFree(xa); cudaFree(xb); cudaFree(gamma); cudaFree(beta);
+        return;
+    }
+    if (xtm == 3) { /* ping-pong, 128-row tiles */
+        lnq_run(M, K, sms, s, mx, mw, map2(yb, M, C, 64), bias, X, W, P, xa, xb, x0, ya, yb, gamma, beta, L);
+        lt_free(L);
+        cudaFree(X); cudaFree(W); cudaFree(bias); cudaFree(P); cudaFree(ya); cudaFree(yb);
+        cudaFree(x0); cudaFree(xa); cudaFree(xb); cudaFree(gamma); cudaFree(beta);
+        return;
+    }
     if (xtm == 2) { /* ping-pong */
         CUtensorMap mx64 = map2(X, M, K, 64), my64 = map2(yb, M, C, 64), mxs64;
         const cuuint64_t dims[2] = {(cuuint64_t)C, (cuuint64_t)M}, strides[1] = {(cuuint64_t)C * 4};
