@@ -23,6 +23,12 @@
    cuBLASLt's output the largest |difference| / (1 + |value|) and the share of outputs bit-identical.
    Usage: [WG_VARIANTS=letters] [WG_PROF=1: one launch each, for ncu] wg_gemm [M N K]...   (no arguments: the 124M and
    1558M prompt shapes at 16,384 and 4,096 rows and the 1558M decode shapes at 256 rows).
+
+   The second question, the product into the residual with the residual add and the next layer norm in its epilogue
+   (C 768, 124M's proj and MLP second), against cuBLASLt's product followed by resid_ln:
+   [WG_XT=0|1|2|4] [WG_SKIP=bits] wg_gemm ln M K [M K]...   WG_XT: 0 wg_ln, x read from L2; 1 wg_ln, x by TMA;
+   2 wg_lnp (ping-pong, 64-row tiles a warpgroup); 4 wg_lne (an epilogue warpgroup). WG_SKIP (timing only, wg_ln):
+   1 no exchanges, 2 no x stores, 4 no y stores. Prints both outputs' differences (x fp32, y T) and the times.
    Build: make bench/wg_gemm (sm_90a only). */
 #include <cstdio>
 #include <cstdlib>
@@ -844,199 +850,6 @@ __global__ void __launch_bounds__(384, 1) wg_lnp(const __grid_constant__ CUtenso
 #endif
 }
 
-/* Ping-pong with 128-row tiles a warpgroup (two m64n192k16 a 16 of K: 192 accumulators a thread), so that its main
-   loop brings and reads what the cooperative kernel's does: a block of 9 warps (warps 0-7 the two consumer
-   warpgroups, warp 8 the producer; 288 threads, a cap of 224 registers a thread, no setmaxnreg). x is prefetched into
-   L2 by the producer and read from there; x is stored from registers (8 bytes a lane), y through a 64-row staging
-   tile a warpgroup (stmatrix, TMA), the tile's two halves in turn. Exchanges, the ring and the warpgroups' order as
-   wg_lnp. */
-template <int BN, int ST, int CL>
-__global__ void __maxnreg__(224) wg_lnq(const __grid_constant__ CUtensorMap mx, const __grid_constant__ CUtensorMap mw,
-                                                 const __grid_constant__ CUtensorMap my, const T *__restrict__ bias,
-                                                 float *__restrict__ x, const float *__restrict__ gamma, const float *__restrict__ beta,
-                                                 int M, int K) {
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-    constexpr int PM = 128, A_B = PM * BK * 2, B_B = BN * BK * 2, STAGE_B = A_B + B_B, R = BN / 2, Y_B = 64 * BN * 2, C = CL * BN;
-    extern __shared__ __align__(1024) unsigned char sh_raw[];
-    unsigned char *sh = (unsigned char *)(((uintptr_t)sh_raw + 1023) & ~(uintptr_t)1023), *yt0 = sh + ST * STAGE_B;
-    uint64_t *full = (uint64_t *)(yt0 + 2 * Y_B), *empty = full + ST, *done = empty + ST, *xb = done + 2; /* xb [2 wg][4] */
-    float *part = (float *)(xb + 8);                                                                      /* [2][4][CL][PM] */
-    const int warp_all = threadIdx.x / 32;
-    const int rank = (int)cluster_rank(), cid = blockIdx.x / CL, ncl = gridDim.x / CL;
-    const int mt = (M + PM - 1) / PM, nk = K / BK, n0 = rank * BN;
-    if (threadIdx.x == 0) {
-        for (int s = 0; s < ST; s++) { bar_init(&full[s], 1); bar_init(&empty[s], 4); }
-        for (int i = 0; i < 2; i++) bar_init(&done[i], 1);
-        for (int i = 0; i < 8; i++) bar_init(&xb[i], 1);
-        asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
-    }
-    cluster_sync();
-    if (warp_all == 8) {
-        if (threadIdx.x % 32 == 0) {
-            int it = 0;
-            for (int u = cid; u < mt; u += ncl) {
-                const int m0 = u * PM;
-                for (int r = 0; r < PM && m0 + r < M; r++)
-                    asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;\n" ::"l"(x + (size_t)(m0 + r) * C + n0), "r"(BN * 4) : "memory");
-                for (int kb = 0; kb < nk; kb++, it++) {
-                    const int s = it % ST;
-                    bar_wait(&empty[s], ((it / ST) & 1) ^ 1);
-                    unsigned char *a = sh + s * STAGE_B;
-                    bar_expect(&full[s], STAGE_B);
-                    tma2(a, &mx, kb * BK, m0, &full[s]);
-                    tma2(a + A_B, &mw, kb * BK, n0, &full[s]);
-                }
-            }
-        }
-    } else {
-        const int c = warp_all / 4, t = threadIdx.x % 128, warp = t / 32, lane = t % 32;
-        unsigned char *yt = yt0 + c * Y_B;
-        float d[2][R];
-        int j = c, n = 0;
-        for (int u = cid + c * ncl; u < mt; u += 2 * ncl, j += 2, n++) {
-            const int m0 = u * PM;
-            if (j > 0) bar_wait(&done[1 - c], (c == 1 ? n : n - 1) & 1);
-            for (int kb = 0; kb < nk; kb++) {
-                const int it = j * nk + kb, s = it % ST;
-                bar_wait(&full[s], (it / ST) & 1);
-                const unsigned char *a = sh + s * STAGE_B, *b = a + A_B;
-#pragma unroll
-                for (int i = 0; i < R; i++) asm volatile("" : "+f"(d[0][i]), "+f"(d[1][i])::"memory");
-                asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
-#pragma unroll
-                for (int k = 0; k < 4; k++) {
-                    wg_mma_n192(d[0], desc(a + 32 * k), desc(b + 32 * k), kb > 0 || k > 0, T());
-                    wg_mma_n192(d[1], desc(a + 64 * 128 + 32 * k), desc(b + 32 * k), kb > 0 || k > 0, T());
-                }
-                asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
-                asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");
-#pragma unroll
-                for (int i = 0; i < R; i++) asm volatile("" : "+f"(d[0][i]), "+f"(d[1][i])::"memory");
-                if (kb > 0 && lane == 0) bar_arrive(&empty[(it - 1) % ST]);
-            }
-            if (t == 0) bar_arrive(&done[c]);
-            asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
-#pragma unroll
-            for (int i = 0; i < R; i++) asm volatile("" : "+f"(d[0][i]), "+f"(d[1][i])::"memory");
-            if (lane == 0) bar_arrive(&empty[(j * nk + nk - 1) % ST]);
-            /* rows 64 mi + rw + 8 h of the tile (rw = 16 warp + lane / 4), columns n0 + 8 jj + 2 (lane % 4) (+ 1) */
-            const int rw = warp * 16 + lane / 4, buf = n & 1;
-            float v4[4] = {0.0f, 0.0f, 0.0f, 0.0f}; /* [2 mi + h] */
-#pragma unroll
-            for (int mi = 0; mi < 2; mi++)
-#pragma unroll
-                for (int h = 0; h < 2; h++) {
-                    const int row = m0 + 64 * mi + rw + 8 * h;
-#pragma unroll
-                    for (int j0 = 0; j0 < BN / 8; j0 += 8) {
-                        float2 xv[8];
-#pragma unroll
-                        for (int jj = 0; jj < 8; jj++)
-                            xv[jj] = row < M ? *(const float2 *)(x + (size_t)row * C + n0 + 8 * (j0 + jj) + 2 * (lane % 4)) : make_float2(0.0f, 0.0f);
-#pragma unroll
-                        for (int jj = 0; jj < 8; jj++) {
-                            const int q = j0 + jj;
-                            const __half2 bj = *(const __half2 *)(bias + n0 + 8 * q + 2 * (lane % 4));
-                            const __half2 p = __floats2half2_rn(d[mi][4 * q + 2 * h] + __low2float(bj), d[mi][4 * q + 2 * h + 1] + __high2float(bj));
-                            d[mi][4 * q + 2 * h] = xv[jj].x + __low2float(p);
-                            d[mi][4 * q + 2 * h + 1] = xv[jj].y + __high2float(p);
-                            v4[2 * mi + h] += d[mi][4 * q + 2 * h] + d[mi][4 * q + 2 * h + 1];
-                        }
-                    }
-                }
-            auto exchange = [&](int e) {
-#pragma unroll
-                for (int i = 0; i < 4; i++) {
-                    v4[i] += __shfl_xor_sync(0xffffffffu, v4[i], 1);
-                    v4[i] += __shfl_xor_sync(0xffffffffu, v4[i], 2);
-                }
-                float *pp = part + ((c * 2 + e) * 2 + buf) * CL * PM;
-                uint64_t *xbar = &xb[c * 4 + 2 * e + buf];
-                if (t == 0) bar_expect(xbar, CL * PM * 4);
-                if (lane % 4 == 0)
-#pragma unroll
-                    for (int q = 0; q < CL; q++)
-#pragma unroll
-                        for (int i = 0; i < 4; i++)
-                            asm volatile("{\n .reg .b32 ra, rb;\n mapa.shared::cluster.u32 ra, %0, %2;\n mapa.shared::cluster.u32 rb, %1, %2;\n"
-                                         " st.async.shared::cluster.mbarrier::complete_tx::bytes.f32 [ra], %3, [rb];\n}\n"
-                                         ::"r"(sm_addr(pp + rank * PM + 64 * (i / 2) + rw + 8 * (i % 2))), "r"(sm_addr(xbar)), "r"(q),
-                                         "f"(v4[i]) : "memory");
-                {
-                    unsigned ok = 0;
-                    const unsigned par = (n >> 1) & 1;
-                    while (!ok)
-                        asm volatile("{\n .reg .pred p;\n mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%1], %2;\n selp.u32 %0, 1, 0, p;\n}\n"
-                                     : "=r"(ok) : "r"(sm_addr(xbar)), "r"(par) : "memory");
-                }
-#pragma unroll
-                for (int i = 0; i < 4; i++) {
-                    float tot = 0.0f;
-#pragma unroll
-                    for (int q = 0; q < CL; q++) tot += pp[q * PM + 64 * (i / 2) + rw + 8 * (i % 2)];
-                    v4[i] = tot;
-                }
-            };
-            exchange(0);
-            float mean[4];
-#pragma unroll
-            for (int i = 0; i < 4; i++) mean[i] = v4[i] * (1.0f / C), v4[i] = 0.0f;
-#pragma unroll
-            for (int mi = 0; mi < 2; mi++)
-#pragma unroll
-                for (int h = 0; h < 2; h++)
-#pragma unroll
-                    for (int q = 0; q < BN / 8; q++) {
-                        const float a0 = d[mi][4 * q + 2 * h] - mean[2 * mi + h], a1 = d[mi][4 * q + 2 * h + 1] - mean[2 * mi + h];
-                        v4[2 * mi + h] += a0 * a0 + a1 * a1;
-                    }
-            exchange(1);
-#pragma unroll
-            for (int i = 0; i < 4; i++) v4[i] = rsqrtf(v4[i] * (1.0f / C) + 1e-5f); /* now 1 / sd */
-            /* x out from registers; y a half at a time through the staging tile */
-#pragma unroll
-            for (int mi = 0; mi < 2; mi++) {
-#pragma unroll
-                for (int h = 0; h < 2; h++) {
-                    const int row = m0 + 64 * mi + rw + 8 * h;
-                    if (row < M)
-#pragma unroll
-                        for (int q = 0; q < BN / 8; q++)
-                            *(float2 *)(x + (size_t)row * C + n0 + 8 * q + 2 * (lane % 4)) = make_float2(d[mi][4 * q + 2 * h], d[mi][4 * q + 2 * h + 1]);
-                }
-                if (t == 0) asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory");
-                asm volatile("bar.sync %0, 128;\n" ::"r"(1 + c) : "memory");
-                const int k4 = lane / 8, roww = warp * 16 + (k4 % 2) * 8 + lane % 8;
-#pragma unroll
-                for (int q = 0; q < BN / 8; q += 2) {
-                    uint32_t r[4];
-#pragma unroll
-                    for (int e = 0; e < 4; e++) {
-                        const int q2 = q + e / 2, h = e % 2, col = n0 + 8 * q2 + 2 * (lane % 4);
-                        const float2 g = *(const float2 *)(gamma + col), bb = *(const float2 *)(beta + col);
-                        __half2 v = __floats2half2_rn((d[mi][4 * q2 + 2 * h] - mean[2 * mi + h]) * v4[2 * mi + h] * g.x + bb.x,
-                                                      (d[mi][4 * q2 + 2 * h + 1] - mean[2 * mi + h]) * v4[2 * mi + h] * g.y + bb.y);
-                        r[e] = *(uint32_t *)&v;
-                    }
-                    const int cg = q + k4 / 2;
-                    const uint32_t addr = sm_addr(yt + (cg / 8) * (64 * 128) + roww * 128 + (((cg % 8) ^ (lane % 8)) * 16));
-                    asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};\n" ::"r"(addr), "r"(r[0]), "r"(r[1]),
-                                 "r"(r[2]), "r"(r[3]) : "memory");
-                }
-                asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-                asm volatile("bar.sync %0, 128;\n" ::"r"(1 + c) : "memory");
-                if (t == 0 && m0 + 64 * mi < M) {
-                    for (int q = 0; q < BN / 64; q++) tma2_store(&my, n0 + 64 * q, m0 + 64 * mi, yt + q * (64 * 128));
-                    asm volatile("cp.async.bulk.commit_group;\n" ::: "memory");
-                }
-            }
-        }
-        if (t == 0) asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory");
-    }
-    cluster_sync();
-#endif
-}
-
 /* The fused form with an epilogue warpgroup: warpgroups 1 and 2 run the cooperative 128 x BN tile's products and
    leave T(product + bias) in one of two staging tiles (stmatrix, swizzled as TE 2's), then go on to the next tile;
    warpgroup 3 (thread i: row i of the tile, its BN columns in 16-byte chunks, in order) adds it to x, sums the row,
@@ -1606,31 +1419,6 @@ static void lnp_run(int M, int K, int sms, cudaStream_t s, const CUtensorMap &mx
     });
 }
 
-static void lnq_run(int M, int K, int sms, cudaStream_t s, const CUtensorMap &mx, const CUtensorMap &mw, const CUtensorMap &my,
-                    const T *bias, const T *X, const T *W, T *P, float *xa, float *xb, const float *x0, T *ya, T *yb,
-                    const float *gamma, const float *beta, Lt &L) {
-    constexpr int C = 768, BN = 192, ST = 4, CL = 4;
-    auto kern = wg_lnq<BN, ST, CL>;
-    const size_t smem = (size_t)ST * (128 + BN) * BK * 2 + 2 * 64 * BN * 2 + 1024 + (2 * ST + 10) * 8 + 2 * 4 * CL * 128 * 4;
-    CK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
-    cudaLaunchConfig_t cfg = {};
-    cudaLaunchAttribute at[1];
-    at[0].id = cudaLaunchAttributeClusterDimension;
-    at[0].val.clusterDim.x = CL; at[0].val.clusterDim.y = 1; at[0].val.clusterDim.z = 1;
-    cfg.blockDim = dim3(288);
-    cfg.dynamicSmemBytes = smem;
-    cfg.stream = s;
-    cfg.attrs = at;
-    cfg.numAttrs = 1;
-    cfg.gridDim = dim3(sms / CL * CL);
-    int ncl = 0;
-    CK(cudaOccupancyMaxActiveClusters(&ncl, kern, &cfg));
-    const int mt = (M + 127) / 128;
-    cfg.gridDim = dim3((ncl < mt ? ncl : mt) * CL);
-    compare_and_time(M, K, C, " (ping-pong, 128-row tiles)", cfg.gridDim.x / CL, CL, s, L, W, X, P, xa, xb, x0, ya, yb, gamma, beta,
-                     [&](float *x) { CK(cudaLaunchKernelEx(&cfg, kern, mx, mw, my, bias, x, gamma, beta, M, K)); });
-}
-
 static void lne_run(int M, int K, int sms, cudaStream_t s, const CUtensorMap &mx, const CUtensorMap &mw, const CUtensorMap &my,
                     const T *bias, const T *X, const T *W, T *P, float *xa, float *xb, const float *x0, T *ya, T *yb,
                     const float *gamma, const float *beta, Lt &L) {
@@ -1688,13 +1476,6 @@ static void ln_shape(int M, int K, int sms, cudaStream_t s) {
     const bool xt = xtm == 1;
     if (xtm == 4) { /* an epilogue warpgroup */
         lne_run(M, K, sms, s, mx, mw, map2(yb, M, C, 64), bias, X, W, P, xa, xb, x0, ya, yb, gamma, beta, L);
-        lt_free(L);
-        cudaFree(X); cudaFree(W); cudaFree(bias); cudaFree(P); cudaFree(ya); cudaFree(yb);
-        cudaFree(x0); cudaFree(xa); cudaFree(xb); cudaFree(gamma); cudaFree(beta);
-        return;
-    }
-    if (xtm == 3) { /* ping-pong, 128-row tiles */
-        lnq_run(M, K, sms, s, mx, mw, map2(yb, M, C, 64), bias, X, W, P, xa, xb, x0, ya, yb, gamma, beta, L);
         lt_free(L);
         cudaFree(X); cudaFree(W); cudaFree(bias); cudaFree(P); cudaFree(ya); cudaFree(yb);
         cudaFree(x0); cudaFree(xa); cudaFree(xb); cudaFree(gamma); cudaFree(beta);
