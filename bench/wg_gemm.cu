@@ -123,6 +123,96 @@ static __device__ __forceinline__ void tma2_store(const CUtensorMap *map, int x,
                  ::"l"((uint64_t)map), "r"(x), "r"(y), "r"(sm_addr(src)) : "memory");
 }
 
+/* the products of one ring stage for a warpgroup's 64 rows: wait for the stage, four wgmma m64nBNk16 (A: 64 rows x 64
+   of K at a, B: BN rows at b, both 128-byte swizzled), the tile's first from 0, committed as a group; then wait for the
+   group before it, whose stage the caller may hand back */
+template <int BN>
+static __device__ __forceinline__ void wg_stage(float (&d)[BN / 2], const unsigned char *a, const unsigned char *b, uint64_t *full,
+                                                unsigned parity, bool first) {
+    bar_wait(full, parity);
+#pragma unroll
+    for (int i = 0; i < BN / 2; i++) asm volatile("" : "+f"(d[i])::"memory");
+    asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+#pragma unroll
+    for (int k = 0; k < 4; k++) {
+        if constexpr (BN == 256) wg_mma_n256(d, desc(a + 32 * k), desc(b + 32 * k), !first || k > 0, T());
+        else if constexpr (BN == 192) wg_mma_n192(d, desc(a + 32 * k), desc(b + 32 * k), !first || k > 0, T());
+        else wg_mma_n128(d, desc(a + 32 * k), desc(b + 32 * k), !first || k > 0, T());
+    }
+    asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+    asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");
+#pragma unroll
+    for (int i = 0; i < BN / 2; i++) asm volatile("" : "+f"(d[i])::"memory");
+}
+/* every group done: the accumulators may be read */
+template <int N>
+static __device__ __forceinline__ void wg_drain(float (&d)[N]) {
+    asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+#pragma unroll
+    for (int i = 0; i < N; i++) asm volatile("" : "+f"(d[i])::"memory");
+}
+/* the producer's copy of one ring stage: once the stage is free, X's box (128-byte swizzle) at a and W's at b onto its
+   barrier, bytes in all */
+static __device__ __forceinline__ void fill_stage(unsigned char *a, unsigned char *b, unsigned bytes, uint64_t *full, uint64_t *empty,
+                                                  unsigned parity, const CUtensorMap *mx, const CUtensorMap *mw, int k, int m0, int n0) {
+    bar_wait(empty, parity);
+    bar_expect(full, bytes);
+    tma2(a, mx, k, m0, full);
+    tma2(b, mw, k, n0, full);
+}
+/* the same with W's box shared by the cluster's CL blocks (adjacent row blocks): this block copies its 1 / CL of
+   W's rows (of bn) and multicasts them to all, each block's barrier counting the whole stage */
+template <int CL>
+static __device__ __forceinline__ void fill_stage_mc(unsigned char *a, unsigned char *b, int b_bytes, unsigned bytes, uint64_t *full,
+                                                     uint64_t *empty, unsigned parity, const CUtensorMap *mx, const CUtensorMap *mw,
+                                                     int k, int m0, int n0, int rank, int bn) {
+    bar_wait(empty, parity);
+    bar_expect(full, bytes);
+    tma2(a, mx, k, m0, full);
+    tma2_mc(b + rank * (b_bytes / CL), mw, k, n0 + rank * (bn / CL), full, (uint16_t)((1 << CL) - 1));
+}
+/* a plain product's producer: this block's units (u = cid, cid + ncl, ..; row block (u / nt) CL + rank of bm rows,
+   column block u % nt of bn), each K's stages in turn through the ring of st stages */
+template <int CL>
+static __device__ __forceinline__ void produce(unsigned char *sh, int stage_b, int a_b, int b_b, int st, uint64_t *full, uint64_t *empty,
+                                               const CUtensorMap *mx, const CUtensorMap *mw, int units, int nt, int cid, int ncl, int rank,
+                                               int bm, int bn, int nk) {
+    int it = 0;
+    for (int u = cid; u < units; u += ncl) {
+        const int m0 = ((u / nt) * CL + rank) * bm, n0 = (u % nt) * bn;
+        for (int kb = 0; kb < nk; kb++, it++) {
+            const int s = it % st;
+            unsigned char *a = sh + s * stage_b;
+            if (CL == 1) fill_stage(a, a + a_b, stage_b, &full[s], &empty[s], ((it / st) & 1) ^ 1, mx, mw, kb * BK, m0, n0);
+            else fill_stage_mc<CL>(a, a + a_b, b_b, stage_b, &full[s], &empty[s], ((it / st) & 1) ^ 1, mx, mw, kb * BK, m0, n0, rank, bn);
+        }
+    }
+}
+/* four 8 x 8 matrices of T (a warp's r[0..3], as mma's accumulator layout) into a staging tile of 128-byte rows,
+   128-byte swizzle: the lane's row address is row roww of 64-column group cg (sub-tiles of sub bytes) */
+static __device__ __forceinline__ void stsm4(unsigned char *sg, int sub, int cg, int roww, int lane, const uint32_t (&r)[4]) {
+    const uint32_t addr = sm_addr(sg + (cg / 8) * sub + roww * 128 + (((cg % 8) ^ (lane % 8)) * 16));
+    asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};\n" ::"r"(addr), "r"(r[0]), "r"(r[1]), "r"(r[2]),
+                 "r"(r[3]) : "memory");
+}
+/* v into the place of dst in every block of the cluster (CL blocks), each store counted on that block's barrier at
+   bar's place (st.async: released at cluster scope with the count) */
+template <int CL>
+static __device__ __forceinline__ void push_all(const float *dst, uint64_t *bar, float v) {
+#pragma unroll
+    for (int q = 0; q < CL; q++)
+        asm volatile("{\n .reg .b32 ra, rb;\n mapa.shared::cluster.u32 ra, %0, %2;\n mapa.shared::cluster.u32 rb, %1, %2;\n"
+                     " st.async.shared::cluster.mbarrier::complete_tx::bytes.f32 [ra], %3, [rb];\n}\n"
+                     ::"r"(sm_addr(dst)), "r"(sm_addr(bar)), "r"(q), "f"(v) : "memory");
+}
+/* a phase of a barrier that other blocks' stores complete: acquired at cluster scope */
+static __device__ __forceinline__ void bar_wait_cluster(uint64_t *b, unsigned parity) {
+    unsigned ok = 0;
+    while (!ok)
+        asm volatile("{\n .reg .pred p;\n mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%1], %2;\n selp.u32 %0, 1, 0, p;\n}\n"
+                     : "=r"(ok) : "r"(sm_addr(b)), "r"(parity) : "memory");
+}
+
 /* BN: tile columns (a consumer warpgroup's m64nBN accumulator); ST: ring stages; CL: CTAs a cluster, along M, each
    loading 1 / CL of W's box and multicasting it to all; TE: the epilogue through a swizzled staging tile in shared
    memory and TMA stores (else stores from registers) */
@@ -146,19 +236,7 @@ __global__ void __launch_bounds__(384, 1) wg_gemm(const __grid_constant__ CUtens
     if (wg == 0) {
         asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n");
         if (t == 0) {
-            int it = 0;
-            for (int u = cid; u < units; u += ncl) {
-                const int m0 = ((u / nt) * CL + rank) * BM, n0 = (u % nt) * BN;
-                for (int kb = 0; kb < nk; kb++, it++) {
-                    const int s = it % ST;
-                    bar_wait(&empty[s], ((it / ST) & 1) ^ 1);
-                    unsigned char *a = sh + s * STAGE_B;
-                    bar_expect(&full[s], STAGE_B);
-                    tma2(a, &mx, kb * BK, m0, &full[s]);
-                    if (CL == 1) tma2(a + A_B, &mw, kb * BK, n0, &full[s]);
-                    else tma2_mc(a + A_B + rank * (B_B / CL), &mw, kb * BK, n0 + rank * (BN / CL), &full[s], (uint16_t)((1 << CL) - 1));
-                }
-            }
+            produce<CL>(sh, STAGE_B, A_B, B_B, ST, full, empty, &mx, &mw, units, nt, cid, ncl, rank, BM, BN, nk);
         }
     } else {
         asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n");
@@ -176,30 +254,14 @@ __global__ void __launch_bounds__(384, 1) wg_gemm(const __grid_constant__ CUtens
                 }
             for (int kb = 0; kb < nk; kb++, it++) {
                 const int s = it % ST;
-                bar_wait(&full[s], (it / ST) & 1);
-                const unsigned char *a = sh + s * STAGE_B + c * (64 * BK * 2), *b = sh + s * STAGE_B + A_B;
-#pragma unroll
-                for (int i = 0; i < R; i++) asm volatile("" : "+f"(d[i])::"memory");
-                asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
-#pragma unroll
-                for (int k = 0; k < 4; k++) {
-                    if constexpr (BN == 256) wg_mma_n256(d, desc(a + 32 * k), desc(b + 32 * k), kb > 0 || k > 0, T());
-                    else if constexpr (BN == 192) wg_mma_n192(d, desc(a + 32 * k), desc(b + 32 * k), kb > 0 || k > 0, T());
-                    else wg_mma_n128(d, desc(a + 32 * k), desc(b + 32 * k), kb > 0 || k > 0, T());
-                }
-                asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
-                asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");
-#pragma unroll
-                for (int i = 0; i < R; i++) asm volatile("" : "+f"(d[i])::"memory");
+                wg_stage<BN>(d, sh + s * STAGE_B + c * (64 * BK * 2), sh + s * STAGE_B + A_B, &full[s], (it / ST) & 1, kb == 0);
                 /* the group before this one is done: its stage goes back to every producer that fills it */
                 if (kb > 0 && lane == 0) {
                     if (CL == 1) bar_arrive(&empty[(it - 1) % ST]);
                     else for (int q = 0; q < CL; q++) bar_arrive_at(&empty[(it - 1) % ST], q);
                 }
             }
-            asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
-#pragma unroll
-            for (int i = 0; i < R; i++) asm volatile("" : "+f"(d[i])::"memory");
+            wg_drain(d);
             if (lane == 0) {
                 if (CL == 1) bar_arrive(&empty[(it - 1) % ST]);
                 else for (int q = 0; q < CL; q++) bar_arrive_at(&empty[(it - 1) % ST], q);
@@ -248,9 +310,7 @@ __global__ void __launch_bounds__(384, 1) wg_gemm(const __grid_constant__ CUtens
                         r[e] = *(uint32_t *)&v;
                     }
                     const int cg = j + k4 / 2;
-                    const uint32_t addr = sm_addr(sg + (cg / 8) * (64 * 128) + roww * 128 + (((cg % 8) ^ (lane % 8)) * 16));
-                    asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};\n" ::"r"(addr), "r"(r[0]), "r"(r[1]),
-                                 "r"(r[2]), "r"(r[3]) : "memory");
+                    stsm4(sg, 64 * 128, cg, roww, lane, r);
                 }
                 asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
                 asm volatile("bar.sync %0, 128;\n" ::"r"(1 + c) : "memory");
@@ -328,19 +388,7 @@ __global__ void __launch_bounds__(384, 1) wg_pp(const __grid_constant__ CUtensor
     if (wg == 0) {
         asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n");
         if (t == 0) {
-            int it = 0;
-            for (int u = cid; u < units; u += ncl) {
-                const int m0 = ((u / nt) * CL + rank) * PBM, n0 = (u % nt) * PBN;
-                for (int kb = 0; kb < nk; kb++, it++) {
-                    const int s = it % ST;
-                    bar_wait(&empty[s], ((it / ST) & 1) ^ 1);
-                    unsigned char *a = sh + s * STAGE_B;
-                    bar_expect(&full[s], STAGE_B);
-                    tma2(a, &mx, kb * BK, m0, &full[s]);
-                    if (CL == 1) tma2(a + A_B, &mw, kb * BK, n0, &full[s]);
-                    else tma2_mc(a + A_B + rank * (B_B / CL), &mw, kb * BK, n0 + rank * (PBN / CL), &full[s], (uint16_t)((1 << CL) - 1));
-                }
-            }
+            produce<CL>(sh, STAGE_B, A_B, B_B, ST, full, empty, &mx, &mw, units, nt, cid, ncl, rank, PBM, PBN, nk);
         }
     } else {
         asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n");
@@ -424,6 +472,53 @@ __global__ void __launch_bounds__(384, 1) wg_pp(const __grid_constant__ CUtensor
 #endif
 }
 
+/* the cluster's sums of two rows a thread (rows rw and rw + 8 of a tile of `rows`, a row's part spread over a quad's
+   4 lanes): the quad's sums go into slot [rank] of pp in every block, counted on xbar there (armed by its `arm`
+   thread for CL * rows values a phase); then each row's CL sums, added in rank order, replace v */
+template <int CL>
+static __device__ __forceinline__ void exchange2(float (&v)[2], float *pp, uint64_t *xbar, int rows, int rank, int rw, int lane, bool arm,
+                                                 unsigned parity) {
+#pragma unroll
+    for (int h = 0; h < 2; h++) {
+        v[h] += __shfl_xor_sync(0xffffffffu, v[h], 1);
+        v[h] += __shfl_xor_sync(0xffffffffu, v[h], 2);
+    }
+    if (arm) bar_expect(xbar, CL * rows * 4);
+    if (lane % 4 == 0)
+#pragma unroll
+        for (int h = 0; h < 2; h++) push_all<CL>(pp + rank * rows + rw + 8 * h, xbar, v[h]);
+    bar_wait_cluster(xbar, parity);
+#pragma unroll
+    for (int h = 0; h < 2; h++) {
+        float tot = 0.0f;
+#pragma unroll
+        for (int q = 0; q < CL; q++) tot += pp[q * rows + rw + 8 * h];
+        v[h] = tot;
+    }
+}
+
+/* y = (x - mean) rs gamma + beta in T, for a warpgroup's 64 x BN tile held as wgmma accumulators (d: rows rw and
+   rw + 8 of the thread, rw = 16 warp + lane / 4; mean, rs: those rows'), into its staging tile sg (64-row sub-tiles
+   of 64 columns, 128-byte swizzle) by stmatrix */
+template <int BN>
+static __device__ __forceinline__ void ln_to_staging(const float (&d)[BN / 2], const float (&mean)[2], const float (&rs)[2],
+                                                     const float *gamma, const float *beta, int n0, unsigned char *sg, int warp, int lane) {
+    const int k4 = lane / 8, roww = warp * 16 + (k4 % 2) * 8 + lane % 8;
+#pragma unroll
+    for (int j = 0; j < BN / 8; j += 2) {
+        uint32_t r[4];
+#pragma unroll
+        for (int e = 0; e < 4; e++) {
+            const int jj = j + e / 2, h = e % 2, col = n0 + 8 * jj + 2 * (lane % 4);
+            const float2 g = *(const float2 *)(gamma + col), bb = *(const float2 *)(beta + col);
+            __half2 v = __floats2half2_rn((d[4 * jj + 2 * h] - mean[h]) * rs[h] * g.x + bb.x,
+                                          (d[4 * jj + 2 * h + 1] - mean[h]) * rs[h] * g.y + bb.y);
+            r[e] = *(uint32_t *)&v;
+        }
+        stsm4(sg, 64 * 128, j + k4 / 2, roww, lane, r);
+    }
+}
+
 /* The product into the residual with the residual add and the next layer norm in its epilogue (item 174's second
    question): x [M][C] (fp32, in place) += T(X W^T + bias); y = LN(x) (gamma, beta fp32; eps 1e-5) in T. A cluster of
    CL blocks covers a row block's C = CL * BN columns (block rank r: columns r BN ..), each block the coop kernel's
@@ -473,11 +568,7 @@ __global__ void __launch_bounds__(384, 1) wg_ln(const __grid_constant__ CUtensor
                         for (int q = 0; q < BN / 32; q++) tma2(stg + q * (BM * 128), &mx_, n0 + 32 * q, m0, xfull);
                     }
                     const int s = it % ST;
-                    bar_wait(&empty[s], ((it / ST) & 1) ^ 1);
-                    unsigned char *a = sh + s * STAGE_B;
-                    bar_expect(&full[s], STAGE_B);
-                    tma2(a, &mx, kb * BK, m0, &full[s]);
-                    tma2(a + A_B, &mw, kb * BK, n0, &full[s]);
+                    fill_stage(sh + s * STAGE_B, sh + s * STAGE_B + A_B, STAGE_B, &full[s], &empty[s], ((it / ST) & 1) ^ 1, &mx, &mw, kb * BK, m0, n0);
                 }
             }
         }
@@ -490,29 +581,14 @@ __global__ void __launch_bounds__(384, 1) wg_ln(const __grid_constant__ CUtensor
             const int m0 = u * BM;
             for (int kb = 0; kb < nk; kb++, it++) {
                 const int s = it % ST;
-                bar_wait(&full[s], (it / ST) & 1);
-                const unsigned char *a = sh + s * STAGE_B + c * (64 * BK * 2), *b = sh + s * STAGE_B + A_B;
-#pragma unroll
-                for (int i = 0; i < R; i++) asm volatile("" : "+f"(d[i])::"memory");
-                asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
-#pragma unroll
-                for (int k = 0; k < 4; k++) {
-                    if constexpr (BN == 256) wg_mma_n256(d, desc(a + 32 * k), desc(b + 32 * k), kb > 0 || k > 0, T());
-                    else wg_mma_n192(d, desc(a + 32 * k), desc(b + 32 * k), kb > 0 || k > 0, T());
-                }
-                asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
-                asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");
-#pragma unroll
-                for (int i = 0; i < R; i++) asm volatile("" : "+f"(d[i])::"memory");
+                wg_stage<BN>(d, sh + s * STAGE_B + c * (64 * BK * 2), sh + s * STAGE_B + A_B, &full[s], (it / ST) & 1, kb == 0);
                 if (kb > 0 && lane == 0) bar_arrive(&empty[(it - 1) % ST]);
                 if (XT && kb == 0 && t == 0) { /* the last tile's y stores have read the staging: x may come in */
                     asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory");
                     bar_arrive(xempty);
                 }
             }
-            asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
-#pragma unroll
-            for (int i = 0; i < R; i++) asm volatile("" : "+f"(d[i])::"memory");
+            wg_drain(d);
             if (lane == 0) bar_arrive(&empty[(it - 1) % ST]);
             /* rows rw + 8 h of the tile (rw = 64 c + 16 warp + lane / 4), columns n0 + 8 j + 2 (lane % 4) (+ 1) */
             const int rw = c * 64 + warp * 16 + lane / 4, buf = tl & 1;
@@ -548,38 +624,7 @@ __global__ void __launch_bounds__(384, 1) wg_ln(const __grid_constant__ CUtensor
                block's 128 values for each row added in rank order */
             auto exchange = [&](float (&v)[2], int e) {
                 if (skip & 1) return; /* timing: no exchange (the block's own sums) */
-#pragma unroll
-                for (int h = 0; h < 2; h++) {
-                    v[h] += __shfl_xor_sync(0xffffffffu, v[h], 1);
-                    v[h] += __shfl_xor_sync(0xffffffffu, v[h], 2);
-                }
-                /* push: this block's sums of rows rw, rw + 8 into slot [rank] of every block's part, each store
-                   counted on that block's barrier; the block's own thread 128 expects CL * BM of them a phase */
-                float *pp = part + (2 * e + buf) * CL * BM;
-                uint64_t *xbar = &xb[2 * e + buf];
-                if (threadIdx.x == 128) bar_expect(xbar, CL * BM * 4);
-                if (lane % 4 == 0)
-#pragma unroll
-                    for (int q = 0; q < CL; q++)
-#pragma unroll
-                        for (int h = 0; h < 2; h++)
-                            asm volatile("{\n .reg .b32 ra, rb;\n mapa.shared::cluster.u32 ra, %0, %2;\n mapa.shared::cluster.u32 rb, %1, %2;\n"
-                                         " st.async.shared::cluster.mbarrier::complete_tx::bytes.f32 [ra], %3, [rb];\n}\n"
-                                         ::"r"(sm_addr(pp + rank * BM + rw + 8 * h)), "r"(sm_addr(xbar)), "r"(q), "f"(v[h]) : "memory");
-                {
-                    unsigned done = 0;
-                    const unsigned par = (tl >> 1) & 1;
-                    while (!done)
-                        asm volatile("{\n .reg .pred p;\n mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%1], %2;\n selp.u32 %0, 1, 0, p;\n}\n"
-                                     : "=r"(done) : "r"(sm_addr(xbar)), "r"(par) : "memory");
-                }
-#pragma unroll
-                for (int h = 0; h < 2; h++) {
-                    float tot = 0.0f;
-#pragma unroll
-                    for (int q = 0; q < CL; q++) tot += pp[q * BM + rw + 8 * h];
-                    v[h] = tot;
-                }
+                exchange2<CL>(v, part + (2 * e + buf) * CL * BM, &xb[2 * e + buf], BM, rank, rw, lane, threadIdx.x == 128, (tl >> 1) & 1);
             };
             exchange(sum, 0);
             float mean[2], sq[2] = {0.0f, 0.0f};
@@ -626,23 +671,7 @@ __global__ void __launch_bounds__(384, 1) wg_ln(const __grid_constant__ CUtensor
                 }
                 asm volatile("bar.sync 1, 256;\n" ::: "memory");
             }
-            const int k4 = lane / 8, roww = warp * 16 + (k4 % 2) * 8 + lane % 8;
-#pragma unroll
-            for (int j = 0; j < BN / 8; j += 2) {
-                uint32_t r[4];
-#pragma unroll
-                for (int e = 0; e < 4; e++) {
-                    const int jj = j + e / 2, h = e % 2, col = n0 + 8 * jj + 2 * (lane % 4);
-                    const float2 g = *(const float2 *)(gamma + col), bb = *(const float2 *)(beta + col);
-                    __half2 v = __floats2half2_rn((d[4 * jj + 2 * h] - mean[h]) * rs[h] * g.x + bb.x,
-                                                  (d[4 * jj + 2 * h + 1] - mean[h]) * rs[h] * g.y + bb.y);
-                    r[e] = *(uint32_t *)&v;
-                }
-                const int cg = j + k4 / 2;
-                const uint32_t addr = sm_addr(sg + (cg / 8) * (64 * 128) + roww * 128 + (((cg % 8) ^ (lane % 8)) * 16));
-                asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};\n" ::"r"(addr), "r"(r[0]), "r"(r[1]),
-                             "r"(r[2]), "r"(r[3]) : "memory");
-            }
+            ln_to_staging<BN>(d, mean, rs, gamma, beta, n0, sg, warp, lane);
             asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
             asm volatile("bar.sync %0, 128;\n" ::"r"(2 + c) : "memory");
             if (t == 0 && m0 + 64 * c < M && !(skip & 4)) { /* skip 4, timing: y not stored */
@@ -697,11 +726,7 @@ __global__ void __launch_bounds__(384, 1) wg_lnp(const __grid_constant__ CUtenso
                         for (int q = 0; q < BN / 32; q++) tma2(xt0 + w * X_B + q * (PM * 128), &mxs, n0 + 32 * q, m0, &xfull[w]);
                     }
                     const int s = it % ST;
-                    bar_wait(&empty[s], ((it / ST) & 1) ^ 1);
-                    unsigned char *a = sh + s * STAGE_B;
-                    bar_expect(&full[s], STAGE_B);
-                    tma2(a, &mx, kb * BK, m0, &full[s]);
-                    tma2(a + A_B, &mw, kb * BK, n0, &full[s]);
+                    fill_stage(sh + s * STAGE_B, sh + s * STAGE_B + A_B, STAGE_B, &full[s], &empty[s], ((it / ST) & 1) ^ 1, &mx, &mw, kb * BK, m0, n0);
                 }
             }
         }
@@ -716,20 +741,7 @@ __global__ void __launch_bounds__(384, 1) wg_lnp(const __grid_constant__ CUtenso
             if (j > 0) bar_wait(&done[1 - c], (c == 1 ? n : n - 1) & 1);
             for (int kb = 0; kb < nk; kb++) {
                 const int it = j * nk + kb, s = it % ST;
-                bar_wait(&full[s], (it / ST) & 1);
-                const unsigned char *a = sh + s * STAGE_B, *b = a + A_B;
-#pragma unroll
-                for (int i = 0; i < R; i++) asm volatile("" : "+f"(d[i])::"memory");
-                asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
-#pragma unroll
-                for (int k = 0; k < 4; k++) {
-                    if constexpr (BN == 256) wg_mma_n256(d, desc(a + 32 * k), desc(b + 32 * k), kb > 0 || k > 0, T());
-                    else wg_mma_n192(d, desc(a + 32 * k), desc(b + 32 * k), kb > 0 || k > 0, T());
-                }
-                asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
-                asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");
-#pragma unroll
-                for (int i = 0; i < R; i++) asm volatile("" : "+f"(d[i])::"memory");
+                wg_stage<BN>(d, sh + s * STAGE_B, sh + s * STAGE_B + A_B, &full[s], (it / ST) & 1, kb == 0);
                 if (kb > 0 && lane == 0) bar_arrive(&empty[(it - 1) % ST]);
                 if (kb == 0 && t == 0) { /* this warpgroup's last y has left its x tile: the next x may come in */
                     asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory");
@@ -737,9 +749,7 @@ __global__ void __launch_bounds__(384, 1) wg_lnp(const __grid_constant__ CUtenso
                 }
             }
             if (t == 0) bar_arrive(&done[c]);
-            asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
-#pragma unroll
-            for (int i = 0; i < R; i++) asm volatile("" : "+f"(d[i])::"memory");
+            wg_drain(d);
             if (lane == 0) bar_arrive(&empty[(j * nk + nk - 1) % ST]);
             /* rows rw + 8 h of the tile (rw = 16 warp + lane / 4), columns n0 + 8 jj + 2 (lane % 4) (+ 1) */
             const int rw = warp * 16 + lane / 4, buf = n & 1;
@@ -758,36 +768,7 @@ __global__ void __launch_bounds__(384, 1) wg_lnp(const __grid_constant__ CUtenso
                     sum[h] += d[4 * jj + 2 * h] + d[4 * jj + 2 * h + 1];
                 }
             auto exchange = [&](float (&v)[2], int e) {
-#pragma unroll
-                for (int h = 0; h < 2; h++) {
-                    v[h] += __shfl_xor_sync(0xffffffffu, v[h], 1);
-                    v[h] += __shfl_xor_sync(0xffffffffu, v[h], 2);
-                }
-                float *pp = part + ((c * 2 + e) * 2 + buf) * CL * PM;
-                uint64_t *xbar = &xb[c * 4 + 2 * e + buf];
-                if (t == 0) bar_expect(xbar, CL * PM * 4);
-                if (lane % 4 == 0)
-#pragma unroll
-                    for (int q = 0; q < CL; q++)
-#pragma unroll
-                        for (int h = 0; h < 2; h++)
-                            asm volatile("{\n .reg .b32 ra, rb;\n mapa.shared::cluster.u32 ra, %0, %2;\n mapa.shared::cluster.u32 rb, %1, %2;\n"
-                                         " st.async.shared::cluster.mbarrier::complete_tx::bytes.f32 [ra], %3, [rb];\n}\n"
-                                         ::"r"(sm_addr(pp + rank * PM + rw + 8 * h)), "r"(sm_addr(xbar)), "r"(q), "f"(v[h]) : "memory");
-                {
-                    unsigned ok = 0;
-                    const unsigned par = (n >> 1) & 1;
-                    while (!ok)
-                        asm volatile("{\n .reg .pred p;\n mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%1], %2;\n selp.u32 %0, 1, 0, p;\n}\n"
-                                     : "=r"(ok) : "r"(sm_addr(xbar)), "r"(par) : "memory");
-                }
-#pragma unroll
-                for (int h = 0; h < 2; h++) {
-                    float tot = 0.0f;
-#pragma unroll
-                    for (int q = 0; q < CL; q++) tot += pp[q * PM + rw + 8 * h];
-                    v[h] = tot;
-                }
+                exchange2<CL>(v, part + ((c * 2 + e) * 2 + buf) * CL * PM, &xb[c * 4 + 2 * e + buf], PM, rank, rw, lane, t == 0, (n >> 1) & 1);
             };
             exchange(sum, 0);
             float mean[2], sq[2] = {0.0f, 0.0f}, rs[2];
@@ -820,23 +801,7 @@ __global__ void __launch_bounds__(384, 1) wg_lnp(const __grid_constant__ CUtenso
                 asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory");
             }
             asm volatile("bar.sync %0, 128;\n" ::"r"(1 + c) : "memory");
-            const int k4 = lane / 8, roww = warp * 16 + (k4 % 2) * 8 + lane % 8;
-#pragma unroll
-            for (int jj = 0; jj < BN / 8; jj += 2) {
-                uint32_t r[4];
-#pragma unroll
-                for (int e = 0; e < 4; e++) {
-                    const int j2 = jj + e / 2, h = e % 2, col = n0 + 8 * j2 + 2 * (lane % 4);
-                    const float2 g = *(const float2 *)(gamma + col), bb = *(const float2 *)(beta + col);
-                    __half2 v = __floats2half2_rn((d[4 * j2 + 2 * h] - mean[h]) * rs[h] * g.x + bb.x,
-                                                  (d[4 * j2 + 2 * h + 1] - mean[h]) * rs[h] * g.y + bb.y);
-                    r[e] = *(uint32_t *)&v;
-                }
-                const int cg = jj + k4 / 2;
-                const uint32_t addr = sm_addr(xt + (cg / 8) * (PM * 128) + roww * 128 + (((cg % 8) ^ (lane % 8)) * 16));
-                asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};\n" ::"r"(addr), "r"(r[0]), "r"(r[1]),
-                             "r"(r[2]), "r"(r[3]) : "memory");
-            }
+            ln_to_staging<BN>(d, mean, rs, gamma, beta, n0, xt, warp, lane);
             asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
             asm volatile("bar.sync %0, 128;\n" ::"r"(1 + c) : "memory");
             if (t == 0 && m0 < M) {
@@ -890,11 +855,7 @@ __global__ void __launch_bounds__(512, 1) wg_lne(const __grid_constant__ CUtenso
                     asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;\n" ::"l"(x + (size_t)(m0 + r) * C + n0), "r"(BN * 4) : "memory");
                 for (int kb = 0; kb < nk; kb++, it++) {
                     const int s = it % ST;
-                    bar_wait(&empty[s], ((it / ST) & 1) ^ 1);
-                    unsigned char *a = sh + s * STAGE_B;
-                    bar_expect(&full[s], STAGE_B);
-                    tma2(a, &mx, kb * BK, m0, &full[s]);
-                    tma2(a + A_B, &mw, kb * BK, n0, &full[s]);
+                    fill_stage(sh + s * STAGE_B, sh + s * STAGE_B + A_B, STAGE_B, &full[s], &empty[s], ((it / ST) & 1) ^ 1, &mx, &mw, kb * BK, m0, n0);
                 }
             }
         }
@@ -905,22 +866,10 @@ __global__ void __launch_bounds__(512, 1) wg_lne(const __grid_constant__ CUtenso
         for (int u = cid; u < mt; u += ncl, tl++) {
             for (int kb = 0; kb < nk; kb++, it++) {
                 const int s = it % ST;
-                bar_wait(&full[s], (it / ST) & 1);
-                const unsigned char *a = sh + s * STAGE_B + c * (64 * BK * 2), *b = sh + s * STAGE_B + A_B;
-#pragma unroll
-                for (int i = 0; i < R; i++) asm volatile("" : "+f"(d[i])::"memory");
-                asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
-#pragma unroll
-                for (int k = 0; k < 4; k++) wg_mma_n192(d, desc(a + 32 * k), desc(b + 32 * k), kb > 0 || k > 0, T());
-                asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
-                asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");
-#pragma unroll
-                for (int i = 0; i < R; i++) asm volatile("" : "+f"(d[i])::"memory");
+                wg_stage<BN>(d, sh + s * STAGE_B + c * (64 * BK * 2), sh + s * STAGE_B + A_B, &full[s], (it / ST) & 1, kb == 0);
                 if (kb > 0 && lane == 0) bar_arrive(&empty[(it - 1) % ST]);
             }
-            asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
-#pragma unroll
-            for (int i = 0; i < R; i++) asm volatile("" : "+f"(d[i])::"memory");
+            wg_drain(d);
             if (lane == 0) bar_arrive(&empty[(it - 1) % ST]);
             /* T(product + bias) into staging tile tl % 2 once the epilogue is done with it */
             unsigned char *pb = pst + (tl & 1) * P_B + c * (64 * BN * 2);
@@ -937,9 +886,7 @@ __global__ void __launch_bounds__(512, 1) wg_lne(const __grid_constant__ CUtenso
                     r[e] = *(uint32_t *)&v;
                 }
                 const int cg = j + k4 / 2;
-                const uint32_t addr = sm_addr(pb + (cg / 8) * (64 * 128) + roww * 128 + (((cg % 8) ^ (lane % 8)) * 16));
-                asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};\n" ::"r"(addr), "r"(r[0]), "r"(r[1]),
-                             "r"(r[2]), "r"(r[3]) : "memory");
+                stsm4(pb, 64 * 128, cg, roww, lane, r);
             }
             __syncwarp();
             if (lane == 0) bar_arrive(&pfull[tl & 1]);
@@ -1000,16 +947,8 @@ __global__ void __launch_bounds__(512, 1) wg_lne(const __grid_constant__ CUtenso
                 float *pp = part + (2 * e + b) * CL * BM;
                 uint64_t *xbar = &xb[2 * e + b];
                 if (t == 0) bar_expect(xbar, CL * BM * 4);
-#pragma unroll
-                for (int q = 0; q < CL; q++)
-                    asm volatile("{\n .reg .b32 ra, rb;\n mapa.shared::cluster.u32 ra, %0, %2;\n mapa.shared::cluster.u32 rb, %1, %2;\n"
-                                 " st.async.shared::cluster.mbarrier::complete_tx::bytes.f32 [ra], %3, [rb];\n}\n"
-                                 ::"r"(sm_addr(pp + rank * BM + t)), "r"(sm_addr(xbar)), "r"(q), "f"(v) : "memory");
-                unsigned ok = 0;
-                const unsigned par = (tl >> 1) & 1;
-                while (!ok)
-                    asm volatile("{\n .reg .pred p;\n mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%1], %2;\n selp.u32 %0, 1, 0, p;\n}\n"
-                                 : "=r"(ok) : "r"(sm_addr(xbar)), "r"(par) : "memory");
+                push_all<CL>(pp + rank * BM + t, xbar, v);
+                bar_wait_cluster(xbar, (tl >> 1) & 1);
                 float tot = 0.0f;
 #pragma unroll
                 for (int q = 0; q < CL; q++) tot += pp[q * BM + t];
@@ -1234,34 +1173,42 @@ static float time_graph(F launch, cudaStream_t s) {
     return best * 1000.0f / 20;
 }
 
+/* a launch of kern in clusters of CL (threads a block, smem bytes): as many blocks as stay resident at once, cached in
+   grid (found on the first call), and no more than units clusters' worth (units: tiles for CL 1) */
+struct Launch { cudaLaunchConfig_t cfg; cudaLaunchAttribute at[1]; };
+template <typename Kern>
+static void setup_launch(Launch &L, Kern kern, int threads, size_t smem, int CL, int sms, int units, cudaStream_t s, int &grid) {
+    L.cfg = cudaLaunchConfig_t{};
+    L.at[0].id = cudaLaunchAttributeClusterDimension;
+    L.at[0].val.clusterDim.x = CL; L.at[0].val.clusterDim.y = 1; L.at[0].val.clusterDim.z = 1;
+    L.cfg.blockDim = dim3(threads);
+    L.cfg.dynamicSmemBytes = smem;
+    L.cfg.stream = s;
+    L.cfg.attrs = L.at;
+    L.cfg.numAttrs = 1;
+    if (!grid) {
+        CK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+        int ncl = sms / CL;
+        if (CL > 1) {
+            L.cfg.gridDim = dim3(sms / CL * CL);
+            CK(cudaOccupancyMaxActiveClusters(&ncl, kern, &L.cfg));
+        }
+        grid = ncl * CL;
+    }
+    L.cfg.gridDim = dim3(units * CL < grid ? units * CL : grid);
+}
+
 struct Maps { CUtensorMap x, w, d; };
 template <int BN, int ST, int CL, int TE>
 static void run_ours(const Maps &mp, const T *bias, T *D, int M, int N, int K, int sms, cudaStream_t s, int epi = 1) {
     auto kern = wg_gemm<BN, ST, CL, TE>;
     const size_t smem = (size_t)ST * (BM + BN) * BK * 2 + ((TE == 1 || TE == 2) ? BM * BN * 2 : 0) + 1024 + 2 * ST * 8;
     static int grid = 0;
-    cudaLaunchConfig_t cfg = {};
-    cudaLaunchAttribute at[1];
-    at[0].id = cudaLaunchAttributeClusterDimension;
-    at[0].val.clusterDim.x = CL; at[0].val.clusterDim.y = 1; at[0].val.clusterDim.z = 1;
-    cfg.blockDim = dim3(384);
-    cfg.dynamicSmemBytes = smem;
-    cfg.stream = s;
-    cfg.attrs = at;
-    cfg.numAttrs = 1;
-    if (!grid) {
-        CK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
-        int ncl = sms / CL;
-        if (CL > 1) {
-            cfg.gridDim = dim3(sms / CL * CL);
-            CK(cudaOccupancyMaxActiveClusters(&ncl, kern, &cfg));
-        }
-        grid = ncl * CL;
-        printf("[BN %d ST %d CL %d TE %d: %d blocks, %zu B smem] ", BN, ST, CL, (int)TE, grid, smem);
-    }
-    const int units = ((M + BM - 1) / BM + CL - 1) / CL * ((N + BN - 1) / BN);
-    cfg.gridDim = dim3(units * CL < grid ? units * CL : grid);
-    CK(cudaLaunchKernelEx(&cfg, kern, mp.x, mp.w, mp.d, bias, D, M, N, K, epi));
+    const bool first = !grid;
+    Launch L;
+    setup_launch(L, kern, 384, smem, CL, sms, ((M + BM - 1) / BM + CL - 1) / CL * ((N + BN - 1) / BN), s, grid);
+    if (first) printf("[BN %d ST %d CL %d TE %d: %d blocks, %zu B smem] ", BN, ST, CL, (int)TE, grid, smem);
+    CK(cudaLaunchKernelEx(&L.cfg, kern, mp.x, mp.w, mp.d, bias, D, M, N, K, epi));
 }
 
 template <int ST, int CL>
@@ -1269,28 +1216,11 @@ static void run_pp(const Maps &mp, const T *bias, T *D, int M, int N, int K, int
     auto kern = wg_pp<ST, CL>;
     const size_t smem = (size_t)ST * 256 * BK * 2 + 2 * 128 * 128 * 2 + 1024 + 2 * ST * 8 + 16;
     static int grid = 0;
-    cudaLaunchConfig_t cfg = {};
-    cudaLaunchAttribute at[1];
-    at[0].id = cudaLaunchAttributeClusterDimension;
-    at[0].val.clusterDim.x = CL; at[0].val.clusterDim.y = 1; at[0].val.clusterDim.z = 1;
-    cfg.blockDim = dim3(384);
-    cfg.dynamicSmemBytes = smem;
-    cfg.stream = s;
-    cfg.attrs = at;
-    cfg.numAttrs = 1;
-    if (!grid) {
-        CK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
-        int ncl = sms / CL;
-        if (CL > 1) {
-            cfg.gridDim = dim3(sms / CL * CL);
-            CK(cudaOccupancyMaxActiveClusters(&ncl, kern, &cfg));
-        }
-        grid = ncl * CL;
-        printf("[pp ST %d CL %d: %d blocks, %zu B smem] ", ST, CL, grid, smem);
-    }
-    const int units = ((M + 127) / 128 + CL - 1) / CL * ((N + 127) / 128);
-    cfg.gridDim = dim3(units * CL < grid ? units * CL : grid);
-    CK(cudaLaunchKernelEx(&cfg, kern, mp.x, mp.w, mp.d, bias, D, M, N, K, epi));
+    const bool first = !grid;
+    Launch L;
+    setup_launch(L, kern, 384, smem, CL, sms, ((M + 127) / 128 + CL - 1) / CL * ((N + 127) / 128), s, grid);
+    if (first) printf("[pp ST %d CL %d: %d blocks, %zu B smem] ", ST, CL, grid, smem);
+    CK(cudaLaunchKernelEx(&L.cfg, kern, mp.x, mp.w, mp.d, bias, D, M, N, K, epi));
 }
 
 /* The kernels timed, by the letter WG_VARIANTS picks (all of them without it). l-p time parts of a kernel: their
@@ -1398,21 +1328,10 @@ static void lnp_run(int M, int K, int sms, cudaStream_t s, const CUtensorMap &mx
     constexpr int C = 768, BN = 192, ST = 3, CL = 4;
     auto kern = wg_lnp<BN, ST, CL>;
     const size_t smem = (size_t)ST * (64 + BN) * BK * 2 + 2 * 64 * BN * 4 + 1024 + (2 * ST + 14) * 8 + 2 * 4 * CL * 64 * 4;
-    CK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
-    cudaLaunchConfig_t cfg = {};
-    cudaLaunchAttribute at[1];
-    at[0].id = cudaLaunchAttributeClusterDimension;
-    at[0].val.clusterDim.x = CL; at[0].val.clusterDim.y = 1; at[0].val.clusterDim.z = 1;
-    cfg.blockDim = dim3(384);
-    cfg.dynamicSmemBytes = smem;
-    cfg.stream = s;
-    cfg.attrs = at;
-    cfg.numAttrs = 1;
-    cfg.gridDim = dim3(sms / CL * CL);
-    int ncl = 0;
-    CK(cudaOccupancyMaxActiveClusters(&ncl, kern, &cfg));
-    const int mt = (M + 63) / 64;
-    cfg.gridDim = dim3((ncl < mt ? ncl : mt) * CL);
+    int grid = 0;
+    Launch launch;
+    setup_launch(launch, kern, 384, smem, CL, sms, (M + 63) / 64, s, grid);
+    cudaLaunchConfig_t &cfg = launch.cfg;
     compare_and_time(M, K, C, " (ping-pong, x by TMA)", cfg.gridDim.x / CL, CL, s, L, W, X, P, xa, xb, x0, ya, yb, gamma, beta, [&](float *x) {
         (void)x;
         CK(cudaLaunchKernelEx(&cfg, kern, mx, mw, my, mxs, bias, gamma, beta, M, K));
@@ -1425,21 +1344,10 @@ static void lne_run(int M, int K, int sms, cudaStream_t s, const CUtensorMap &mx
     constexpr int C = 768, BN = 192, ST = 3, CL = 4;
     auto kern = wg_lne<BN, ST, CL>;
     const size_t smem = (size_t)ST * (BM + BN) * BK * 2 + 2 * BM * BN * 2 + 1024 + (2 * ST + 8) * 8 + (4 * CL + 2) * BM * 4;
-    CK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
-    cudaLaunchConfig_t cfg = {};
-    cudaLaunchAttribute at[1];
-    at[0].id = cudaLaunchAttributeClusterDimension;
-    at[0].val.clusterDim.x = CL; at[0].val.clusterDim.y = 1; at[0].val.clusterDim.z = 1;
-    cfg.blockDim = dim3(512);
-    cfg.dynamicSmemBytes = smem;
-    cfg.stream = s;
-    cfg.attrs = at;
-    cfg.numAttrs = 1;
-    cfg.gridDim = dim3(sms / CL * CL);
-    int ncl = 0;
-    CK(cudaOccupancyMaxActiveClusters(&ncl, kern, &cfg));
-    const int mt = (M + BM - 1) / BM;
-    cfg.gridDim = dim3((ncl < mt ? ncl : mt) * CL);
+    int grid = 0;
+    Launch launch;
+    setup_launch(launch, kern, 512, smem, CL, sms, (M + BM - 1) / BM, s, grid);
+    cudaLaunchConfig_t &cfg = launch.cfg;
     compare_and_time(M, K, C, " (an epilogue warpgroup)", cfg.gridDim.x / CL, CL, s, L, W, X, P, xa, xb, x0, ya, yb, gamma, beta,
                      [&](float *x) { CK(cudaLaunchKernelEx(&cfg, kern, mx, mw, my, bias, x, gamma, beta, M, K)); });
 }
@@ -1498,21 +1406,10 @@ static void ln_shape(int M, int K, int sms, cudaStream_t s) {
     }
     auto kern = xt ? wg_ln<BN, 3, CL, true> : wg_ln<BN, ST, CL, false>;
     const size_t smem = (size_t)(xt ? 3 : ST) * (BM + BN) * BK * 2 + BM * BN * (xt ? 4 : 2) + 1024 + (2 * ST + 6) * 8 + 4 * CL * BM * 4;
-    CK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
-    cudaLaunchConfig_t cfg = {};
-    cudaLaunchAttribute at[1];
-    at[0].id = cudaLaunchAttributeClusterDimension;
-    at[0].val.clusterDim.x = CL; at[0].val.clusterDim.y = 1; at[0].val.clusterDim.z = 1;
-    cfg.blockDim = dim3(384);
-    cfg.dynamicSmemBytes = smem;
-    cfg.stream = s;
-    cfg.attrs = at;
-    cfg.numAttrs = 1;
-    cfg.gridDim = dim3(sms / CL * CL);
-    int ncl = 0;
-    CK(cudaOccupancyMaxActiveClusters(&ncl, kern, &cfg));
-    const int mt = (M + BM - 1) / BM;
-    cfg.gridDim = dim3((ncl < mt ? ncl : mt) * CL);
+    int grid = 0;
+    Launch launch;
+    setup_launch(launch, kern, 384, smem, CL, sms, (M + BM - 1) / BM, s, grid);
+    cudaLaunchConfig_t &cfg = launch.cfg;
     const int skip = getenv("WG_SKIP") ? atoi(getenv("WG_SKIP")) : 0; /* timing only: parts of the epilogue left out */
     auto fused = [&](float *x) { CK(cudaLaunchKernelEx(&cfg, kern, mx, mw, my, mxs, (const T *)bias, x, (const float *)gamma, (const float *)beta, M, K, skip)); };
     char what[96];
