@@ -4233,6 +4233,12 @@ static __device__ void gpt2__page_extract(const float *p, int V, unsigned long l
         }
 }
 
+/* gpt2__sample_kernel's blocks an SM for its launch bounds: sm_75 holds at most 1024 threads an SM (ptxas warned at 2) */
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
+#define GPT2__SAMPLE_MINB 1
+#else
+#define GPT2__SAMPLE_MINB 2
+#endif
 /* The sampling rule of gpt2__sample, step for step. logits: [n][ld] fp32 (a sampled row is overwritten with its
    p values); picks: [n]; next: [n] (-1 where sample is 0). Grid: one block of GPT2__SAMPLE_THREADS per row from row0.
    Exactness: z and p are computed as the CPU does (no fused multiply-add; p = exp rounded to float), and every
@@ -4241,11 +4247,6 @@ static __device__ void gpt2__page_extract(const float *p, int V, unsigned long l
    a cut of at most GPT2__PAGE candidates (top_k <= 4096) one page holds them all. amax (na a row; NULL: none): the
    logits product's argmax candidates (gpt2__amax), which a greedy row reduces instead of its V logits: the same id,
    the largest logit and the lowest index among ties, in one round of loads where the row takes several. */
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
-#define GPT2__SAMPLE_MINB 1 /* sm_75 holds at most 1024 threads an SM (ptxas warned at 2) */
-#else
-#define GPT2__SAMPLE_MINB 2
-#endif
 __global__ void __launch_bounds__(GPT2__SAMPLE_THREADS, GPT2__SAMPLE_MINB) gpt2__sample_kernel(float *logits, int V, int ld, const gpt2__pick *picks, int *next,
                                                                                 gpt2__advance adv, int row0, const float2 *amax, int na) {
     __shared__ gpt2__sample_sh sh;
