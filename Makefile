@@ -151,6 +151,10 @@ bench/persist_step: bench/persist_step.cu bench/grid_barrier.cuh
 bench/wg_gemm: bench/wg_gemm.cu
 	$(NVCC) -O3 -std=c++17 -gencode arch=compute_90a,code=sm_90a -Xcompiler "$(WARN)" bench/wg_gemm.cu -o $@ -lcublasLt
 
+# prompt attention in FlashAttention-3's shape against gpt2__attn_prefill_kernel (RESULTS.md item 181): Hopper only
+bench/fa3_attn: bench/fa3_attn.cu $(HEADERS)
+	$(NVCC) -x cu -O3 -std=c++17 -gencode arch=compute_90a,code=sm_90a -Xcompiler "$(WARN) $(OPENMP)" -I. bench/fa3_attn.cu -o $@ $(LIBS)
+
 # could one cluster of 16 blocks run a batch-1 step? its stream rate and barrier (RESULTS.md item 175): Hopper only
 bench/cluster_probe: bench/cluster_probe.cu
 	$(NVCC) -O3 -std=c++17 -gencode arch=compute_90a,code=sm_90a -Xcompiler "$(WARN)" bench/cluster_probe.cu -o $@
@@ -169,6 +173,6 @@ bench/greensplit: bench/greensplit.cu
 	$(BUILD) bench/greensplit.cu -o $@ -lcublasLt -L$(dir $(NVCC))../lib64/stubs -lcuda
 
 clean:
-	rm -f demo_c examples/hello tests/mpi/test_mpi tests/sanitize_kernels demo demo_mpi test_gpt2 test_gpt2_c test_gpt2_native test_gpt2_native.log test_gpt2_asan test_gpt2_asan.log bench/bench_gpt2 bench/bench_mixed bench/logits_hash bench/cpu_hash bench/attn_decode bench/read_bw bench/mma_chain bench/persist_step bench/wg_gemm bench/cluster_probe bench/skinny_wg bench/midgemm bench/greensplit bench/f32_chain bench/pageable_race
+	rm -f demo_c examples/hello tests/mpi/test_mpi tests/sanitize_kernels demo demo_mpi test_gpt2 test_gpt2_c test_gpt2_native test_gpt2_native.log test_gpt2_asan test_gpt2_asan.log bench/bench_gpt2 bench/bench_mixed bench/logits_hash bench/cpu_hash bench/attn_decode bench/read_bw bench/mma_chain bench/persist_step bench/wg_gemm bench/fa3_attn bench/cluster_probe bench/skinny_wg bench/midgemm bench/greensplit bench/f32_chain bench/pageable_race
 
 .PHONY: all test fuzz bench clean
