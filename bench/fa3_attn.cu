@@ -4,22 +4,23 @@
    block-wide barriers. Items 149-151 had built single parts of that design into our kernel, each for nothing; this
    builds the structure as a whole, with our kernel's arithmetic (so every output bit must equal ours), and times both.
 
-   fa3_kernel<NS, BPS, OV, QD>: a block of 9 warps, BPS blocks an SM: warps 0-7 two consumer warpgroups, warpgroup g
-   owning query rows 64g..64g+63 of a 128-row tile; warp 8's lane 0 the producer. Persistent: block b takes work items
-   (tile, head) b, b + grid, ..., tiles longest first, heads inner or outer as ours. Per item the producer copies the
-   tile's Q (128 x 64, one box; two Q buffers, so the next item's Q lands during this one) and, per step of 64 keys,
+   fa3_kernel<NS, BPS, OV, QD, NWG>: a block of 4 NWG + 1 warps, BPS blocks an SM: warps 0..4 NWG - 1 are NWG consumer
+   warpgroups (2 or 3), warpgroup g owning query rows 64g..64g+63 of a 64 NWG-row tile (the last of a sequence may be
+   shorter); the last warp's lane 0 is the producer. Persistent: block b takes work items (tile, head) b, b + grid, ...,
+   tiles longest first, heads inner or outer as ours. Per item the producer copies the tile's Q (64 NWG x 64, one box;
+   two Q buffers, so the next item's Q lands during this one) and, per step of 64 keys,
    K's and V's 64 x 64 boxes straight from qkv by TMA (128-byte swizzle, the layout wgmma reads) into a ring of NS
-   stages on transaction barriers; consumers hand a stage back by an arrival per warp. The two warpgroups take the
-   tensor cores in turn (ping-pong, two named barriers): a turn issues the step before's P V and this step's S, hands
-   the tensor cores on and waits, so one warpgroup's softmax runs beside the other's products; OV: S first and the
+   stages on transaction barriers; consumers hand a stage back by an arrival per warp. The warpgroups take the tensor
+   cores in turn (ping-pong, a named barrier each): a turn issues the step before's P V and this step's S, hands the
+   tensor cores on and waits, so one warpgroup's softmax runs beside another's products; OV: S first and the
    softmax beside the same warpgroup's P V too (P packed once that product is done); QD: S's A operand (Q) by
    descriptor from shared memory instead of registers. A step's arithmetic is gpt2__attn_prefill_kernel's wgmma form
-   (the mask on the diagonal, the online softmax in log2 units, P rounded to T, O = O c + P V in that order); warpgroup
-   1 stores the tile's own K and V into the cache from the stage as ours does.
+   (the mask on the diagonal, the online softmax in log2 units, P rounded to T, O = O c + P V in that order); each
+   warpgroup stores its own 64 rows' K and V into the cache from the stage as ours does.
    fa3w_kernel<NS>: the same with 128 keys a step (S m64n128 with both operands by descriptor, the softmax and O's
    rescale once per 128 keys: cuDNN's kernel's shape), not our arithmetic: checked against float64 only.
-   Scope: full 128-row tiles of prompts fed from position 0 (all keys from qkv), head size 64, F16: the prefill
-   workload's shape. The engine's other cases (keys from the cache, ragged tiles, BF16) are not built here.
+   Scope: prompts fed from position 0 (all keys from qkv) whose length is a multiple of 128, head size 64, F16: the
+   prefill workload's shape. The engine's other cases (keys from the cache, any length, BF16) are not built here.
 
    Prints per form: µs a launch (median of 7 timings of 12 back-to-back launches, CUDA events), against ours in the same
    run, and whether its output and cache stores are bit-identical to ours; where outputs differ, both against float64
@@ -34,9 +35,9 @@
 
 #define CK(x) do { cudaError_t e_ = (x); if (e_ != cudaSuccess) { printf("%s:%d: %s\n", __FILE__, __LINE__, cudaGetErrorString(e_)); exit(1); } } while (0)
 typedef __half T;
-constexpr int HD = 64, FK = 64, BQ = 128, NCW = 8;
+constexpr int HD = 64, FK = 64, BQ = 128; /* fa3w_kernel's tile rows; fa3_kernel's are 64 NWG */
 
-struct fa_work { int row0, slot, pos0; };
+struct fa_work { int row0, slot, pos0, n; }; /* n: the tile's rows (a multiple of 64) */
 
 static __device__ __forceinline__ void fa_bar_init(uint64_t *b, int count) {
     asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"((unsigned)__cvta_generic_to_shared(b)), "r"(count));
@@ -173,26 +174,26 @@ static __device__ __forceinline__ void fa_pack(const float (&s_)[8][4], uint32_t
     }
 }
 
-template <int NS, int KB = FK>
-static constexpr size_t fa_smem() { return 1024 + (size_t)(2 * BQ + 2 * NS * KB) * HD * sizeof(T) + (2 * NS + 4) * 8; }
+template <int NS, int KB = FK, int NWG = 2>
+static constexpr size_t fa_smem() { return 1024 + (size_t)(2 * 64 * NWG + 2 * NS * KB) * HD * sizeof(T) + (2 * NS + 4) * 8; }
 
 /* What both kernels share. The block's shared memory: two Q buffers, then NS stages of K and V (KB keys each), then the
    transaction barriers (full, empty: [NS]; qfull, qempty: [2]), set up by thread 0. */
-template <int NS, int KB>
-struct fa_smem_t {
+template <int NS, int KB, int NWG>
+struct fa_smem_t { /* NWG consumer warpgroups, tiles of 64 NWG rows */
     T *Qs, *Ks, *Vs;
     uint64_t *full, *empty, *qfull, *qempty;
     __device__ fa_smem_t(unsigned char *sh) {
         Qs = (T *)(((uintptr_t)sh + 1023) & ~(uintptr_t)1023);
-        Ks = Qs + 2 * BQ * HD;
+        Ks = Qs + 2 * 64 * NWG * HD;
         Vs = Ks + NS * KB * HD;
         full = (uint64_t *)(Vs + NS * KB * HD);
         empty = full + NS;
         qfull = empty + NS;
         qempty = qfull + 2;
         if (threadIdx.x == 0) {
-            for (int s = 0; s < NS; s++) { fa_bar_init(&full[s], 1); fa_bar_init(&empty[s], NCW); }
-            for (int b = 0; b < 2; b++) { fa_bar_init(&qfull[b], 1); fa_bar_init(&qempty[b], NCW); }
+            for (int s = 0; s < NS; s++) { fa_bar_init(&full[s], 1); fa_bar_init(&empty[s], 4 * NWG); }
+            for (int b = 0; b < 2; b++) { fa_bar_init(&qfull[b], 1); fa_bar_init(&qempty[b], 4 * NWG); }
             asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
         }
         __syncthreads();
@@ -200,18 +201,18 @@ struct fa_smem_t {
 };
 /* the producer (one thread): each item's Q into Q buffer i & 1, its keys KB at a time into the ring (kvmap's box: KB
    rows) */
-template <int NS, int KB>
-static __device__ void fa_produce(const fa_smem_t<NS, KB> &sm, const CUtensorMap *qmap, const CUtensorMap *kvmap, const fa_work *works,
+template <int NS, int KB, int NWG>
+static __device__ void fa_produce(const fa_smem_t<NS, KB, NWG> &sm, const CUtensorMap *qmap, const CUtensorMap *kvmap, const fa_work *works,
                                   int n_work, int heads_inner, int H, int C) {
     const int n_items = n_work * H;
     int it = 0, i = 0;
     for (int item = blockIdx.x; item < n_items; item += gridDim.x, i++) {
         const int tile = heads_inner ? item / H : item % n_work, h = heads_inner ? item % H : item / n_work;
         const fa_work wk = works[tile];
-        const int seq0 = wk.row0 - wk.pos0, nsteps = (wk.pos0 + BQ) / KB;
+        const int seq0 = wk.row0 - wk.pos0, nsteps = (wk.pos0 + wk.n + KB - 1) / KB;
         gpt2__mbar_wait(&sm.qempty[i & 1], ((i >> 1) & 1) ^ 1);
-        gpt2__mbar_expect(&sm.qfull[i & 1], BQ * HD * sizeof(T));
-        fa_tma2(sm.Qs + (i & 1) * BQ * HD, qmap, h * HD, wk.row0, &sm.qfull[i & 1]);
+        gpt2__mbar_expect(&sm.qfull[i & 1], 64 * NWG * HD * sizeof(T)); /* rows past the tensor: zeros, counted */
+        fa_tma2(sm.Qs + (i & 1) * 64 * NWG * HD, qmap, h * HD, wk.row0, &sm.qfull[i & 1]);
         for (int j = 0; j < nsteps; j++, it++) {
             const int s = it % NS;
             gpt2__mbar_wait(&sm.empty[s], ((it / NS) & 1) ^ 1);
@@ -237,14 +238,15 @@ static __device__ __forceinline__ void fa_store(float (&o)[8][4], float l0, floa
     }
 }
 
-template <int NS, int BPS, bool OV, bool QD = false>
-__global__ void __launch_bounds__(32 * (NCW + 1)) __maxnreg__(BPS == 2 ? 112 : 168) fa3_kernel(const __grid_constant__ CUtensorMap qmap, const __grid_constant__ CUtensorMap kvmap,
+template <int NS, int BPS, bool OV, bool QD = false, int NWG = 2>
+__global__ void __launch_bounds__(32 * (4 * NWG + 1)) __maxnreg__(BPS == 2 ? 112 : NWG == 3 ? 128 : 168) fa3_kernel(const __grid_constant__ CUtensorMap qmap, const __grid_constant__ CUtensorMap kvmap,
                                                                    T *__restrict__ kc, T *__restrict__ vc, T *__restrict__ out,
                                                                    const fa_work *__restrict__ works, int n_work, int heads_inner, int H,
                                                                    int C, int max_seq, float scale_log2) {
 #if GPT2__WG
     extern __shared__ unsigned char fa_sh[];
-    const fa_smem_t<NS, FK> sm(fa_sh);
+    constexpr int NCW = 4 * NWG, TQ = 64 * NWG;
+    const fa_smem_t<NS, FK, NWG> sm(fa_sh);
     T *Qs = sm.Qs, *Ks = sm.Ks, *Vs = sm.Vs;
     uint64_t *full = sm.full, *empty = sm.empty, *qfull = sm.qfull, *qempty = sm.qempty;
     const int tid = threadIdx.x, w = tid >> 5, lane = tid & 31, n_items = n_work * H;
@@ -253,16 +255,18 @@ __global__ void __launch_bounds__(32 * (NCW + 1)) __maxnreg__(BPS == 2 ? 112 : 1
         return;
     }
     const int g = lane >> 2, t = lane & 3, wg = w >> 2;
-    if (wg == 1) fa_named_arrive(1); /* warpgroup 0 takes the tensor cores first */
+    if (wg == NWG - 1) fa_named_arrive(1); /* warpgroup 0 takes the tensor cores first; then 1, .. in turn */
+    const int next = 1 + (wg + 1) % NWG;
     int it = 0, i = 0;
     for (int item = blockIdx.x; item < n_items; item += gridDim.x, i++) {
         const int tile = heads_inner ? item / H : item % n_work, h = heads_inner ? item % H : item / n_work;
         const fa_work wk = works[tile];
-        const int nsteps = (wk.pos0 + BQ) / FK, wg_last = wk.pos0 + wg * 64 + 63;
+        const int nsteps = (wk.pos0 + wk.n) / FK, wg_last = wk.pos0 + wg * 64 + 63;
+        const bool wg_live = wg * 64 < wk.n;
         const int qpos0 = wk.pos0 + w * 16 + g, qpos1 = qpos0 + 8;
         T *kcb = kc + ((size_t)wk.slot * H + h) * max_seq * HD, *vcb = vc + ((size_t)wk.slot * H + h) * max_seq * HD;
         gpt2__mbar_wait(&qfull[i & 1], (i >> 1) & 1);
-        const T *Qi = Qs + (i & 1) * BQ * HD;
+        const T *Qi = Qs + (i & 1) * TQ * HD;
         uint32_t qf[4][4], pa[4][4];
         const T *Qw = Qi + wg * 64 * HD; /* QD: this warpgroup's rows, S's A operand by descriptor */
         if (!QD)
@@ -279,8 +283,8 @@ __global__ void __launch_bounds__(32 * (NCW + 1)) __maxnreg__(BPS == 2 ? 112 : 1
             const int s = it % NS, k0 = j * FK;
             const T *Kb = Ks + s * FK * HD, *Vb = Vs + s * FK * HD;
             gpt2__mbar_wait(&full[s], (it / NS) & 1);
-            if (wg == 1 && k0 >= wk.pos0) { /* the tile's own keys into the cache (warpgroup 1 takes both such steps) */
-                const int u = tid - 128, c = u & 7;
+            if (k0 == wk.pos0 + wg * 64 && wg_live) { /* the tile's own keys into the cache: warpgroup g its own 64 */
+                const int u = tid & 127, c = u & 7;
 #pragma unroll
                 for (int r = 0; r < 4; r++) {
                     const int kr = (u >> 3) + 16 * r;
@@ -288,7 +292,7 @@ __global__ void __launch_bounds__(32 * (NCW + 1)) __maxnreg__(BPS == 2 ? 112 : 1
                     *(uint4 *)(vcb + (size_t)(k0 + kr) * HD + c * 8) = *(const uint4 *)(Vb + kr * HD + ((c ^ (kr & 7)) * 8));
                 }
             }
-            const bool act = k0 <= wg_last;
+            const bool act = wg_live && k0 <= wg_last;
             float s_[8][4];
             {
                 /* one turn on the tensor cores: the step before's P V, then this step's S, the other warpgroup's
@@ -311,7 +315,7 @@ __global__ void __launch_bounds__(32 * (NCW + 1)) __maxnreg__(BPS == 2 ? 112 : 1
                     asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
                     fa_issue4<1>(of, pa, Vp, 16 * HD * (int)sizeof(T), 0);
                     asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
-                    fa_named_arrive(2 - wg);
+                    fa_named_arrive(next);
                     asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");
                     gpt2__wg_keep(sf);
                     fa_softmax_keep(s_, k0 + FK - 1 > wk.pos0 + w * 16, k0, qpos0, qpos1, t, scale_log2, m0, m1, l0, l1, c0, c1);
@@ -325,7 +329,7 @@ __global__ void __launch_bounds__(32 * (NCW + 1)) __maxnreg__(BPS == 2 ? 112 : 1
                     fa_issue4<1>(of, pa, Vp, 16 * HD * (int)sizeof(T), 0);
                     fa_issue_s<QD>(sf, qf, Qw, Kb);
                     asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
-                    fa_named_arrive(2 - wg);
+                    fa_named_arrive(next);
                     asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
                     gpt2__wg_keep(of); gpt2__wg_keep(sf);
                 } else if (have_p) {
@@ -333,7 +337,7 @@ __global__ void __launch_bounds__(32 * (NCW + 1)) __maxnreg__(BPS == 2 ? 112 : 1
                     asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
                     fa_issue4<1>(of, pa, Vp, 16 * HD * (int)sizeof(T), 0);
                     asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
-                    fa_named_arrive(2 - wg);
+                    fa_named_arrive(next);
                     asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
                     gpt2__wg_keep(of);
                 } else if (act) {
@@ -341,11 +345,11 @@ __global__ void __launch_bounds__(32 * (NCW + 1)) __maxnreg__(BPS == 2 ? 112 : 1
                     asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
                     fa_issue_s<QD>(sf, qf, Qw, Kb);
                     asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
-                    fa_named_arrive(2 - wg);
+                    fa_named_arrive(next);
                     asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
                     gpt2__wg_keep(sf);
                 } else
-                    fa_named_arrive(2 - wg);
+                    fa_named_arrive(next);
                 if (have_p) {
                     __syncwarp();
                     if (lane == 0) fa_bar_arrive(&empty[sprev]);
@@ -363,13 +367,13 @@ __global__ void __launch_bounds__(32 * (NCW + 1)) __maxnreg__(BPS == 2 ? 112 : 1
         }
         { /* the last P V: one more turn (warpgroup 1's very last hands nothing on) */
             fa_named_sync(1 + wg);
-            const bool hand_on = wg == 0 || item + (int)gridDim.x < n_items;
+            const bool hand_on = wg != NWG - 1 || item + (int)gridDim.x < n_items;
             if (have_p) {
 #pragma unroll
                 for (int d = 0; d < 8; d++) { o[d][0] *= c0; o[d][1] *= c0; o[d][2] *= c1; o[d][3] *= c1; }
                 gpt2__wg_4<1>(reinterpret_cast<float (&)[32]>(o), pa, Vs + sprev * FK * HD, 16 * HD * (int)sizeof(T), 0);
             }
-            if (hand_on) fa_named_arrive(2 - wg);
+            if (hand_on) fa_named_arrive(next);
             if (have_p) {
                 __syncwarp();
                 if (lane == 0) fa_bar_arrive(&empty[sprev]);
@@ -377,7 +381,7 @@ __global__ void __launch_bounds__(32 * (NCW + 1)) __maxnreg__(BPS == 2 ? 112 : 1
         }
         __syncwarp();
         if (lane == 0) fa_bar_arrive(&qempty[i & 1]);
-        fa_store(o, l0, l1, out, (size_t)(wk.row0 + w * 16 + g), C, h, t);
+        if (wg_live) fa_store(o, l0, l1, out, (size_t)(wk.row0 + w * 16 + g), C, h, t);
     }
 #endif
 }
@@ -386,14 +390,15 @@ __global__ void __launch_bounds__(32 * (NCW + 1)) __maxnreg__(BPS == 2 ? 112 : 1
    rescale once per 128 keys. Not our kernel's arithmetic (its steps are 64 keys): checked against float64 only.
    Ping-pong as fa3_kernel<.., true>, 1 block an SM. */
 template <int NS>
-__global__ void __launch_bounds__(32 * (NCW + 1), 1) fa3w_kernel(const __grid_constant__ CUtensorMap qmap, const __grid_constant__ CUtensorMap kvmap,
+__global__ void __launch_bounds__(32 * 9, 1) fa3w_kernel(const __grid_constant__ CUtensorMap qmap, const __grid_constant__ CUtensorMap kvmap,
                                                                  T *__restrict__ kc, T *__restrict__ vc, T *__restrict__ out,
                                                                  const fa_work *__restrict__ works, int n_work, int heads_inner, int H,
                                                                  int C, int max_seq, float scale_log2) {
 #if GPT2__WG
     constexpr int KB = 128;
     extern __shared__ unsigned char fa_sh[];
-    const fa_smem_t<NS, KB> sm(fa_sh);
+    constexpr int NCW = 8;
+    const fa_smem_t<NS, KB, 2> sm(fa_sh);
     T *Qs = sm.Qs, *Ks = sm.Ks, *Vs = sm.Vs;
     uint64_t *full = sm.full, *empty = sm.empty, *qfull = sm.qfull, *qempty = sm.qempty;
     const int tid = threadIdx.x, w = tid >> 5, lane = tid & 31, n_items = n_work * H;
@@ -547,18 +552,24 @@ int main(int argc, char **argv) {
     for (int b = 0; b < B; b++)
         for (int p = 0; p < L; p += 64) tl.push_back({b * L + p, 64, b, p, 0});
     std::stable_sort(tl.begin(), tl.end(), [](const gpt2__tile &x, const gpt2__tile &y) { return x.pos0 + x.n > y.pos0 + y.n; });
-    std::vector<fa_work> fw;
-    for (int b = 0; b < B; b++)
-        for (int p = 0; p < L; p += BQ) fw.push_back({b * L + p, b, p});
-    std::stable_sort(fw.begin(), fw.end(), [](const fa_work &x, const fa_work &y) { return x.pos0 > y.pos0; });
-    gpt2__tile *dtl; fa_work *dfw;
-    CK(cudaMalloc(&dtl, tl.size() * sizeof *dtl)); CK(cudaMalloc(&dfw, fw.size() * sizeof *dfw));
+    /* ours' work items: tiles of 64 NWG rows (NWG 2, 3; the last of a sequence may be shorter), longest first */
+    std::vector<fa_work> fw[4];
+    fa_work *dfw[4] = {};
+    for (int nwg = 2; nwg <= 3; nwg++) {
+        for (int b = 0; b < B; b++)
+            for (int p = 0; p < L; p += 64 * nwg) fw[nwg].push_back({b * L + p, b, p, std::min(64 * nwg, L - p)});
+        std::stable_sort(fw[nwg].begin(), fw[nwg].end(), [](const fa_work &x, const fa_work &y) { return x.pos0 + x.n > y.pos0 + y.n; });
+        CK(cudaMalloc(&dfw[nwg], fw[nwg].size() * sizeof(fa_work)));
+        CK(cudaMemcpy(dfw[nwg], fw[nwg].data(), fw[nwg].size() * sizeof(fa_work), cudaMemcpyHostToDevice));
+    }
+    gpt2__tile *dtl;
+    CK(cudaMalloc(&dtl, tl.size() * sizeof *dtl));
     CK(cudaMemcpy(dtl, tl.data(), tl.size() * sizeof *dtl, cudaMemcpyHostToDevice));
-    CK(cudaMemcpy(dfw, fw.data(), fw.size() * sizeof *dfw, cudaMemcpyHostToDevice));
     void *f = NULL;
     cudaDriverEntryPointQueryResult q;
     CK(cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &f, 12000, cudaEnableDefault, &q));
-    const CUtensorMap qmap = qkv_map((fa_enc_fn)f, qkv, R, C, BQ), kvmap = qkv_map((fa_enc_fn)f, qkv, R, C, FK);
+    const CUtensorMap qmap[4] = {{}, {}, qkv_map((fa_enc_fn)f, qkv, R, C, 128), qkv_map((fa_enc_fn)f, qkv, R, C, 192)};
+    const CUtensorMap kvmap = qkv_map((fa_enc_fn)f, qkv, R, C, FK);
     const size_t ours_smem = gpt2__prefill_smem<T, HD>();
     CK(cudaFuncSetAttribute(gpt2__attn_prefill_kernel<T, HD>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)ours_smem));
     cudaEvent_t e0, e1;
@@ -585,15 +596,15 @@ int main(int argc, char **argv) {
         printf("ours (gpt2__attn_prefill_kernel, heads %s): %8.2f us\n", hi ? "inner" : "outer", ours[hi]);
     }
     const int grid_one = getenv("FA_GRID") && atoi(getenv("FA_GRID")) == 1;
-    auto form = [&](auto kern, size_t smem, int bps, const char *name) {
+    auto form = [&](auto kern, size_t smem, int bps, int nwg, const char *name) {
         CK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
-        const int n_items = (int)fw.size() * H;
+        const int n_items = (int)fw[nwg].size() * H;
         for (int hi = 0; hi < 2; hi++) {
             for (int one = 0; one < 2; one++) {
                 if (one && !grid_one) continue;
                 const int grid = one ? n_items : std::min(n_items, bps * sms);
                 auto run = [&] {
-                    kern<<<grid, 32 * (NCW + 1), smem>>>(qmap, kvmap, kc, vc, out, dfw, (int)fw.size(), hi, H, C, max_seq, sl2);
+                    kern<<<grid, 32 * (4 * nwg + 1), smem>>>(qmap[nwg], kvmap, kc, vc, out, dfw[nwg], (int)fw[nwg].size(), hi, H, C, max_seq, sl2);
                 };
                 CK(cudaMemset(kc, 0, kvn * sizeof(T))); CK(cudaMemset(vc, 0, kvn * sizeof(T))); CK(cudaMemset(out, 0, outn * sizeof(T)));
                 run();
@@ -643,12 +654,14 @@ int main(int argc, char **argv) {
             }
         }
     };
-    form(fa3_kernel<4, 1, false>, fa_smem<4>(), 1, "ping-pong, 4 stages");
-    form(fa3_kernel<8, 1, false>, fa_smem<8>(), 1, "ping-pong, 8 stages");
-    form(fa3_kernel<4, 1, true>, fa_smem<4>(), 1, "ping-pong + softmax beside P V, 4 stages");
-    form(fa3w_kernel<3>, fa_smem<3, 128>(), 1, "128 keys a step, ping-pong, 3 stages");
-    form(fa3_kernel<4, 1, false, true>, fa_smem<4>(), 1, "ping-pong, Q by descriptor, 4 stages");
-    form(fa3_kernel<4, 2, false, true>, fa_smem<4>(), 2, "ping-pong, Q by descriptor, 4 stages, 2 blocks an SM");
-    form(fa3_kernel<3, 2, false, true>, fa_smem<3>(), 2, "ping-pong, Q by descriptor, 3 stages, 2 blocks an SM");
+    form(fa3_kernel<4, 1, false>, fa_smem<4>(), 1, 2, "ping-pong, 4 stages");
+    form(fa3_kernel<8, 1, false>, fa_smem<8>(), 1, 2, "ping-pong, 8 stages");
+    form(fa3_kernel<4, 1, true>, fa_smem<4>(), 1, 2, "ping-pong + softmax beside P V, 4 stages");
+    form(fa3w_kernel<3>, fa_smem<3, 128>(), 1, 2, "128 keys a step, ping-pong, 3 stages");
+    form(fa3_kernel<4, 1, false, true>, fa_smem<4>(), 1, 2, "ping-pong, Q by descriptor, 4 stages");
+    form(fa3_kernel<4, 2, false, true>, fa_smem<4>(), 2, 2, "ping-pong, Q by descriptor, 4 stages, 2 blocks an SM");
+    form(fa3_kernel<4, 1, false, false, 3>, fa_smem<4, FK, 3>(), 1, 3, "3 warpgroups in turn (192-row tiles), 4 stages");
+    form(fa3_kernel<6, 1, false, false, 3>, fa_smem<6, FK, 3>(), 1, 3, "3 warpgroups in turn (192-row tiles), 6 stages");
+    form(fa3_kernel<4, 1, false, true, 3>, fa_smem<4, FK, 3>(), 1, 3, "3 warpgroups in turn, Q by descriptor, 4 stages");
     return 0;
 }
