@@ -58,8 +58,6 @@ static __device__ __forceinline__ void fa_issue4(float (&d)[32], const uint32_t 
 #pragma unroll
     for (int k = 0; k < 4; k++) gpt2__wg_mma<TB>(d, a[k], gpt2__wg_desc((const char *)b + k * step_bytes), !(first && k == 0), T());
 }
-#endif
-#if GPT2__WG
 /* S for 64 keys with A (Q) from shared memory by descriptor: wgmma m64n64k16, both operands K-major */
 static __device__ __forceinline__ void fa_mma_n64_ss(float (&d)[32], uint64_t a, uint64_t b, int scale_d) {
     asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
