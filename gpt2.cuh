@@ -19,7 +19,8 @@
    Configuration macros (define before the implementation include):
        GPT2_NO_CUDA           leave the CUDA backend out even under nvcc
        GPT2_NO_CLONES         no AVX2 build of the CPU backend's products beside the baseline one (x86-64 Linux,
-                              GCC/Clang: the CPU picks one at load; the same bits either way)
+                              glibc, GCC/Clang: the CPU picks one at load; the same bits either way). Off by itself
+                              under ThreadSanitizer, whose runtime is not up when the load-time pick runs
        GPT2_MALLOC(n), GPT2_CALLOC(n,s), GPT2_FREE(p)   host allocator (default: stdlib)
        GPT2_MAX_ERROR         length of the error message buffer (default 512)
        GPT2_MAX_TEXT_FILE     largest config.json / vocab.json / merges.txt read (default 256 MB)
@@ -189,7 +190,19 @@ GPT2_API int          gpt2_model_max_seq(const gpt2_model *model);
 /* The CPU backend's products also in an AVX2 build beside the baseline one, the CPU picking at load (GCC's and
    Clang's target_clones, x86-64 Linux, nvcc's host code included; -DGPT2_NO_CLONES: off). AVX2 without FMA: the same
    operations on 8 lanes instead of 4, so the same bits (RESULTS.md item 139). */
-#if defined(__x86_64__) && defined(__linux__) && defined(__GNUC__) && !defined(GPT2_NO_CLONES) && defined(__has_attribute)
+#if defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define GPT2__TSAN 1
+#endif
+#endif
+#if defined(__SANITIZE_THREAD__) && !defined(GPT2__TSAN)
+#define GPT2__TSAN 1
+#endif
+/* Clones are resolved by an ifunc during dynamic relocation, before any constructor: left out where that resolver
+   cannot run safely: under ThreadSanitizer (an instrumented resolver runs before the TSan runtime exists) and
+   outside glibc (musl has no ifunc). */
+#if defined(__x86_64__) && defined(__linux__) && defined(__GLIBC__) && defined(__GNUC__) && !defined(GPT2_NO_CLONES) && \
+    !defined(GPT2__TSAN) && defined(__has_attribute)
 #if __has_attribute(target_clones)
 #define GPT2__CPU_CLONES __attribute__((target_clones("avx2", "default")))
 #endif
@@ -589,10 +602,14 @@ static gpt2_status gpt2__parse_config(const char *text, size_t len, const char *
                 return gpt2__fail(GPT2_ERR_FORMAT, "%s: activation_function \"%s\" is not supported (expected gelu_new)", file, act);
             continue;
         }
-        if (!strcmp(key, "scale_attn_by_inverse_layer_idx") || !strcmp(key, "add_cross_attention")) {
+        /* switches that change the computation: each value we do not run is refused by name, never ignored */
+        const char *refused = !strcmp(key, "scale_attn_by_inverse_layer_idx") || !strcmp(key, "add_cross_attention") ? "true"
+                            : !strcmp(key, "scale_attn_weights") || !strcmp(key, "tie_word_embeddings") ? "false" : NULL;
+        if (refused) {
             gpt2__json_ws(&j);
-            if (j.end - j.p >= 4 && !memcmp(j.p, "true", 4))
-                return gpt2__fail(GPT2_ERR_FORMAT, "%s: %s = true is not supported", file, key);
+            size_t n = strlen(refused);
+            if ((size_t)(j.end - j.p) >= n && !memcmp(j.p, refused, n))
+                return gpt2__fail(GPT2_ERR_FORMAT, "%s: %s = %s is not supported", file, key, refused);
         }
         if ((st = gpt2__json_skip(&j))) return st;
     }

@@ -415,6 +415,10 @@ static int test_malformed_models_fail_with_a_reason(void) {
         {"config_n_head_zero", GPT2_ERR_FORMAT, {"n_head", "0", NULL}},
         {"config_absurd_n_layer", GPT2_ERR_FORMAT, {"n_layer", NULL}},
         {"config_vocab_mismatch", GPT2_ERR_FORMAT, {"wte.weight", "[60, 16]", "[50, 16]"}},
+        {"config_activation_function_silu", GPT2_ERR_FORMAT, {"config.json", "activation_function", "silu"}},
+        {"config_add_cross_attention_true", GPT2_ERR_FORMAT, {"config.json", "add_cross_attention", NULL}},
+        {"config_scale_attn_weights_false", GPT2_ERR_FORMAT, {"config.json", "scale_attn_weights", NULL}},
+        {"config_tie_word_embeddings_false", GPT2_ERR_FORMAT, {"config.json", "tie_word_embeddings", NULL}},
     };
     gpt2_options o = gpt2_default_options();
     o.backend = GPT2_BACKEND_CPU;

@@ -353,6 +353,15 @@ def make_bad_fixtures():
              "GPT2_ERR_FORMAT; names wte.weight, the expected [60, 16] and the found [50, 16]", cfg=cfg)
     shutil.copy(good_st, p)
 
+    for key, value, why in [("activation_function", "silu", "an activation GPT-2 models do not use"),
+                            ("add_cross_attention", True, "cross-attention layers (an encoder-decoder's)"),
+                            ("scale_attn_weights", False, "attention scores not divided by the square root of the head size"),
+                            ("tie_word_embeddings", False, "an untied head, but the file holds no lm_head.weight")]:
+        cfg = dict(good_cfg, **{key: value})
+        p = case("config_%s_%s" % (key, str(value).lower()), "%s = %s in config.json: %s" % (key, json.dumps(value), why),
+                 "GPT2_ERR_FORMAT; names config.json and %s" % key, cfg=cfg)
+        shutil.copy(good_st, p)
+
     with open(os.path.join(BAD, "README"), "w") as f:
         f.write("Malformed inputs, made by tools/make_reference.py from tests/models/micro_f32\n"
                 "(L1 H2 C16 V50 P16, F32, bare keys). Each directory holds config.json +\n"
