@@ -64,7 +64,20 @@ demo_c: demo.cu $(HEADERS)
 examples/hello: examples/hello.c $(HEADERS)
 	$(CBUILD) examples/hello.c -o $@ -lm
 
-test: test_gpt2 test_gpt2_c test_gpt2_native test_gpt2_asan examples/hello $(if $(VALGRIND),demo_c) $(if $(MPICC),demo demo_mpi tests/mpi/test_mpi) \
+# ThreadSanitizer builds (no OpenMP: GCC's libgomp is not instrumented): the threading test by GCC and by Clang
+# (when installed), and the README's example as a host program with -fsanitize=thread would build it
+CLANG := $(shell command -v clang 2>/dev/null)
+TSAN = -x c -std=gnu99 -O1 -g -fsanitize=thread $(WARN) -Werror -I.
+TSAN_RUN = TSAN_OPTIONS="halt_on_error=1 exitcode=66"
+tests/threads_tsan_gcc: tests/threads.c $(HEADERS)
+	$(CC) $(TSAN) tests/threads.c -o $@ -lm -lpthread
+tests/threads_tsan_clang: tests/threads.c $(HEADERS)
+	clang $(TSAN) tests/threads.c -o $@ -lm -lpthread
+examples/hello_tsan: examples/hello.c $(HEADERS)
+	$(CC) $(TSAN) examples/hello.c -o $@ -lm
+
+test: test_gpt2 test_gpt2_c test_gpt2_native test_gpt2_asan examples/hello tests/threads_tsan_gcc examples/hello_tsan \
+      $(if $(CLANG),tests/threads_tsan_clang) $(if $(VALGRIND),demo_c) $(if $(MPICC),demo demo_mpi tests/mpi/test_mpi) \
       $(if $(NVCC),tests/sanitize_kernels)
 	@echo "== the headers under strict warnings (C99 and C++11, -Wpedantic -Werror, with and without OpenMP)"
 	@for c in "$(CC) -x c -std=c99" $(if $(CXX_FOUND),"$(CXX) -x c++ -std=c++11") \
@@ -73,6 +86,14 @@ test: test_gpt2 test_gpt2_c test_gpt2_native test_gpt2_asan examples/hello $(if 
 	    $$c $$o -Wall -Wextra -Wpedantic -Werror -DGPT2_NO_CUDA -I. -fsyntax-only tests/strict.c || exit 1; done; done
 	@echo "== the README's example"
 	./examples/hello weights "ROMEO:" > /dev/null
+	@echo "== threads under ThreadSanitizer: a model per thread, a shared tokenizer, per-thread last errors"
+	$(TSAN_RUN) ./tests/threads_tsan_gcc 4
+ifneq ($(CLANG),)
+	$(TSAN_RUN) ./tests/threads_tsan_clang 4
+else
+	@echo "Clang ThreadSanitizer build skipped: clang is not installed"
+endif
+	$(TSAN_RUN) ./examples/hello_tsan weights "ROMEO:" > /dev/null
 ifneq ($(VALGRIND),)
 	@echo "== the demo under valgrind (embedded model, CPU)"
 	OMP_NUM_THREADS=1 $(VALGRIND) -q --error-exitcode=1 --leak-check=full --errors-for-leak-kinds=definite,indirect \
@@ -173,6 +194,6 @@ bench/greensplit: bench/greensplit.cu
 	$(BUILD) bench/greensplit.cu -o $@ -lcublasLt -L$(dir $(NVCC))../lib64/stubs -lcuda
 
 clean:
-	rm -f demo_c examples/hello tests/mpi/test_mpi tests/sanitize_kernels demo demo_mpi test_gpt2 test_gpt2_c test_gpt2_native test_gpt2_native.log test_gpt2_asan test_gpt2_asan.log bench/bench_gpt2 bench/bench_mixed bench/logits_hash bench/cpu_hash bench/attn_decode bench/read_bw bench/mma_chain bench/persist_step bench/wg_gemm bench/fa3_attn bench/cluster_probe bench/skinny_wg bench/midgemm bench/greensplit bench/f32_chain bench/pageable_race
+	rm -f demo_c examples/hello examples/hello_tsan tests/threads_tsan_gcc tests/threads_tsan_clang tests/mpi/test_mpi tests/sanitize_kernels demo demo_mpi test_gpt2 test_gpt2_c test_gpt2_native test_gpt2_native.log test_gpt2_asan test_gpt2_asan.log bench/bench_gpt2 bench/bench_mixed bench/logits_hash bench/cpu_hash bench/attn_decode bench/read_bw bench/mma_chain bench/persist_step bench/wg_gemm bench/fa3_attn bench/cluster_probe bench/skinny_wg bench/midgemm bench/greensplit bench/f32_chain bench/pageable_race
 
 .PHONY: all test fuzz bench clean

@@ -1,0 +1,139 @@
+/* tests/threads.c — the threading promise, built by make test under ThreadSanitizer (no OpenMP: GCC's libgomp is
+   not instrumented, so TSan would report its barriers as races).
+
+   What it checks, each thread with its own model (the embedded one in weights/ and a fixture):
+   - separate models run on separate threads at once: every thread's generated tokens and scored log-probabilities
+     are bit-identical to the same work done alone before the threads start;
+   - one tokenizer is shared read-only by every thread (encode and decode at once give the serial results);
+   - the last error is per thread: a thread's failure never shows in another thread's gpt2_last_error().
+   ThreadSanitizer reports any data race and makes the run fail (exitcode 66). Plain C, public API only.
+
+   Usage: tests/threads [threads]   (from the repository root; default 4 threads) */
+#define GPT2_IMPLEMENTATION
+#define GPT2_NO_CUDA
+#include "gpt2.cuh"
+
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MAX_THREADS 16
+#define NEW_TOKENS 12
+#define SCORED 24
+
+static const char *const model_dirs[2] = {"weights", "tests/models/f32_bare_buffers"};
+static const char *const texts[4] = {"ROMEO:\nBut soft, what light", "First Citizen:\nWe are accounted poor",
+                                     "KING RICHARD III:\nNow is the winter", "JULIET:\nO Romeo, Romeo! wherefore"};
+
+/* One thread's work and what it found. */
+typedef struct job {
+    int index;
+    const gpt2_tokenizer *tok;   /* shared by every thread, read only */
+    int gen[NEW_TOKENS], n_gen;  /* generated tokens */
+    double score;                /* sum of log-probabilities of SCORED tokens, from gpt2_forward's logits */
+    int ids[256], n_ids;         /* the shared tokenizer's encoding of texts[index % 4] */
+    char text[1024];             /* and its decoding */
+    char error[GPT2_MAX_ERROR + 128];
+} job;
+
+static pthread_barrier_t errors_set;
+
+/* Loads model_dirs[index % 2] and generates + scores with it; fills what it found or an error. */
+static int job_model_work(job *jb) {
+    const char *dir = model_dirs[jb->index % 2];
+    gpt2_options o = gpt2_default_options();
+    o.backend = GPT2_BACKEND_CPU;
+    o.max_batch = 2;
+    gpt2_model *m;
+    if (gpt2_load(&m, dir, &o)) return snprintf(jb->error, sizeof jb->error, "%s: %s", dir, gpt2_last_error()), 1;
+    gpt2_config c = gpt2_model_config(m);
+    int prompt[8], seq[SCORED + 1];
+    for (int i = 0; i < 8; i++) prompt[i] = (jb->index * 7919 + i * 104729) % c.n_vocab;
+    for (int i = 0; i <= SCORED; i++) seq[i] = (jb->index * 31 + i * 7877) % c.n_vocab;
+    gpt2_request r;
+    memset(&r, 0, sizeof r);
+    r.prompt = prompt; r.prompt_len = 8; r.max_new_tokens = NEW_TOKENS; r.stop_token = -1; r.out = jb->gen;
+    r.sampling.temperature = 0.9f; r.sampling.top_k = 20; r.sampling.seed = 1000 + (uint64_t)jb->index;
+    float *logits = (float *)malloc(sizeof(float) * (size_t)SCORED * (size_t)c.n_vocab);
+    int fail = !logits || gpt2_generate(m, &r, 1, NULL, NULL) || gpt2_forward(m, seq, 1, SCORED, logits);
+    if (fail) snprintf(jb->error, sizeof jb->error, "%s: %s", dir, logits ? gpt2_last_error() : "out of memory");
+    jb->n_gen = r.n_out;
+    jb->score = 0;
+    for (int t = 0; !fail && t < SCORED; t++) { /* log-softmax of the next token, in double */
+        const float *row = logits + (size_t)t * (size_t)c.n_vocab;
+        double mx = row[0], s = 0;
+        for (int v = 1; v < c.n_vocab; v++) mx = row[v] > mx ? row[v] : mx;
+        for (int v = 0; v < c.n_vocab; v++) s += exp(row[v] - mx);
+        jb->score += row[seq[t + 1]] - mx - log(s);
+    }
+    free(logits);
+    gpt2_free(m);
+    return fail;
+}
+
+static void job_tokenizer_work(job *jb) {
+    const char *t = texts[jb->index % 4];
+    jb->n_ids = gpt2_encode(jb->tok, t, strlen(t), jb->ids, 256);
+    gpt2_decode(jb->tok, jb->ids, jb->n_ids > 0 && jb->n_ids <= 256 ? jb->n_ids : 0, jb->text, sizeof jb->text);
+}
+
+/* The threaded run: even threads fail one call with a message naming them, odd threads never fail; after every
+   thread has set its error, each reads its own. Then the model and tokenizer work. */
+static void *job_thread(void *arg) {
+    job *jb = (job *)arg;
+    char name[64];
+    gpt2_model *m;
+    snprintf(name, sizeof name, "tests/no_such_model_of_thread_%d", jb->index);
+    if (jb->index % 2 == 0) gpt2_load(&m, name, NULL);
+    pthread_barrier_wait(&errors_set);
+    const char *e = gpt2_last_error();
+    if (jb->index % 2 == 0 && !strstr(e, name))
+        snprintf(jb->error, sizeof jb->error, "thread %d: last error \"%s\" is not its own failure", jb->index, e);
+    else if (jb->index % 2 == 1 && *e)
+        snprintf(jb->error, sizeof jb->error, "thread %d never failed, yet its last error reads \"%s\"", jb->index, e);
+    pthread_barrier_wait(&errors_set);
+    if (jb->error[0]) return NULL;
+    job_tokenizer_work(jb);
+    job_model_work(jb);
+    return NULL;
+}
+
+int main(int argc, char **argv) {
+    int n = argc > 1 ? atoi(argv[1]) : 4, failed = 0;
+    if (n < 2 || n > MAX_THREADS) return fprintf(stderr, "threads: 2..%d\n", MAX_THREADS), 2;
+    gpt2_tokenizer *tok;
+    if (gpt2_tokenizer_load(&tok, "weights")) return fprintf(stderr, "weights: %s\n", gpt2_last_error()), 1;
+    static job want[MAX_THREADS], got[MAX_THREADS];
+    pthread_t th[MAX_THREADS];
+    for (int i = 0; i < n; i++) { /* alone, one after another */
+        want[i].index = got[i].index = i;
+        want[i].tok = got[i].tok = tok;
+        job_tokenizer_work(&want[i]);
+        if (job_model_work(&want[i])) return fprintf(stderr, "serial run: %s\n", want[i].error), 1;
+    }
+    pthread_barrier_init(&errors_set, NULL, (unsigned)n);
+    for (int i = 0; i < n; i++)
+        if (pthread_create(&th[i], NULL, job_thread, &got[i])) return fprintf(stderr, "pthread_create failed\n"), 1;
+    for (int i = 0; i < n; i++) pthread_join(th[i], NULL);
+    pthread_barrier_destroy(&errors_set);
+    for (int i = 0; i < n; i++) {
+        const job *a = &want[i], *b = &got[i];
+        int bad = 1;
+        if (b->error[0]) printf("FAIL thread %d: %s\n", i, b->error);
+        else if (b->n_gen != a->n_gen || memcmp(b->gen, a->gen, sizeof(int) * (size_t)a->n_gen))
+            printf("FAIL thread %d (%s): generated tokens differ from the same request run alone\n", i, model_dirs[i % 2]);
+        else if (memcmp(&b->score, &a->score, sizeof a->score))
+            printf("FAIL thread %d (%s): score %.17g, alone %.17g\n", i, model_dirs[i % 2], b->score, a->score);
+        else if (b->n_ids != a->n_ids || memcmp(b->ids, a->ids, sizeof(int) * (size_t)(a->n_ids > 0 ? a->n_ids : 0)) ||
+                 strcmp(b->text, a->text))
+            printf("FAIL thread %d: the shared tokenizer gave other ids or text than alone\n", i);
+        else bad = 0;
+        failed += bad;
+    }
+    gpt2_tokenizer_free(tok);
+    printf("threads: %d threads, each its own model (%s, %s), one shared tokenizer: %s\n", n, model_dirs[0], model_dirs[1],
+           failed ? "FAILED" : "same results as alone, last errors per thread");
+    return failed ? 1 : 0;
+}
