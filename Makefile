@@ -129,10 +129,6 @@ bench: bench/bench_gpt2 bench/bench_mixed bench/bench_cpu
 bench/bench_cpu: bench/bench_cpu.c $(HEADERS)
 	$(CBUILD) bench/bench_cpu.c -o $@ -lm
 
-# a fingerprint of the CPU backend's bits (plain C)
-bench/cpu_hash: bench/cpu_hash.c $(HEADERS)
-	$(CBUILD) bench/cpu_hash.c -o $@ -lm
-
 bench/bench_gpt2: bench/bench_gpt2.cu $(HEADERS)
 	$(BUILD) bench/bench_gpt2.cu -o $@ $(LIBS)
 
@@ -143,57 +139,10 @@ bench/trace: bench/bench_gpt2.cu $(HEADERS)
 bench/bench_mixed: bench/bench_mixed.cu $(HEADERS)
 	$(BUILD) bench/bench_mixed.cu -o $@ $(LIBS)
 
-bench/logits_hash: bench/logits_hash.cu $(HEADERS)
-	$(BUILD) bench/logits_hash.cu -o $@ $(LIBS)
-
-bench/attn_decode: bench/attn_decode.cu $(HEADERS)
-	$(BUILD) bench/attn_decode.cu -o $@ $(LIBS)
-
-bench/mma_swap: bench/mma_swap.cu $(HEADERS)
-	$(BUILD) bench/mma_swap.cu -o $@ $(LIBS)
-
 bench/load_time: bench/load_time.cu $(HEADERS)
 	$(BUILD) bench/load_time.cu -o $@ $(LIBS)
 
-bench/read_bw: bench/read_bw.cu
-	$(BUILD) bench/read_bw.cu -o $@
-
-bench/pageable_race: bench/pageable_race.cu
-	$(BUILD) bench/pageable_race.cu -o $@
-
-bench/mma_chain: bench/mma_chain.cu $(HEADERS)
-	$(BUILD) bench/mma_chain.cu -o $@ $(LIBS)
-
-# a batch-1 step as one persistent kernel, modelled (RESULTS.md item 171): Hopper only (TMA, transaction barriers)
-bench/persist_step: bench/persist_step.cu bench/grid_barrier.cuh
-	$(NVCC) -O3 -std=c++17 -gencode arch=compute_90a,code=sm_90a -Xcompiler "$(WARN)" bench/persist_step.cu -o $@
-
-# a prompt-row product of our own (TMA + wgmma) against cuBLASLt (RESULTS.md item 174): Hopper only
-bench/wg_gemm: bench/wg_gemm.cu
-	$(NVCC) -O3 -std=c++17 -gencode arch=compute_90a,code=sm_90a -Xcompiler "$(WARN)" bench/wg_gemm.cu -o $@ -lcublasLt
-
-# prompt attention in FlashAttention-3's shape against gpt2__attn_prefill_kernel (RESULTS.md item 181): Hopper only
-bench/fa3_attn: bench/fa3_attn.cu $(HEADERS)
-	$(NVCC) -x cu -O3 -std=c++17 -gencode arch=compute_90a,code=sm_90a -Xcompiler "$(WARN) $(OPENMP)" -I. bench/fa3_attn.cu -o $@ $(LIBS)
-
-# could one cluster of 16 blocks run a batch-1 step? its stream rate and barrier (RESULTS.md item 175): Hopper only
-bench/cluster_probe: bench/cluster_probe.cu
-	$(NVCC) -O3 -std=c++17 -gencode arch=compute_90a,code=sm_90a -Xcompiler "$(WARN)" bench/cluster_probe.cu -o $@
-
-bench/skinny_wg: bench/skinny_wg.cu $(HEADERS)
-	$(BUILD) bench/skinny_wg.cu -o $@ $(LIBS)
-
-bench/midgemm: bench/midgemm.cu $(HEADERS)
-	$(BUILD) bench/midgemm.cu -o $@ $(LIBS)
-
-bench/f32_chain: bench/f32_chain.cu $(HEADERS)
-	$(BUILD) bench/f32_chain.cu -o $@ $(LIBS)
-
-# links the driver library (green contexts called directly); the toolkit's stub where no driver is installed
-bench/greensplit: bench/greensplit.cu
-	$(BUILD) bench/greensplit.cu -o $@ -lcublasLt -L$(dir $(NVCC))../lib64/stubs -lcuda
-
 clean:
-	rm -f demo_c examples/hello examples/hello_tsan tests/threads_tsan_gcc tests/threads_tsan_clang tests/mpi/test_mpi tests/sanitize_kernels demo demo_mpi test_gpt2 test_gpt2_c test_gpt2_native test_gpt2_native.log test_gpt2_asan test_gpt2_asan.log bench/bench_gpt2 bench/bench_mixed bench/logits_hash bench/cpu_hash bench/attn_decode bench/read_bw bench/mma_chain bench/persist_step bench/wg_gemm bench/fa3_attn bench/cluster_probe bench/skinny_wg bench/midgemm bench/greensplit bench/f32_chain bench/pageable_race
+	rm -f demo_c examples/hello examples/hello_tsan tests/threads_tsan_gcc tests/threads_tsan_clang tests/mpi/test_mpi tests/sanitize_kernels demo demo_mpi test_gpt2 test_gpt2_c test_gpt2_native test_gpt2_native.log test_gpt2_asan test_gpt2_asan.log bench/bench_gpt2 bench/bench_mixed bench/bench_cpu bench/trace bench/load_time
 
 .PHONY: all test fuzz bench clean
