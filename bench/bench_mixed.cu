@@ -8,8 +8,8 @@
    Static: the same requests in consecutive groups of SLOTS, one gpt2_generate per group, so each
    group runs until its longest request ends. Both on the same model; prints generated tokens/s of
    each, the ratio, whether every request's tokens agree between the two, and a hash of the tokens (to compare
-   builds). --no-hold: an idle engine's requests decode as their prompts end (gpt2_generate's rule before RESULTS.md
-   item 75), for comparison. */
+   builds). --no-hold: an idle engine's requests decode as their prompts end (gpt2_generate's
+   earlier rule), for comparison. */
 #define GPT2_IMPLEMENTATION
 #include "gpt2.cuh"
 

@@ -1,4 +1,4 @@
-/* bench_mpi — the throughput workload (DESIGN.md) sharded across MPI ranks, one GPU per rank.
+/* bench_mpi — the throughput workload (bench_gpt2's) sharded across MPI ranks, one GPU per rank.
 
    mpirun -np N bench/bench_mpi MODEL_DIR TOTAL_BATCH [PROMPT=64] [NEW=192] [DTYPE=f16]
 

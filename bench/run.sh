@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # bench/run.sh [SIZE...] — gpt2.cuh and both peers (careful PyTorch: bench/torch_peer.py; HF
-# transformers: bench/hf_peer.py) on DESIGN.md's standard workloads, in one device call on one GPU,
+# transformers: bench/hf_peer.py) on the standard workloads (bench/bench_gpt2.cu says what they are), in one device call on one GPU,
 # printed side by side with the ratios (bench/compare.py). Default sizes: 124M 1558M, F16.
 # ALL=1 also runs bench_gpt2 on every shape in F16, BF16 and F32. Logs go to $OUT (or bench/out); PACK=1 leaves
 # there only table.md and logs.tgz (the device tool brings back at most 8 files: a run's logs were lost so once).
@@ -13,8 +13,8 @@ date -u +"%Y-%m-%d %H:%M UTC" | tee "$out/date.txt"
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$out/gpu.txt"
 make bench CUDA_ARCH="-gencode arch=compute_90a,code=sm_90a" > "$out/build_bench.log" 2>&1 || { tail -30 "$out/build_bench.log"; exit 1; }
 # each workload in a process of its own, as a program that loads one model runs it; then all of them in one process,
-# each model made after the ones before were freed, which on the H100 decodes ~1.2% slower for a cause not found
-# (RESULTS.md item 101): compare.py prints both
+# each model made after the ones before were freed, which on the H100 decodes ~1.2% slower for a cause not found:
+# compare.py prints both
 : > "$out/gpt2cuh.txt"
 for s in $sizes; do
     for w in latency throughput prefill; do timeout 150 bench/bench_gpt2 $s --only $w 2>&1 | tee -a "$out/gpt2cuh.txt"; done
