@@ -1,4 +1,5 @@
-/* gpt2.cuh — GPT-2 inference in one file: CPU reference backend and CUDA backend.
+/* gpt2.cuh — GPT-2 inference in one file: CPU reference backend and CUDA backend.  [GPT2:MANUAL]
+   Version: GPT2_VERSION (below the manual).
 
    Do this:
        #define GPT2_IMPLEMENTATION
@@ -12,11 +13,11 @@
    The CUDA backend exists when the implementation is compiled by nvcc (__CUDACC__) and
    GPT2_NO_CUDA is not defined; a GPU older than the oldest target built for is refused with a
    reason (tested on sm_90; the Makefile builds sm_80 and sm_90a, whose wgmma the prompt attention uses at head
-   size 64: a plain sm_90 build runs it on mma.sync, the same bits ~4% slower).
+   size 64: a plain sm_90 build runs it on mma.sync, the same bits).
    OpenMP threads the CPU backend (optional: one thread without -fopenmp).
    Batch sharding across GPUs and nodes with MPI: gpt2_mpi.h, beside this file.
 
-   Configuration macros (define before the implementation include):
+   Configuration macros (define before the implementation include; defaults in [GPT2:CONFIG]):
        GPT2_NO_CUDA           leave the CUDA backend out even under nvcc
        GPT2_NO_CLONES         no AVX2 build of the CPU backend's products beside the baseline one (x86-64 Linux,
                               glibc, GCC/Clang: the CPU picks one at load; the same bits either way). Off by itself
@@ -29,14 +30,26 @@
                               request's output never depends on its batch (default 128)
        GPT2_SPLIT_MIN_K       CUDA: decode rows of the two linear layers that feed the residual (attention
                               projection, MLP projection) split K into up to 4 fixed pieces of at least this
-                              many (default 384; a large value turns the split off)
+                              many (default 384; a large value turns split-K off)
        GPT2_SPEC_TOKENS       gpt2_generate: most draft tokens (prompt lookup) a decoding request verifies in one
                               step, beside its last token (default 8; 0: no speculation). The output is the same
                               token for token either way; only the tokens a step yields change
        GPT2_ATT_SMS           CUDA: SMs a decode step of many rows at long contexts keeps for its attention, the
                               rest running its other kernels beside it (CUDA green contexts; default 56 on a GPU
                               of under 4 TB/s memory bandwidth such as the H100, 64 from it such as the H200;
-                              0: no split, every kernel on every SM)
+                              0: no SM split, every kernel on every SM)
+
+   Sections (search for the tag, e.g. "[GPT2:OP_FEW_ROW"):
+       [GPT2:MANUAL] this text          [GPT2:API] public API          [GPT2:CONFIG] every tuning knob
+       [GPT2:UTIL] errors, files, JSON  [GPT2:MODEL] model + loader    [GPT2:TOKENIZER] byte-level BPE
+       [GPT2:SAMPLER] sampling rule     [GPT2:CPU] CPU reference backend
+       CUDA backend: [GPT2:CUDA] overview  [GPT2:CUDA_PRIM] GPU primitives  [GPT2:CUDA_STATE] state, launch helper
+         one per operation, kernel + launcher + capability check together, in forward order:
+         [GPT2:OP_LN] embedding, residual + layer norm   [GPT2:OP_GELU]   [GPT2:OP_GEMM] cuBLASLt products
+         [GPT2:OP_FEW_ROW] few-row products, ln_fold     [GPT2:OP_LINEAR] which product, split-K
+         [GPT2:OP_ATTN_DECODE]   [GPT2:OP_ATTN_PREFILL]   [GPT2:OP_ATTN] which attention   [GPT2:OP_SAMPLE]
+         [GPT2:FORWARD] a forward pass   [GPT2:PARTS] two-part mode   [GPT2:STEP] step + graphs   [GPT2:CUDA_INIT]
+       [GPT2:ENGINE] load, forward, generate (after the backends: it calls into both)   [GPT2:LICENSE]
 
    Models: a Hugging Face GPT-2 directory as published (config.json + model.safetensors;
    gpt2, gpt2-medium, gpt2-large, gpt2-xl, distilgpt2), F32/F16/BF16 tensors, either key layout.
@@ -64,10 +77,12 @@
    Threads: a model serves one call at a time; different models may run on different threads.
    The last error is per thread.
 
-   License: MIT, at the end of this file.
+   License: MIT, at the end of this file ([GPT2:LICENSE]).
 */
+
 #ifndef GPT2_CUH
 #define GPT2_CUH
+#define GPT2_VERSION "0.9.0"
 
 #include <stddef.h>
 #include <stdint.h>
@@ -78,7 +93,7 @@
 #define GPT2_API extern
 #endif
 
-/* ---------------------------------------------------------------- public API */
+/* == [GPT2:API] == public API ==================================================================================== */
 
 typedef enum gpt2_status { GPT2_OK = 0, GPT2_ERR_ARG, GPT2_ERR_IO, GPT2_ERR_FORMAT,
                            GPT2_ERR_OOM, GPT2_ERR_DEVICE, GPT2_ERR_MPI } gpt2_status;
@@ -146,6 +161,146 @@ GPT2_API int          gpt2_model_max_seq(const gpt2_model *model);
 #else
 #define GPT2__CUDA 0
 #endif
+
+/* == [GPT2:CONFIG] == configuration: every tuning knob, each overridable by defining it first ==================== */
+
+/* The user's macros (listed in [GPT2:MANUAL]) */
+
+#ifndef GPT2_MALLOC
+#define GPT2_MALLOC(n) malloc(n)
+#define GPT2_CALLOC(n, s) calloc((n), (s))
+#define GPT2_FREE(p) free(p)
+#endif
+#ifndef GPT2_MAX_ERROR
+#define GPT2_MAX_ERROR 512
+#endif
+#ifndef GPT2_MAX_TEXT_FILE
+#define GPT2_MAX_TEXT_FILE (256L << 20) /* config.json, vocab.json, merges.txt: larger is an error */
+#endif
+#ifndef GPT2_GEMM_REF_ROWS
+#define GPT2_GEMM_REF_ROWS 128 /* CUDA: decode rows compute as the cuBLASLt algorithm picked for this many rows */
+#endif
+#ifndef GPT2_SPLIT_MIN_K
+#define GPT2_SPLIT_MIN_K 384 /* CUDA: least K per piece when decode rows of a residual-feeding layer split K */
+#endif
+#ifndef GPT2_SPEC_TOKENS
+#define GPT2_SPEC_TOKENS 8 /* gpt2_generate: most draft tokens a decoding request verifies in a step (0: none) */
+#endif
+
+/* The CUDA backend's internal knobs (GPT2__*: not a stable interface; bench and test builds set some). Each is
+   described where it is used; search for its name. */
+#define GPT2__SAMPLE_THREADS 1024
+#define GPT2__PAGE 4096            /* candidates the sampler sorts at once in shared memory */
+#define GPT2__ARGMAX_LD 4          /* 16-byte loads per thread in flight in the sampler's argmax */
+#define GPT2__MAX_GRAPHS 16
+#define GPT2__MAX_GEMMS 256
+#ifndef GPT2__SPLIT_LEN
+#define GPT2__SPLIT_LEN 256        /* keys per block of decode attention */
+#endif
+#define GPT2__ATT_PREFETCH (16 << 20) /* decode attention prefetches the cache into L2 up to this many bytes */
+#ifndef GPT2__MAX_PARTS
+#define GPT2__MAX_PARTS 2          /* a decode step runs as up to this many parts at once (gpt2__cuda_parts; streams made), */
+#endif
+#ifndef GPT2__PARTS
+#define GPT2__PARTS 2              /* by default up to this many (4 measured slower: RESULTS.md item 45), */
+#endif
+#ifndef GPT2__PART_ROWS
+#define GPT2__PART_ROWS 256        /* each of at least this many rows */
+#endif
+#ifndef GPT2__ATT_SMS
+#ifdef GPT2_ATT_SMS
+#define GPT2__ATT_SMS GPT2_ATT_SMS
+#else
+#define GPT2__ATT_SMS -1           /* SMs kept for decode attention while a step runs in parts (gpt2__green_make; 0: off; */
+                                   /* -1: by the GPU's memory bandwidth, gpt2__att_sms_default), */
+#endif
+#endif
+#ifndef GPT2__SPLIT_CTX
+#define GPT2__SPLIT_CTX 8          /* in steps whose rows' mean context is at least n_embd / this (RESULTS.md item 98) */
+#endif
+#ifndef GPT2__STAGGER
+#define GPT2__STAGGER 1            /* part 1 of a split step starts once part 0's layer STAGGER - 1 qkv product is done (0: at once) */
+#endif
+#ifndef GPT2__PDL_EARLY
+#define GPT2__PDL_EARLY 1
+#endif
+#ifndef GPT2__KV_EVICT_FIRST
+#define GPT2__KV_EVICT_FIRST 1
+#endif
+#ifndef GPT2__SK_EVICT_FIRST
+#define GPT2__SK_EVICT_FIRST 1 /* ... and the few-row products their weights (gpt2__skinny_kernel: the KV cache and
+                                  activations of a batch-1 step stay; item 85) */
+#endif
+#ifndef GPT2__FQ
+#define GPT2__FQ 64 /* query rows per prefill tile: a warp per 16 */
+#endif
+#define GPT2__FK 64 /* keys per step */
+#ifndef GPT2__ATT_TMA
+#define GPT2__ATT_TMA 1 /* gpt2__attn_stream_kernel reads the caches with TMA where it can (item 99) */
+#endif
+#ifndef GPT2__AMMA_NS
+#define GPT2__AMMA_NS 3 /* gpt2__attn_stream_kernel: chunks in flight per warp (2 or 3), */
+#endif
+#ifndef GPT2__AMMA_WB
+#define GPT2__AMMA_WB 2 /* gpt2__attn_stream_kernel: warps per block */
+#endif
+#define GPT2__F32_NT 256 /* threads of gpt2__attn_prefill32_kernel */
+#define GPT2__SK_ROWS 16 /* most decode rows gpt2__skinny_kernel takes */
+#ifndef GPT2__LNF_ROWS
+#define GPT2__LNF_ROWS 2 /* most decode rows whose residual + layer norm the next product computes (gpt2__lnf) */
+#endif
+#ifndef GPT2__LNF_MAX_C
+#define GPT2__LNF_MAX_C 4096 /* ... at widths up to this */
+#endif
+#ifndef GPT2__LNF_NW
+#define GPT2__LNF_NW 8   /* warps per block of that product: a thread per thread of gpt2__residual_ln_kernel */
+#endif
+#ifndef GPT2__LNF_ST
+#define GPT2__LNF_ST 10  /* ... and its stages */
+#endif
+#ifndef GPT2__SK_NW
+#define GPT2__SK_NW 1    /* warps per block, 8 output columns each */
+#endif
+#ifndef GPT2__SK_NW_WIDE
+#define GPT2__SK_NW_WIDE 2 /* ... in products that still have two blocks an SM at this many (gpt2__skinny_go) */
+#endif
+#ifndef GPT2__SK_KC
+#define GPT2__SK_KC 128  /* K per stage */
+#endif
+#ifndef GPT2__SK_ST
+#define GPT2__SK_ST 10   /* stages */
+#endif
+#ifndef GPT2__SK_ST_SHORT
+#define GPT2__SK_ST_SHORT 5 /* ... in products of several rows whose blocks would not all fit on the GPU at once with
+                               GPT2__SK_ST (gpt2__skinny_go: a step verifying a draft, RESULTS.md item 146) */
+#endif
+#ifndef GPT2__LNF_FIT_C
+#define GPT2__LNF_FIT_C 1024
+#endif
+#ifndef GPT2__SK32_ST
+#define GPT2__SK32_ST 24 /* ring chunks at 32 columns a warp (2.5 KB each; 24 leave 1558M's 16-row products exactly
+                            GPT2__SK_SMEM_MAX: item 124); at 16 columns twice as many, the same bytes */
+#endif
+#ifndef GPT2__SK32_G
+#define GPT2__SK32_G 4 /* chunks consumed a wait at 32 columns, a divisor of GPT2__SK32_ST (RESULTS.md item 124); at 16 twice */
+#endif
+#ifndef GPT2__SK32_NARROW
+#define GPT2__SK32_NARROW 5 /* products of fewer than sms * this / 4 blocks at 32 columns run 16 a warp (gpt2__sk32_cols) */
+#endif
+#define GPT2__SK32_KC 16
+#ifndef GPT2__SK_SMEM_MAX
+#define GPT2__SK_SMEM_MAX (160 << 10)
+#endif
+#ifndef GPT2__UP_CHUNK
+#define GPT2__UP_CHUNK ((size_t)32 << 20)
+#endif
+#ifndef GPT2__UP_THREADS
+#define GPT2__UP_THREADS 8
+#endif
+#define GPT2__SPEC_ROWS 16 /* most rows of a step that verifies drafts (gpt2__skinny_kernel's rows: one pass over the
+                              weights serves them all) */
+
+/* == [GPT2:UTIL] == utilities: platform macros, errors, allocation, files, a small JSON reader =================== */
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -226,27 +381,6 @@ GPT2_API int          gpt2_model_max_seq(const gpt2_model *model);
 #define GPT2__NO_CONTRACT_BODY
 #endif
 
-#ifndef GPT2_MALLOC
-#define GPT2_MALLOC(n) malloc(n)
-#define GPT2_CALLOC(n, s) calloc((n), (s))
-#define GPT2_FREE(p) free(p)
-#endif
-#ifndef GPT2_MAX_ERROR
-#define GPT2_MAX_ERROR 512
-#endif
-#ifndef GPT2_MAX_TEXT_FILE
-#define GPT2_MAX_TEXT_FILE (256L << 20) /* config.json, vocab.json, merges.txt: larger is an error */
-#endif
-#ifndef GPT2_GEMM_REF_ROWS
-#define GPT2_GEMM_REF_ROWS 128 /* CUDA: decode rows compute as the cuBLASLt algorithm picked for this many rows */
-#endif
-#ifndef GPT2_SPLIT_MIN_K
-#define GPT2_SPLIT_MIN_K 384 /* CUDA: least K per piece when decode rows of a residual-feeding layer split K */
-#endif
-#ifndef GPT2_SPEC_TOKENS
-#define GPT2_SPEC_TOKENS 8 /* gpt2_generate: most draft tokens a decoding request verifies in a step (0: none) */
-#endif
-
 #if defined(__cplusplus)
 #define GPT2__TLS thread_local
 #elif defined(_MSC_VER)
@@ -265,8 +399,6 @@ GPT2_API int          gpt2_model_max_seq(const gpt2_model *model);
 #else
 #define GPT2__PRINTF(a, b)
 #endif
-
-/* ---------------------------------------------------------------- utilities: errors, allocation, files */
 
 static GPT2__TLS char gpt2__error[GPT2_MAX_ERROR];
 
@@ -326,7 +458,7 @@ static int gpt2__join(char *out, size_t cap, const char *dir, const char *name) 
     return n > 0 && (size_t)n < cap;
 }
 
-/* ---------------------------------------------------------------- utilities: a small JSON reader */
+/* ---- a small JSON reader */
 
 /* A cursor over JSON text. The reader validates as it goes and never reads past `end`. */
 typedef struct gpt2__json { const char *start, *p, *end; const char *file; int depth; } gpt2__json;
@@ -483,7 +615,7 @@ static int gpt2__json_member(gpt2__json *j, int *first, char *key, size_t cap, s
     return 1;
 }
 
-/* ---------------------------------------------------------------- the model: config, weights, state */
+/* == [GPT2:MODEL] == the model (config, weights, state) and its loader (config.json + model.safetensors) ========= */
 
 #if GPT2__CUDA
 #define GPT2__HD __host__ __device__
@@ -549,7 +681,7 @@ typedef struct gpt2__seq {
     int spec;              /* gpt2_generate: a draft token's row (its sequence's rows are consecutive entries) */
 } gpt2__seq;
 
-/* ---------------------------------------------------------------- loader: config.json + model.safetensors */
+/* ---- loader: config.json + model.safetensors */
 
 static float gpt2__f16_to_f32(uint16_t h) {
     uint32_t sign = (uint32_t)(h >> 15) << 31, exp = (h >> 10) & 31, man = h & 1023, bits;
@@ -855,7 +987,7 @@ static void gpt2__slots_to_host(const gpt2__slot *slots, int n_slots) {
     }
 }
 
-/* ---------------------------------------------------------------- tokenizer: GPT-2 byte-level BPE */
+/* == [GPT2:TOKENIZER] == tokenizer: GPT-2 byte-level BPE ========================================================= */
 
 /* GPT-2's tokenizer, byte-exact with tiktoken's encode_ordinary and HF tokenizers' ByteLevel BPE.
 
@@ -1652,7 +1784,7 @@ GPT2_API int gpt2_decode(const gpt2_tokenizer *tok, const int *ids, int n, char 
     return (int)total;
 }
 
-/* ---------------------------------------------------------------- sampler (shared by both backends) */
+/* == [GPT2:SAMPLER] == sampler (shared by both backends) ========================================================= */
 
 /* Counter-based RNG: the draw-th uniform of a request depends on (seed, draw) alone, so a request's
    tokens never depend on batch, slot, backend or MPI rank. splitmix64's finalizer, twice. */
@@ -1756,7 +1888,7 @@ GPT2__NO_CONTRACT static int gpt2__sample(const float *logits, int V, const gpt2
     return scratch[n - 1].id;
 }
 
-/* ---------------------------------------------------------------- CPU backend: plain C fp32 forward with KV cache */
+/* == [GPT2:CPU] == CPU backend: plain C fp32 forward with KV cache (the reference) =============================== */
 
 /* out [N][O] = in [N][I] @ w [I][O] + b [O]   (GPT-2's Conv1D layout; b may be NULL).
    Each output is b, then + in[i]·w[i] for i in order, the same expression each step, however the work is cut
@@ -2095,8 +2227,10 @@ static gpt2_status gpt2__cpu_step(gpt2_model *m, const gpt2__seq *seqs, int n, i
     return st;
 }
 
-/* ---------------------------------------------------------------- CUDA backend: kernels, launchers, cuBLASLt, CUDA graphs */
+/* == [GPT2:CUDA] == CUDA backend: overview, error checks ========================================================= */
+
 #if GPT2__CUDA
+
 #include <cuda.h> /* green contexts' types (CUDA 12.5+); the calls go through the runtime's driver entry points (no -lcuda) */
 #include <cuda_runtime.h>
 #include <cuda_fp16.h>
@@ -2173,43 +2307,10 @@ static constexpr int gpt2__min_arch_of(int i, int n) {
 #define GPT2__MIN_ARCH 70
 #endif
 
-#define GPT2__SAMPLE_THREADS 1024
-#define GPT2__PAGE 4096            /* candidates the sampler sorts at once in shared memory */
-#define GPT2__ARGMAX_LD 4          /* 16-byte loads per thread in flight in the sampler's argmax */
-#define GPT2__MAX_GRAPHS 16
-#define GPT2__MAX_GEMMS 256
-#ifndef GPT2__SPLIT_LEN
-#define GPT2__SPLIT_LEN 256        /* keys per block of decode attention */
-#endif
-#define GPT2__ATT_PREFETCH (16 << 20) /* decode attention prefetches the cache into L2 up to this many bytes */
-#ifndef GPT2__MAX_PARTS
-#define GPT2__MAX_PARTS 2          /* a decode step runs as up to this many parts at once (gpt2__cuda_parts; streams made), */
-#endif
-#ifndef GPT2__PARTS
-#define GPT2__PARTS 2              /* by default up to this many (4 measured slower: RESULTS.md item 45), */
-#endif
-#ifndef GPT2__PART_ROWS
-#define GPT2__PART_ROWS 256        /* each of at least this many rows */
-#endif
-#ifndef GPT2__ATT_SMS
-#ifdef GPT2_ATT_SMS
-#define GPT2__ATT_SMS GPT2_ATT_SMS
-#else
-#define GPT2__ATT_SMS -1           /* SMs kept for decode attention while a step runs in parts (gpt2__green_make; 0: off; */
-                                   /* -1: by the GPU's memory bandwidth, gpt2__att_sms_default), */
-#endif
-#endif
-#ifndef GPT2__SPLIT_CTX
-#define GPT2__SPLIT_CTX 8          /* in steps whose rows' mean context is at least n_embd / this (RESULTS.md item 98) */
-#endif
-#ifndef GPT2__STAGGER
-#define GPT2__STAGGER 1            /* part 1 of a split step starts once part 0's layer STAGGER - 1 qkv product is done (0: at once) */
-#endif
+/* == [GPT2:CUDA_PRIM] == GPU primitives: element types, PDL, cp.async, TMA, mma / ldmatrix / wgmma wrappers ====== */
 
 /* a linear layer's epilogue: none, + bias, + bias then GELU */
 enum { GPT2__EPI_NONE = 0, GPT2__EPI_BIAS = 1, GPT2__EPI_BIAS_GELU = 2 };
-
-/* ---------------------------------------------------------------- CUDA backend: element types */
 
 static __device__ __forceinline__ float gpt2__f(float x) { return x; }
 static __device__ __forceinline__ float gpt2__f(__half x) { return __half2float(x); }
@@ -2249,20 +2350,6 @@ static __device__ float gpt2__block_sum(float v, float *sh) {
     return s;
 }
 
-/* ---------------------------------------------------------------- CUDA backend: kernels */
-
-/* Weight upload: dst (T) = src (S, the checkpoint's dtype as uploaded), through float32 (exact from F16 and BF16),
-   so the bits are those of the CPU backend's float32 copy rounded to T; transposed from [rows][cols] to
-   [cols][rows] when transpose is set (GPT-2's Conv1D [in][out] becomes [out][in]). Grid-stride over rows*cols. */
-template <typename T, typename S>
-__global__ void gpt2__convert_kernel(T *dst, const S *src, size_t rows, size_t cols, int transpose) {
-    size_t n = rows * cols;
-    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
-        size_t s = transpose ? (i % rows) * cols + i / rows : i;
-        gpt2__put(dst + i, gpt2__f(src[s]));
-    }
-}
-
 /* Programmatic dependent launch (sm_90+): a kernel launched with gpt2__launch(pdl = 1) may start while the kernel
    before it in the stream finishes; it waits here, before touching memory, until that kernel is done and its writes
    are visible. Launched plainly, or below sm_90, this returns at once. */
@@ -2287,32 +2374,12 @@ static __device__ __forceinline__ void gpt2__pdl_trigger(void) {
    (RESULTS.md item 109). Only what needs no kernel's output may come before it (weights, constants, cached K/V of
    earlier steps: the step's first kernel is never a dependent launch, so no step's work starts before the last
    step's sampler is done). GPT2__PDL_EARLY 0 (bench A/B builds): the wait first, as before. */
-#ifndef GPT2__PDL_EARLY
-#define GPT2__PDL_EARLY 1
-#endif
+
 static __device__ __forceinline__ void gpt2__pdl_enter(void) {
     if (GPT2__PDL_EARLY) gpt2__pdl_trigger();
     gpt2__pdl_wait();
     if (!GPT2__PDL_EARLY) gpt2__pdl_trigger();
 }
-
-/* What joins row r of the residual stream: rows r < P take add[r] (T, the layer's bias included), then add2[r]
-   when set; with part set, rows r >= P take the fp32 pieces of a K-split product, ((part[0][r-P] + part[1][r-P]) +
-   ...) + bias, piece k at part + k*stride (gpt2__linear with part). defer: rows r < P are normalised with add[r]
-   joined but x keeps its old value, for the layer's second pass to join add[r] again (the same fp32 sum, so the
-   same bits) and then add2[r]: a prompt row moves 8 + 14 bytes an element over a layer's two passes instead of
-   12 + 12 (RESULTS.md item 172). For the embedding (tok set), feed names where a negative token id comes from:
-   tok[r] = -1 - j is feed[j], the token the previous step sampled for its sequence j, still on the GPU. */
-template <typename T> struct gpt2__resid {
-    const T *add;
-    const float *part;
-    const T *bias;
-    size_t stride;
-    int splits, P;
-    const int *feed;
-    const T *add2;
-    int defer;
-};
 
 /* 4 elements at p (8- or 16-byte aligned) as fp32; and back, rounded to T */
 static __device__ __forceinline__ float4 gpt2__ld4(const float *p) { return *(const float4 *)p; }
@@ -2336,6 +2403,403 @@ static __device__ __forceinline__ void gpt2__st4(__nv_bfloat16 *p, float4 v) {
     *(uint2 *)p = *(const uint2 *)h;
 }
 static __device__ __forceinline__ float4 gpt2__add4(float4 a, float4 b) { return make_float4(a.x + b.x, a.y + b.y, a.z + b.z, a.w + b.w); }
+
+/* 16 bytes global -> shared, asynchronously (sm_80+); zeros when !ok */
+static __device__ __forceinline__ void gpt2__cp16(void *dst, const void *src, bool ok) {
+#if __CUDA_ARCH__ >= 800
+    unsigned a = (unsigned)__cvta_generic_to_shared(dst);
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(a), "l"(src), "r"(ok ? 16 : 0));
+#else /* a plain copy on older GPUs */
+    *(uint4 *)dst = ok ? *(const uint4 *)src : make_uint4(0, 0, 0, 0);
+#endif
+}
+/* ... with an L2 policy: a stream read once a step marked to leave L2 first, so that it does not push out what the
+   step reads again. Decode attention of many rows reads the KV cache so (the weights both parts read and the
+   activations stay; RESULTS.md item 84). No kernel here issues wgmma and these copies together: in a prototype that
+   did (bench/skinny_wg's lnf_wg), every block stopped on an illegal instruction at such a copy, and ran without
+   the policy (RESULTS.md item 113, cause not found). */
+
+static __device__ __forceinline__ uint64_t gpt2__evict_first(void) {
+    uint64_t pol = 0;
+#if __CUDA_ARCH__ >= 800
+    asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\n" : "=l"(pol));
+#endif
+    return pol;
+}
+static __device__ __forceinline__ void gpt2__cp16_pol(void *dst, const void *src, bool ok, uint64_t pol) {
+#if __CUDA_ARCH__ >= 800
+    unsigned a = (unsigned)__cvta_generic_to_shared(dst);
+    asm volatile("cp.async.cg.shared.global.L2::cache_hint [%0], [%1], 16, %2, %3;\n" ::"r"(a), "l"(src), "r"(ok ? 16 : 0), "l"(pol));
+#else
+    (void)pol;
+    gpt2__cp16(dst, src, ok);
+#endif
+}
+
+static __device__ __forceinline__ void gpt2__cp_commit(void) {
+#if __CUDA_ARCH__ >= 800
+    asm volatile("cp.async.commit_group;\n" ::);
+#endif
+}
+template <int N> static __device__ __forceinline__ void gpt2__cp_wait(void) {
+#if __CUDA_ARCH__ >= 800
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+#endif
+}
+
+/* A TMA tensor map (CUtensorMap's 128 opaque bytes), passed to kernels as a __grid_constant__ parameter. */
+typedef struct gpt2__tmap { alignas(64) unsigned long long w[16]; } gpt2__tmap;
+
+/* The Hopper bulk-copy pieces of gpt2__attn_stream_kernel's TMA form: a transaction barrier in shared memory, and a
+   3-D box of a tensor map copied into shared memory, its bytes counted on such a barrier. */
+static __device__ __forceinline__ void gpt2__mbar_init(uint64_t *bar) {
+#if __CUDA_ARCH__ >= 900
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;\n" ::"r"((unsigned)__cvta_generic_to_shared(bar)));
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+#endif
+}
+static __device__ __forceinline__ void gpt2__mbar_expect(uint64_t *bar, unsigned bytes) {
+#if __CUDA_ARCH__ >= 900
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"((unsigned)__cvta_generic_to_shared(bar)), "r"(bytes)
+                 : "memory");
+#endif
+}
+static __device__ __forceinline__ void gpt2__mbar_wait(uint64_t *bar, unsigned parity) {
+#if __CUDA_ARCH__ >= 900
+    unsigned done = 0;
+    while (!done)
+        asm volatile("{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n selp.u32 %0, 1, 0, p;\n}\n"
+                     : "=r"(done) : "r"((unsigned)__cvta_generic_to_shared(bar)), "r"(parity) : "memory");
+#endif
+}
+static __device__ __forceinline__ void gpt2__tma3(void *dst, const gpt2__tmap *map, int x, int y, int z, uint64_t *bar, uint64_t pol) {
+#if __CUDA_ARCH__ >= 900
+    asm volatile("cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.L2::cache_hint"
+                 " [%0], [%1, {%2, %3, %4}], [%5], %6;\n" ::"r"((unsigned)__cvta_generic_to_shared(dst)), "l"((uint64_t)map), "r"(x),
+                 "r"(y), "r"(z), "r"((unsigned)__cvta_generic_to_shared(bar)), "l"(pol) : "memory");
+#endif
+}
+/* this thread's shared-memory writes before the async proxy's (a TMA copy into the same bytes) */
+static __device__ __forceinline__ void gpt2__fence_async_smem(void) {
+#if __CUDA_ARCH__ >= 900
+    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+#endif
+}
+
+/* an int from global memory by the read-only path, as an asm volatile load that the front end keeps in program order
+   (ptxas may still sink a load past a branch that does not use it: gpt2__attn_stream_kernel's early return tests
+   the slot for that reason, RESULTS.md item 156) */
+static __device__ __forceinline__ int gpt2__ld_now(const int *p) {
+    int v;
+    asm volatile("ld.global.nc.b32 %0, [%1];\n" : "=r"(v) : "l"(p));
+    return v;
+}
+
+/* Tensor-core building blocks (sm_80+): the m16n8k16 MMA with fp32 accumulators, ldmatrix, cp.async; and 2^x in one
+   MUFU instruction (denormal results flush to zero: far below what a probability rounded to T keeps). */
+static __device__ __forceinline__ float gpt2__ex2(float x) {
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+    return y;
+}
+static __device__ __forceinline__ void gpt2__mma(float *d, const uint32_t *a, uint32_t b0, uint32_t b1, __half) {
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+static __device__ __forceinline__ void gpt2__mma(float *d, const uint32_t *a, uint32_t b0, uint32_t b1, __nv_bfloat16) {
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+static __device__ __forceinline__ void gpt2__ldsm4(uint32_t *r, const void *p) {
+    unsigned a = (unsigned)__cvta_generic_to_shared(p);
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n" : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(a));
+}
+static __device__ __forceinline__ void gpt2__ldsm4_t(uint32_t *r, const void *p) {
+    unsigned a = (unsigned)__cvta_generic_to_shared(p);
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n" : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(a));
+}
+/* two floats -> a packed pair of T (the first in the low half), and back to the sum of the rounded pair */
+static __device__ __forceinline__ uint32_t gpt2__pack2(float a, float b, float *sum, __half) {
+    __half2 v = __floats2half2_rn(a, b);
+    float2 f = __half22float2(v);
+    *sum += f.x + f.y;
+    return *(uint32_t *)&v;
+}
+static __device__ __forceinline__ uint32_t gpt2__pack2(float a, float b, float *sum, __nv_bfloat16) {
+    __nv_bfloat162 v = __floats2bfloat162_rn(a, b);
+    float2 f = __bfloat1622float2(v);
+    *sum += f.x + f.y;
+    return *(uint32_t *)&v;
+}
+
+/* Warpgroup MMA (wgmma, sm_90a: code built for arch=compute_90a only, __CUDA_ARCH_FEAT_SM90_ALL) for the prefill
+   kernel: D (m64n64, fp32, the four warps' 16-row slices, each laid out as mma.sync's m16n8 accumulators per 8
+   columns: d[4j + i] = that kernel's s[j][i]) (+)= A (m64k16 from registers, each warp's 16 rows as mma.sync's A
+   fragment) x B (k16n64 in shared memory, 128-byte swizzle, by descriptor). TB 0: B's K dimension contiguous (a
+   key's dims, for S = Q K^T), 1: its N dimension (V's dims, for O = P V). */
+static __device__ __forceinline__ uint64_t gpt2__wg_desc(const void *p) {
+    const uint64_t a = (uint32_t)__cvta_generic_to_shared(p);
+    /* start >> 4; leading byte offset 16 (unused at these shapes); stride byte offset 1024 (8 rows of 128 bytes);
+       layout 1: the 128-byte swizzle */
+    return ((a & 0x3FFFF) >> 4) | (1ull << 16) | (64ull << 32) | (1ull << 62);
+}
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#define GPT2__WG 1
+static __device__ __forceinline__ void gpt2__wg_keep(float (&d)[32]) { /* the compiler must not move d across the wait */
+#pragma unroll
+    for (int i = 0; i < 32; i++) asm volatile("" : "+f"(d[i])::"memory");
+}
+/* the instruction for element type TY (f16, bf16): d's 32 registers, a's 4, b's descriptor, scale_d, TB */
+#define GPT2__WG_MMA(TY)                                                                                               \
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"                                                          \
+                 "wgmma.mma_async.sync.aligned.m64n64k16.f32." TY "." TY " {%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31}, {%32,%33,%34,%35}, %36, p, 1, 1, %38;\n}\n" \
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])                                                                                               \
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(scale_d), "n"(TB) : "memory")
+template <int TB>
+static __device__ __forceinline__ void gpt2__wg_mma(float (&d)[32], const uint32_t *a, uint64_t b, int scale_d, __half) { GPT2__WG_MMA("f16"); }
+template <int TB>
+static __device__ __forceinline__ void gpt2__wg_mma(float (&d)[32], const uint32_t *a, uint64_t b, int scale_d, __nv_bfloat16) { GPT2__WG_MMA("bf16"); }
+#undef GPT2__WG_MMA
+/* one group of four k16 steps, issued, committed and waited for */
+template <int TB, typename T>
+static __device__ __forceinline__ void gpt2__wg_4(float (&d)[32], const uint32_t (*a)[4], const T *b, int step_bytes, int first) {
+    gpt2__wg_keep(d);
+    asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+#pragma unroll
+    for (int k = 0; k < 4; k++) gpt2__wg_mma<TB>(d, a[k], gpt2__wg_desc((const char *)b + k * step_bytes), !(first && k == 0), T());
+    asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+    asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+    gpt2__wg_keep(d);
+}
+#else
+#define GPT2__WG 0
+#endif
+
+/* == [GPT2:CUDA_STATE] == CUDA backend state, the step blob, and the launch helper =============================== */
+
+/* A tile of up to 64 consecutive fed rows of one sequence (positions pos0..pos0+n-1 of slot `slot`). */
+typedef struct gpt2__tile { int row0, n, slot, pos0, first; } gpt2__tile; /* first: position of the run's first row */
+
+/* A sequence's sampling request as the sampler kernel reads it. */
+typedef struct gpt2__pick {
+    float temperature, top_p;
+    int top_k, sample;
+    uint64_t seed, draw;
+    int *out; /* where the host reads the id (its pinned staging blob, mapped; NULL: none), so no copy follows the step */
+} gpt2__pick;
+
+/* What a pure decode step's sampler leaves in the device blob for the fed step after it, which then needs no copy
+   (gpt2__cuda_launch): each row's position + 1, its token -1 - row (the id sampled now), its draw + 1, and its id's
+   address in the other staging blob (span bytes on). pos NULL: nothing (other steps; a copy always follows them). */
+typedef struct gpt2__advance { int *pos, *tok; const char *lo; long long span; } gpt2__advance;
+
+typedef struct gpt2__cuda_layer {
+    void *qkv_w, *qkv_b, *proj_w, *proj_b, *fc_w, *fc_b, *fcp_w, *fcp_b; /* T; matrices [out][in] */
+    float *ln1_w, *ln1_b, *ln2_w, *ln2_b;
+} gpt2__cuda_layer;
+
+/* A cuBLASLt plan for D[O][N] = W[O][I] x X[N][I]^T (+ bias, + GELU), found once per shape. */
+typedef struct gpt2__gemm {
+    int O, N, I, epi, out_f32, ldd, ref, splits;
+    int how;                       /* 0: the reference algorithm, 1: a candidate of its class, 2: N's own (not invariant) */
+    cudaDataType_t dt;
+    cublasLtMatmulDesc_t desc;
+    cublasLtMatrixLayout_t a, b, d;
+    cublasLtMatmulAlgo_t algo;
+} gpt2__gemm;
+
+/* Where a step's inputs sit in the metadata blob (host staging and device copy share the layout). */
+typedef struct gpt2__cuda_meta {
+    int *tok, *pos, *slot;   /* per fed row [N] */
+    int *att_rows;           /* [n_att]: the rows gpt2__attn_kernel serves */
+    int *out_row;            /* per output row [n_out]: which fed row it reads */
+    int *gat, *outc;         /* [n_out] when n_gat: the last layer's compacted rows (which fed row compact row j is)
+                                and output row o's compacted row (gpt2__cuda_run_t) */
+    gpt2__tile *tiles;       /* [n_tiles]: the prompt chunks gpt2__attn_prefill_kernel serves (room for N) */
+    gpt2__pick *picks;       /* per sequence [n] */
+    int *next;               /* per sequence [n]: the sampled token */
+    size_t bytes;            /* what the host copies over: everything but next */
+    int n_att, n_tiles;      /* host values, set by gpt2__plan_attention */
+    int n_gat, gat_P;        /* host values: the last layer runs on n_gat compacted rows, gat_P of them prompt rows
+                                (0: on every fed row) */
+    long tile_keys;          /* host value: keys the prompt tiles' sequences hold, each sequence once */
+} gpt2__cuda_meta;
+
+typedef struct gpt2__cuda_graph { int n, np, split, dup; cudaGraphExec_t exec; unsigned long long used; } gpt2__cuda_graph;
+
+typedef struct gpt2__cuda_state {
+    int device, sms;
+    size_t sm_smem;                     /* shared memory of an SM (bytes) */
+    cudaStream_t stream;
+    cublasLtHandle_t lt;
+    void *lt_ws;
+    size_t lt_ws_size;
+    gpt2__gemm gemm[GPT2__MAX_GEMMS];
+    int n_gemm, gemm_next;
+    size_t esize;                       /* bytes per element of T */
+    void *warena;                       /* every weight, 256-byte aligned */
+    void *wte, *wpe;
+    float *lnf_w, *lnf_b;
+    gpt2__cuda_layer *layers;           /* host array of device pointers */
+    void *k_cache, *v_cache;
+    int max_rows;                       /* fed rows per step the workspace holds */
+    void *act;                          /* activations and logits, one allocation */
+    float *x, *logits, *part;
+    int ldv;                            /* n_vocab rounded up to 8: logits row stride and the logits GEMM's M
+                                           (wte holds ldv rows, the last ones zero) */
+    int logit_rows;                     /* rows the logits buffer holds */
+    void *ln, *qkv, *att, *proj, *fc;
+    size_t part_floats;
+    unsigned *att_count;                /* [max_rows][H] split counters of gpt2__attn_kernel, zero between launches */
+    void *d_meta, *h_meta[2];           /* device blob; two pinned host staging blobs, used in turn (gpt2__cuda_launch) */
+    char *h_meta_dev;                   /* h_meta[0] as the device addresses it (mapped); NULL: ids come back by a copy */
+    size_t meta_bytes;
+    int stage;                          /* the staging blob of the step launched last */
+    int flying;                         /* steps launched and not yet collected: 0, 1 or 2 */
+    int fly_n[2];                       /* per staging blob: its step's sequences */
+    int *fly_next[2];                   /* per blob: where its step's sampled ids land (pinned) */
+    cudaEvent_t fly_done[2];            /* per blob: recorded once its step's ids are back */
+    int feed_n;                         /* the last launched step's sequences when it was pure decode, else -1 */
+    int lookahead;                      /* gpt2_generate may launch a step before reading the one before (tests: off) */
+    gpt2__cuda_graph graphs[GPT2__MAX_GRAPHS];
+    unsigned long long tick;
+    int use_graphs;                     /* tests turn it off to compare replay with eager */
+    int flash;                          /* gpt2__attn_prefill_kernel serves prompt chunks */
+    int flash_wg;                       /* ... its products on wgmma (head size 64, code built for sm_90a) */
+    int pdl;                            /* sm_90+: kernels that follow a kernel use programmatic dependent launch */
+    int skinny;                         /* decode products of <= GPT2__SK_ROWS rows go to gpt2__skinny_kernel where verified
+                                           (tests turn it off to compare) */
+    int sk_n;                           /* verified products: O, I, pieces, epilogue, out_f32 (gpt2__skinny_check) */
+    int sk_ok[5][5];
+    char sk_miss[160];                  /* the first product the check kept off the kernel, and how far they disagreed */
+    int lnf;                            /* steps of <= GPT2__LNF_ROWS decode rows fold residual + LN into the next product
+                                           (gpt2__lnf; tests turn it off to compare) */
+    float *x2;                          /* [GPT2__LNF_ROWS][C]: the residual's other buffer on that path */
+    int gather;                         /* a step whose prompt rows need logits only at each prompt's last row runs its
+                                           last layer after attention on its output rows alone, when that drops at
+                                           least this many rows (gpt2__cuda_run_t; 0: never; tests change it) */
+    float2 *amax;                       /* [GPT2__SK_ROWS][ldv / 8]: the logits' argmax candidates (gpt2__amax), */
+    int amax_n;                         /* ... per row, as the run launched last left them (0: none; the sampler reads
+                                           the logits) */
+    int lnf_smem;                       /* shared memory a block may have on this GPU (that path's limit) */
+    int lnf_fit;                        /* ... with the FIT form's ring (gpt2__lnf_stages; on by default: tests and
+                                           bench_gpt2 --no-lnf-fit turn it off before the first step) */
+    int part_rows, parts;               /* decode steps run as up to `parts` parts of at least part_rows rows at once
+                                           (gpt2__cuda_parts; part_rows 0: never; tests and bench_gpt2 change them) */
+    cudaStream_t pstream[GPT2__MAX_PARTS]; /* part i > 0's stream, */
+    void *plt_ws[GPT2__MAX_PARTS];      /* its cuBLASLt workspace, */
+    cudaEvent_t fork, pjoin[GPT2__MAX_PARTS]; /* and the events that tie the parts to the step */
+    cudaEvent_t stag;                   /* part 0 of a split step records it after its layer stagger - 1's qkv product, */
+    int stagger;                        /* where part 1 starts (0: at the fork; GPT2__STAGGER) */
+    int parts_last;                     /* parts of the step launched last (1: one run) */
+    int att_sms;                        /* SMs asked for decode attention in a step of parts (gpt2__green_make; 0: none) */
+    int green_sms;                      /* SMs the attention set got (0: no split made, */
+    const char *green_why;              /* and why) */
+    int split_ctx;                      /* a step of parts splits when its rows' mean context >= n_embd / split_ctx (0: never) */
+    int split_step;                     /* the step launched last splits, */
+    int att_short;                      /* or is of parts at contexts too short to split */
+    int dup_step;                       /* the step launched last has several decode rows of one sequence (a draft to
+                                           verify: gpt2_generate's speculation), one sequence entry each, */
+    int dup_seqs;                       /* of that many sequences */
+    void *green[2];                     /* the split (CUgreenCtx): decode attention's SMs, and the rest for every other kernel */
+    cudaStream_t gstream[2][GPT2__MAX_PARTS]; /* part i's stream in each set, */
+    cudaEvent_t att_go[GPT2__MAX_PARTS], att_done[GPT2__MAX_PARTS]; /* and the events between them */
+    cudaStream_t att_stream;            /* while a part of a split step runs: its attention stream (NULL: S->stream), */
+    int att_part;                       /* its index, */
+    int in_parts;                       /* 1 while gpt2__cuda_parts launches its parts */
+    cudaStream_t tail_stream;           /* and for the last part, where its work after its last attention goes */
+    int att_mma;                        /* decode attention on the tensor cores (gpt2__attn_mma_kernel for few rows,
+                                           gpt2__attn_stream_kernel for many; fixed at init: a row's bits never depend
+                                           on which); 0: gpt2__attn_kernel (head size not 64, F32, before sm_80) */
+    int att_many;                       /* tests: decode attention takes its many-rows path whatever the rows */
+    int att_ns;                         /* gpt2__attn_stream_kernel's stages a warp (2 or 3; bits the same) */
+    int att_tma;                        /* gpt2__attn_stream_kernel in its TMA form where kv_tma (bits the same) */
+    int kv_tma;                         /* the caches' tensor maps are made: */
+    unsigned long long kv_map[2][16];   /* K's and V's (gpt2__kv_maps; CUtensorMap's bytes) */
+    int att_layer;                      /* the layer gpt2__attention launches for */
+    int att_stage, att_stage_smem;      /* decode attention of few rows stages their cached K/V in shared memory
+                                           before its PDL wait (gpt2__attn_kernel STG; 0: off, tests and bench), up to
+                                           att_stage_smem bytes a block */
+    int prefill_order;                  /* gpt2__attn_prefill_kernel's block order: 1 heads inner, 0 tiles inner, -1 heads
+                                           inner when the tiles' sequences' K/V fit in half of L2 (RESULTS.md items
+                                           50, 153) */
+    size_t l2_bytes;                    /* the GPU's L2 cache */
+} gpt2__cuda_state;
+
+static size_t gpt2__align256(size_t n) { return (n + 255) & ~(size_t)255; }
+
+/* blob layout: tok, pos, slot, att_rows [N] | out_row, gat, outc [n_out] | (16-aligned) tiles [N] | picks [n] | next [n] */
+static size_t gpt2__meta_tiles_at(int N, int n_out) { return ((size_t)(4 * N + 3 * n_out) * sizeof(int) + 15) & ~(size_t)15; }
+static size_t gpt2__meta_size(int N, int n_out, int n) {
+    return gpt2__meta_tiles_at(N, n_out) + (((size_t)N * sizeof(gpt2__tile) + 15) & ~(size_t)15) +
+           (size_t)n * (sizeof(gpt2__pick) + sizeof(int));
+}
+static gpt2__cuda_meta gpt2__meta_at(void *base, int N, int n_out, int n) {
+    gpt2__cuda_meta d;
+    char *b = (char *)base;
+    d.tok = (int *)b;
+    d.pos = d.tok + N;
+    d.slot = d.pos + N;
+    d.att_rows = d.slot + N;
+    d.out_row = d.att_rows + N;
+    d.gat = d.out_row + n_out;
+    d.outc = d.gat + n_out;
+    d.tiles = (gpt2__tile *)(b + gpt2__meta_tiles_at(N, n_out));
+    d.picks = (gpt2__pick *)((char *)d.tiles + (((size_t)N * sizeof(gpt2__tile) + 15) & ~(size_t)15)); /* 16-byte aligned */
+    d.next = (int *)(d.picks + n);
+    d.bytes = (size_t)((char *)d.next - b);
+    d.n_att = N;
+    d.n_tiles = 0;
+    d.n_gat = d.gat_P = 0;
+    return d;
+}
+
+/* longest key range first, so the last wave of prefill blocks is short */
+static int gpt2__tile_cmp(const void *a, const void *b) {
+    const gpt2__tile *x = (const gpt2__tile *)a, *y = (const gpt2__tile *)b;
+    return (y->pos0 + y->n) - (x->pos0 + x->n);
+}
+
+/* kernel<<<grid, block, smem, st>>>(args); with pdl, as a programmatic dependent launch (the kernel starts with
+   gpt2__pdl_wait): it may be scheduled while the kernel before it drains, which hides a launch gap per kernel in a
+   replayed decode step. Only after another kernel in the stream (not after a copy). */
+template <typename... P, typename... A>
+static gpt2_status gpt2__launch(void (*kernel)(P...), dim3 grid, dim3 block, size_t smem, cudaStream_t st, int pdl, A... args) {
+    if (!pdl) {
+        kernel<<<grid, block, smem, st>>>(args...);
+        GPT2__LAUNCHED();
+        return GPT2_OK;
+    }
+    cudaLaunchAttribute at;
+    at.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    at.val.programmaticStreamSerializationAllowed = 1;
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = grid; cfg.blockDim = block; cfg.dynamicSmemBytes = smem; cfg.stream = st; cfg.attrs = &at; cfg.numAttrs = 1;
+    GPT2__CU(cudaLaunchKernelEx(&cfg, kernel, (P)args...));
+    return GPT2_OK;
+}
+
+/* == [GPT2:OP_LN] == embedding and residual add + layer norm (kernel, launcher) ================================== */
+
+/* What joins row r of the residual stream: rows r < P take add[r] (T, the layer's bias included), then add2[r]
+   when set; with part set, rows r >= P take the fp32 pieces of a K-split product, ((part[0][r-P] + part[1][r-P]) +
+   ...) + bias, piece k at part + k*stride (gpt2__linear with part). defer: rows r < P are normalised with add[r]
+   joined but x keeps its old value, for the layer's second pass to join add[r] again (the same fp32 sum, so the
+   same bits) and then add2[r]: a prompt row moves 8 + 14 bytes an element over a layer's two passes instead of
+   12 + 12 (RESULTS.md item 172). For the embedding (tok set), feed names where a negative token id comes from:
+   tok[r] = -1 - j is feed[j], the token the previous step sampled for its sequence j, still on the GPU. */
+template <typename T> struct gpt2__resid {
+    const T *add;
+    const float *part;
+    const T *bias;
+    size_t stride;
+    int splits, P;
+    const int *feed;
+    const T *add2;
+    int defer;
+};
 
 /* Element i of prompt row r of the residual stream with what ad joins to it: x[r][i] + add[r][i] (+ add2[r][i]) */
 template <typename T>
@@ -2459,6 +2923,905 @@ __global__ void __launch_bounds__(256) gpt2__residual_ln_kernel(float *__restric
     }
 }
 
+/* gpt2__residual_ln_kernel over n output rows, its form chosen by C alone; pdl as gpt2__launch */
+template <typename T>
+static gpt2_status gpt2__residual_ln(cudaStream_t st, int n, float *x, gpt2__resid<T> ad, const int *rows, const int *tok,
+                                     const int *pos, const T *wte, const T *wpe, const float *g, const float *b, T *out, int C,
+                                     float eps, int pdl) {
+    if (n < 1) return GPT2_OK;
+    void (*k)(float *, gpt2__resid<T>, const int *, const int *, const int *, const T *, const T *, const float *, const float *,
+              T *, int, float) = n <= GPT2__SK_ROWS ? (C % 4 == 0 && C <= 1024   ? gpt2__residual_ln_kernel<T, 1, true>
+                                                       : C % 4 == 0 && C <= 2048 ? gpt2__residual_ln_kernel<T, 2, true>
+                                                       : C % 4 == 0 && C <= 4096 ? gpt2__residual_ln_kernel<T, 4, true>
+                                                                                 : gpt2__residual_ln_kernel<T, 0, true>)
+                                                    : (C % 4 == 0 && C <= 1024   ? gpt2__residual_ln_kernel<T, 1, false>
+                                                       : C % 4 == 0 && C <= 2048 ? gpt2__residual_ln_kernel<T, 2, false>
+                                                       : C % 4 == 0 && C <= 4096 ? gpt2__residual_ln_kernel<T, 4, false>
+                                                                                 : gpt2__residual_ln_kernel<T, 0, false>);
+    return gpt2__launch(k, dim3((unsigned)n), dim3(256), 0, st, pdl, x, ad, rows, tok, pos, wte, wpe, g, b, out, C, eps);
+}
+
+/* == [GPT2:OP_GELU] == GELU (the MLP activation after a product) ================================================= */
+
+/* gelu_new (as gpt2__cpu_gelu) of a value already rounded to T, in fp32, every operation rounded as written (no
+   fused multiply-add), so each kernel that calls it gives the same bits: the decode rows' GELU (gpt2__linear) */
+static __device__ __forceinline__ float gpt2__gelu(float v) {
+    const float v3 = __fmul_rn(__fmul_rn(v, v), v);
+    const float u = __fmul_rn(0.7978845608028654f, __fadd_rn(v, __fmul_rn(0.044715f, v3)));
+    return __fmul_rn(__fmul_rn(0.5f, v), __fadd_rn(1.0f, tanhf(u)));
+}
+
+/* x [n] in T := gpt2__gelu(x), in place: decode rows of the MLP's first product that cuBLASLt computed with the
+   bias alone (rows contiguous; in every dtype). 16 bytes of elements per thread and step when x is 16-byte aligned
+   and n a multiple of their count, else one; grid-stride. */
+template <typename T>
+__global__ void gpt2__gelu_kernel(T *x, size_t n) {
+    gpt2__pdl_enter();
+    const size_t stride = (size_t)gridDim.x * blockDim.x, t0 = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
+    constexpr int E = 16 / sizeof(T);
+    if (n % E == 0 && ((uintptr_t)x & 15) == 0) {
+        for (size_t i = t0; i < n / E; i += stride) {
+            uint4 u = ((const uint4 *)x)[i];
+            T *e = (T *)&u;
+#pragma unroll
+            for (int k = 0; k < E; k++) gpt2__put(e + k, gpt2__gelu(gpt2__f(e[k])));
+            ((uint4 *)x)[i] = u;
+        }
+        return;
+    }
+    for (size_t i = t0; i < n; i += stride) gpt2__put(x + i, gpt2__gelu(gpt2__f(x[i])));
+}
+
+/* == [GPT2:OP_GEMM] == products on cuBLASLt (pinned algorithm classes) =========================================== */
+
+/* A layout as `count` matrices `stride` elements apart (count 1: left as is). */
+static cublasStatus_t gpt2__lt_batch(cublasLtMatrixLayout_t l, int count, int64_t stride) {
+    if (count <= 1) return CUBLAS_STATUS_SUCCESS;
+    cublasStatus_t s = cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count, sizeof count);
+    return s != CUBLAS_STATUS_SUCCESS ? s : cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride, sizeof stride);
+}
+
+/* What an algorithm computes per output element, as far as it shows: cuBLASLt kernels of one algorithm id with the same
+   split of K (none, or the same count and reduction) add the products in the same order whatever their tile, and give
+   bit-identical results (on the H100 all 302 such pairs of bench_gpt2 --algo-classes were identical, every pair with
+   a different split differed; test cuda_gemm_rows_are_batch_invariant checks it on the device it runs on). */
+static void gpt2__algo_class(const cublasLtMatmulAlgo_t *a, int cls[4]) {
+    const cublasLtMatmulAlgoConfigAttributes_t at[4] = {CUBLASLT_ALGO_CONFIG_ID, CUBLASLT_ALGO_CONFIG_SPLITK_NUM,
+                                                        CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME, CUBLASLT_ALGO_CONFIG_CUSTOM_OPTION};
+    for (int i = 0; i < 4; i++) {
+        size_t n = 0;
+        cls[i] = -1;
+        cublasLtMatmulAlgoConfigGetAttribute(a, at[i], &cls[i], sizeof cls[i], &n);
+    }
+}
+
+/* D [N][O] (T, or fp32 with out_f32; rows ldd apart, 0: O) = X [N][I] @ W^T, W stored [O][I]; + bias [O]; then GELU
+   (tanh form, as gpt2__cpu_gelu) with GPT2__EPI_BIAS_GELU, through cuBLASLt. fp32 accumulation (CUBLAS_COMPUTE_32F:
+   no TF32 in F32 mode). Whatever N, the arithmetic is that of the algorithm cuBLASLt picks for `ref` rows of this
+   shape (see below). With splits > 1 (I a multiple of 8 * splits; no epilogue, out_f32): one batched product per
+   piece of K, D [k][N][ldd] = X[:, k*I/s .. (k+1)*I/s) @ W[:, same]^T, k < s, each piece with the arithmetic above.
+   Plans are cached by shape, N, ref and splits. */
+static gpt2_status gpt2__gemm_run(gpt2__cuda_state *S, cudaDataType_t dt, void *D, const void *W, const void *X,
+                                  const void *bias, int O, int N, int I, int epi, int out_f32, int ldd, int ref, int splits) {
+    if (ldd < O) ldd = O;
+    if (splits < 1) splits = 1;
+    gpt2__gemm *g = NULL;
+    for (int i = 0; i < S->n_gemm && !g; i++) {
+        gpt2__gemm *c = &S->gemm[i];
+        if (c->O == O && c->N == N && c->I == I && c->epi == epi && c->out_f32 == out_f32 && c->dt == dt && c->ldd == ldd &&
+            c->ref == ref && c->splits == splits)
+            g = c;
+    }
+    if (!g) {
+        if (S->n_gemm < GPT2__MAX_GEMMS) g = &S->gemm[S->n_gemm++];
+        else {
+            g = &S->gemm[S->gemm_next];
+            S->gemm_next = (S->gemm_next + 1) % GPT2__MAX_GEMMS;
+            cublasLtMatmulDescDestroy(g->desc);
+            cublasLtMatrixLayoutDestroy(g->a); cublasLtMatrixLayoutDestroy(g->b); cublasLtMatrixLayoutDestroy(g->d);
+        }
+        memset(g, 0, sizeof *g);
+        g->O = -1; /* not usable until complete */
+        cublasOperation_t opT = CUBLAS_OP_T;
+        cublasLtEpilogue_t ep = epi == GPT2__EPI_BIAS ? CUBLASLT_EPILOGUE_BIAS
+                              : epi == GPT2__EPI_BIAS_GELU ? CUBLASLT_EPILOGUE_GELU_BIAS : CUBLASLT_EPILOGUE_DEFAULT;
+        GPT2__LT(cublasLtMatmulDescCreate(&g->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+        GPT2__LT(cublasLtMatmulDescSetAttribute(g->desc, CUBLASLT_MATMUL_DESC_TRANSA, &opT, sizeof opT));
+        GPT2__LT(cublasLtMatmulDescSetAttribute(g->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &ep, sizeof ep));
+        const int Ik = I / splits; /* K per piece */
+        GPT2__LT(cublasLtMatrixLayoutCreate(&g->a, dt, (uint64_t)Ik, (uint64_t)O, (int64_t)I));
+        GPT2__LT(cublasLtMatrixLayoutCreate(&g->b, dt, (uint64_t)Ik, (uint64_t)N, (int64_t)I));
+        GPT2__LT(cublasLtMatrixLayoutCreate(&g->d, out_f32 ? CUDA_R_32F : dt, (uint64_t)O, (uint64_t)N, (int64_t)ldd));
+        GPT2__LT(gpt2__lt_batch(g->a, splits, Ik));
+        GPT2__LT(gpt2__lt_batch(g->b, splits, Ik));
+        GPT2__LT(gpt2__lt_batch(g->d, splits, (int64_t)N * ldd));
+        /* One arithmetic per weight shape and kind of row, whatever the row count N. Different kernels can round
+           differently, so a free per-N choice would make a row's result depend on how many other rows share its
+           step (DESIGN.md's determinism rule: a request's tokens must not depend on its batch). The reference is
+           the heuristic's pick for ref rows; for N rows the heuristic's best candidate of the same class
+           (gpt2__algo_class: bit-identical results, any tile) runs, else the reference itself. */
+        const int N_REF = ref;
+        cublasLtMatmulPreference_t pref;
+        GPT2__LT(cublasLtMatmulPreferenceCreate(&pref));
+        cublasLtMatmulHeuristicResult_t res;
+        int found = 0, how = 0;
+        cublasStatus_t s = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+                                                                &S->lt_ws_size, sizeof S->lt_ws_size);
+        cublasLtMatrixLayout_t b_ref = NULL, d_ref = NULL;
+        if (s == CUBLAS_STATUS_SUCCESS) s = cublasLtMatrixLayoutCreate(&b_ref, dt, (uint64_t)Ik, (uint64_t)N_REF, (int64_t)I);
+        if (s == CUBLAS_STATUS_SUCCESS)
+            s = cublasLtMatrixLayoutCreate(&d_ref, out_f32 ? CUDA_R_32F : dt, (uint64_t)O, (uint64_t)N_REF, (int64_t)ldd);
+        if (s == CUBLAS_STATUS_SUCCESS) s = gpt2__lt_batch(b_ref, splits, Ik);
+        if (s == CUBLAS_STATUS_SUCCESS) s = gpt2__lt_batch(d_ref, splits, (int64_t)N_REF * ldd);
+        /* the reference: the heuristic's first pick for ref rows that does not split K (its workspace would grow
+           with N), else its first pick */
+        cublasLtMatmulHeuristicResult_t cand[8];
+        int nc = 0, rc[4], cc[4];
+        if (s == CUBLAS_STATUS_SUCCESS)
+            s = cublasLtMatmulAlgoGetHeuristic(S->lt, g->desc, g->a, b_ref, d_ref, d_ref, pref, 8, cand, &nc);
+        if (s == CUBLAS_STATUS_SUCCESS && nc > 0) {
+            found = 1;
+            res = cand[0];
+            int whole = 0;
+            for (int i = 0; i < nc && !whole; i++) {
+                gpt2__algo_class(&cand[i].algo, cc);
+                if (cc[1] <= 1) { res = cand[i]; whole = 1; }
+            }
+            /* none: the first pick with its split of K taken out, where cuBLASLt accepts that (F32 at 124M-774M:
+               qkv's and the MLP's first class split K; without the split gpt2__skinny32_kernel can reproduce them,
+               RESULTS.md item 123) */
+            if (!whole) {
+                cublasLtMatmulHeuristicResult_t one = cand[0], chk1;
+                const int k1 = 1;
+                const cublasLtReductionScheme_t none = CUBLASLT_REDUCTION_SCHEME_NONE;
+                if (cublasLtMatmulAlgoConfigSetAttribute(&one.algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &k1, sizeof k1) == CUBLAS_STATUS_SUCCESS &&
+                    cublasLtMatmulAlgoConfigSetAttribute(&one.algo, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME, &none, sizeof none) == CUBLAS_STATUS_SUCCESS &&
+                    cublasLtMatmulAlgoCheck(S->lt, g->desc, g->a, b_ref, d_ref, d_ref, &one.algo, &chk1) == CUBLAS_STATUS_SUCCESS) {
+                    one.workspaceSize = chk1.workspaceSize;
+                    res = one;
+                }
+            }
+            gpt2__algo_class(&res.algo, rc);
+            cublasLtMatmulHeuristicResult_t chk;
+            const int ref_ok = cublasLtMatmulAlgoCheck(S->lt, g->desc, g->a, g->b, g->d, g->d, &res.algo, &chk) == CUBLAS_STATUS_SUCCESS &&
+                               chk.workspaceSize <= S->lt_ws_size;
+            /* for N rows: the heuristic's best of the reference's class, else the reference */
+            found = 0;
+            if (N != N_REF && cublasLtMatmulAlgoGetHeuristic(S->lt, g->desc, g->a, g->b, g->d, g->d, pref, 8, cand, &nc) == CUBLAS_STATUS_SUCCESS)
+                for (int i = 0; i < nc && !found; i++) {
+                    gpt2__algo_class(&cand[i].algo, cc);
+                    if (!memcmp(rc, cc, sizeof rc) && cand[i].workspaceSize <= S->lt_ws_size) { res = cand[i]; how = 1; found = 1; }
+                }
+            if (!found) found = ref_ok; /* else this N needs its own algorithm */
+        }
+        if (s == CUBLAS_STATUS_SUCCESS && !found) {
+            how = 2;
+            s = cublasLtMatmulAlgoGetHeuristic(S->lt, g->desc, g->a, g->b, g->d, g->d, pref, 1, &res, &found);
+        }
+        if (b_ref) cublasLtMatrixLayoutDestroy(b_ref);
+        if (d_ref) cublasLtMatrixLayoutDestroy(d_ref);
+        cublasLtMatmulPreferenceDestroy(pref);
+        if (s != CUBLAS_STATUS_SUCCESS || !found)
+            return gpt2__fail(GPT2_ERR_DEVICE, "%s:%d: cuBLASLt has no algorithm for %d x %d x %d (epilogue %d): %s",
+                              __FILE__, __LINE__, O, N, I, epi, cublasLtGetStatusString(s));
+        g->algo = res.algo;
+        g->O = O; g->N = N; g->I = I; g->epi = epi; g->out_f32 = out_f32; g->dt = dt; g->ldd = ldd; g->ref = ref; g->how = how;
+        g->splits = splits;
+    }
+    if (epi != GPT2__EPI_NONE)
+        GPT2__LT(cublasLtMatmulDescSetAttribute(g->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias));
+    const float one = 1.0f, zero = 0.0f;
+    GPT2__LT(cublasLtMatmul(S->lt, g->desc, &one, W, g->a, X, g->b, &zero, D, g->d, D, g->d, &g->algo,
+                            S->lt_ws, S->lt_ws_size, S->stream));
+    return GPT2_OK;
+}
+
+/* == [GPT2:OP_FEW_ROW] == few-row products (decode rows <= 16), with the layer norm folded in (ln_fold) ========== */
+
+/* The residual add + layer norm that gpt2__skinny_kernel applies to its own input when LNE > 0 (few decode rows, no
+   prompt rows: gpt2__cuda_run_t), instead of a gpt2__residual_ln_kernel launch before it: X row r is that kernel's
+   output for x[r] + ((part[0][r] + part[1][r]) + ...) + bias, gain g, shift b. Block (0, 0) writes the updated rows
+   to xo, the other of two buffers (every block reads x). */
+template <typename T> struct gpt2__lnf {
+    const float *x;
+    float *xo;
+    const float *part;
+    size_t stride;
+    int splits;
+    const T *bias;
+    const float *g, *b;
+    float eps;
+};
+
+/* The block's sum of the V partial sums a thread holds, one per thread of gpt2__residual_ln_kernel it plays (thread t
+   plays t + 32 NW k), in gpt2__block_sum's order: a butterfly within each played warp, then the eight warps in order. */
+template <int NW, int V>
+static __device__ __forceinline__ float gpt2__lnf_sum(float (&p)[V], float *sh) {
+    const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
+#pragma unroll
+    for (int k = 0; k < V; k++)
+        for (int o = 16; o; o >>= 1) p[k] += __shfl_xor_sync(0xffffffffu, p[k], o);
+    __syncthreads();
+    if (lane == 0)
+#pragma unroll
+        for (int k = 0; k < V; k++) sh[w + NW * k] = p[k];
+    __syncthreads();
+    float tot = 0.0f;
+    for (int i = 0; i < 8; i++) tot += sh[i];
+    return tot;
+}
+
+/* One row of gpt2__residual_ln_kernel<T, E> (mode pieces) by a block of NT = 32 NW threads, each playing V = 256 / NT
+   of that kernel's 256 threads (thread t plays t + NT k): every partial sum, butterfly and the sum over the eight
+   warps run in that kernel's order, so y (T [C], here shared memory) is its output bit for bit. G, B, BI: this
+   thread's gain, shift and bias chunks, loaded before the PDL wait. sh: 8 floats. */
+template <typename T, int NW, int E>
+static __device__ __forceinline__ void gpt2__lnf_row(const gpt2__lnf<T> &a, int r, int C, T *y, bool write,
+                                                     const float4 (&G)[256 / (32 * NW)][E], const float4 (&B)[256 / (32 * NW)][E],
+                                                     const float4 (&BI)[256 / (32 * NW)][E], float *sh) {
+    constexpr int NT = 32 * NW, V = 256 / NT;
+    const int t = threadIdx.x;
+    const float *xr = a.x + (size_t)r * C, *pr = a.part + (size_t)r * C;
+    float4 v[V][E], pp[V][E][4];
+    /* every load of the row issued before the first add: chunks past C and pieces past splits reload chunk 0 and
+       piece 0, unused */
+#pragma unroll
+    for (int k = 0; k < V; k++)
+#pragma unroll
+        for (int j = 0; j < E; j++) {
+            const int c = 4 * (t + NT * k + 256 * j), cc = c < C ? c : 0;
+            v[k][j] = gpt2__ld4(xr + cc);
+#pragma unroll
+            for (int q = 0; q < 4; q++) pp[k][j][q] = gpt2__ld4(pr + cc + (q < a.splits ? q : 0) * a.stride);
+        }
+#pragma unroll
+    for (int k = 0; k < V; k++)
+#pragma unroll
+        for (int j = 0; j < E; j++) {
+            if (4 * (t + NT * k + 256 * j) >= C) { v[k][j] = make_float4(0.0f, 0.0f, 0.0f, 0.0f); continue; }
+            float4 s = pp[k][j][0];
+#pragma unroll
+            for (int q = 1; q < 4; q++)
+                if (q < a.splits) s = gpt2__add4(s, pp[k][j][q]);
+            v[k][j] = gpt2__add4(v[k][j], gpt2__add4(s, BI[k][j]));
+        }
+    float sum[V], ss[V];
+#pragma unroll
+    for (int k = 0; k < V; k++) {
+        sum[k] = 0.0f;
+#pragma unroll
+        for (int j = 0; j < E; j++) {
+            const int c = 4 * (t + NT * k + 256 * j);
+            if (c >= C) continue;
+            if (write) gpt2__st4(a.xo + (size_t)r * C + c, v[k][j]);
+            sum[k] += v[k][j].x; sum[k] += v[k][j].y; sum[k] += v[k][j].z; sum[k] += v[k][j].w;
+        }
+    }
+    const float mean = gpt2__lnf_sum<NW, V>(sum, sh) / (float)C;
+#pragma unroll
+    for (int k = 0; k < V; k++) {
+        ss[k] = 0.0f;
+#pragma unroll
+        for (int j = 0; j < E; j++) {
+            if (4 * (t + NT * k + 256 * j) >= C) continue;
+            const float dx = v[k][j].x - mean, dy = v[k][j].y - mean, dz = v[k][j].z - mean, dw = v[k][j].w - mean;
+            ss[k] += dx * dx; ss[k] += dy * dy; ss[k] += dz * dz; ss[k] += dw * dw;
+        }
+    }
+    const float rstd = rsqrtf(gpt2__lnf_sum<NW, V>(ss, sh) / (float)C + a.eps);
+#pragma unroll
+    for (int k = 0; k < V; k++)
+#pragma unroll
+        for (int j = 0; j < E; j++) {
+            const int c = 4 * (t + NT * k + 256 * j);
+            if (c >= C) continue;
+            const float4 g = G[k][j], b = B[k][j];
+            gpt2__st4(y + c, make_float4((v[k][j].x - mean) * rstd * g.x + b.x, (v[k][j].y - mean) * rstd * g.y + b.y,
+                                         (v[k][j].z - mean) * rstd * g.z + b.z, (v[k][j].w - mean) * rstd * g.w + b.w));
+        }
+}
+/* This thread's chunks of the LN's gain, shift and the residual's bias, as gpt2__lnf_row takes them (G, B, BI):
+   loaded before the PDL wait, since they never depend on the kernel before. A block of 32 NW threads, width C. */
+template <typename T, int NW, int E>
+static __device__ __forceinline__ void gpt2__lnf_params(const gpt2__lnf<T> &a, int C, float4 (&G)[256 / (32 * NW)][E],
+                                                        float4 (&B)[256 / (32 * NW)][E], float4 (&BI)[256 / (32 * NW)][E]) {
+    const int t = threadIdx.x;
+#pragma unroll
+    for (int k = 0; k < 256 / (32 * NW); k++)
+#pragma unroll
+        for (int j = 0; j < E; j++) {
+            const int c = 4 * (t + 32 * NW * k + 256 * j);
+            if (c >= C) continue;
+            G[k][j] = gpt2__ld4(a.g + c);
+            B[k][j] = gpt2__ld4(a.b + c);
+            BI[k][j] = gpt2__ld4(a.bias + c);
+        }
+}
+
+/* The logits' argmax candidates gpt2__skinny_kernel leaves for the greedy sampler in its AM form (out_f32, one piece:
+   the logits product, gpt2__skinny_run with p set): p [n][O / 8], for each row and each warp's 8 columns the largest sum among columns below V
+   and its column (lowest among ties; -inf and INT_MAX where none is greater than -inf), as .x and the int bits of .y.
+   The greedy sampler then reduces O / 8 pairs a row instead of V logits (gpt2__sample_kernel). */
+typedef struct gpt2__amax { float2 *p; int V; } gpt2__amax;
+
+/* The ring stages of an LN-folded product of width C in its FIT form: GPT2__LNF_ST, or from width GPT2__LNF_FIT_C on
+   just as many as K has chunks where that is fewer (all of them are issued before the PDL wait either way; the block
+   then leaves the SM more room for the kernels beside it). Measured on the H100 with a run-time ring in every
+   LN-folded product (RESULTS.md item 115): 355M's batch-1 step 0.546 -> 0.525 ms with 8 stages in place of 10;
+   124M's 0.229 -> 0.241-0.244 with 6 or 7, hence the width. The FIT form itself: 355M 0.549 -> 0.525 ms, 124M and
+   1558M unchanged (RESULTS.md item 115); on by default (gpt2__cuda_state.lnf_fit). */
+
+static __host__ __device__ int gpt2__lnf_stages(int C) {
+    const int nch = (C + GPT2__SK_KC - 1) / GPT2__SK_KC;
+    return C >= GPT2__LNF_FIT_C && nch < GPT2__LNF_ST ? nch : GPT2__LNF_ST;
+}
+
+/* Decode rows of a linear layer, few of them (n <= GPT2__SK_ROWS), on the tensor cores, computing what cuBLASLt's
+   pinned algorithm computes for them, bit for bit where gpt2__skinny_check finds it so. On the H100 (bench_gpt2
+   --skinny) cuBLASLt's kernels add each 16-wide slice of K in one MMA, the slices in order, into an fp32 accumulator
+   that starts at 0; this kernel does the same, so a row's result does not depend on which of the two ran it.
+   D = X [n][ld I] @ W^T over piece p of K (Ik = I / pieces elements from p*Ik), W [O][I]; as gpt2__gemm_run:
+   out_f32: D [p][n][ldd] fp32, the sums alone; else D [n][ldd] in T, sum + bias (T) in fp32, rounded once, and with
+   gelu, gpt2__gelu of that, rounded again (what cuBLASLt with the bias and gpt2__gelu_kernel give).
+   Ik a multiple of 16, O of 8, rows 16-byte aligned.
+   Grid: (O / (8 NW) rounded up, pieces); block: NW warps, warp w owning columns o0+8w..+7: one m16n8k16 chain
+   over K, whose step time (not the weight reads) bounds a one-row product, so a step is two ldmatrix and two MMAs
+   per 32 of K (R16 false, n <= 8: one ldmatrix of X feeds two slices; R16: one per slice). All blocks of a GPT-2 product fit on the GPU at once;
+   each streams its 8 NW rows of W (L2 evict-first) in slices of KC through a ring of ST cp.async stages, the first ST-1 issued
+   before the PDL wait (weights never depend on the kernel before, so they stream while it finishes), then lets
+   the next kernel launch, then reads X's n rows. Tuned on the H100 (bench_gpt2 --skinny, --steps; RESULTS.md).
+   LNE > 0 (gpt2__lnf_run: NW 8, one piece, n <= GPT2__LNF_ROWS, X unused): X's rows are instead the layer norm of
+   the residual rows lnf names, computed by the block into shared memory (gpt2__lnf_row; LNE chunks per thread as
+   gpt2__residual_ln_kernel's E), with the LN's gain, shift and bias loaded before the PDL wait. FIT (with
+   gpt2__cuda_state.lnf_fit, where gpt2__lnf_stages is fewer than ST): a ring of that many stages, a form of its own
+   so that the other products' code stays as it was (a ring sized at run time in every LN-folded product measured
+   0.4% slower at 1558M, whose ring it leaves at ST: RESULTS.md item 115).
+   AM (out_f32, one piece, amax.p set): also the argmax candidates of gpt2__amax, a template flag so that the other
+   products' code stays as it was (a run-time test there cost 124M's batch-1 step 0.9%: RESULTS.md item 114). */
+
+template <typename T, bool R16, int NW = GPT2__SK_NW, int KC = GPT2__SK_KC, int ST = GPT2__SK_ST, int LNE = 0, bool AM = false,
+          bool FIT = false>
+__global__ void __launch_bounds__(32 * NW) gpt2__skinny_kernel(const T *__restrict__ W, const T *__restrict__ X, void *__restrict__ D,
+                                                         const T *__restrict__ bias, int O, int n, int I, int Ik, int ldd, int out_f32,
+                                                         int gelu, gpt2__lnf<T> lnf, gpt2__amax amax) {
+#if __CUDA_ARCH__ >= 800
+    constexpr int LDW = KC + 8, COLS = 8 * NW, PER = KC / 32; /* PER: 16-byte copies per thread per stage */
+    static_assert(KC % 32 == 0, "a stage holds whole pairs of 16-wide slices");
+    extern __shared__ __align__(16) unsigned char gpt2__skinny_sh[];
+    const int LDX = ((Ik + 31) & ~31) + 8, tid = threadIdx.x, w = tid >> 5, lane = tid & 31;
+    /* the ring, then X's n rows; chunk c goes to stage c % ST, so a K of nch < ST chunks needs only nch stages
+       (FIT: the LN-folded form's ring of gpt2__lnf_stages) */
+    T *Ws = (T *)gpt2__skinny_sh, *Xs = Ws + (FIT ? gpt2__lnf_stages(Ik) : ST) * COLS * LDW;
+    const int o0 = blockIdx.x * COLS, piece = blockIdx.y, nch = (Ik + KC - 1) / KC;
+    const T *Wp = W + (size_t)piece * Ik, *Xp = X + (size_t)piece * Ik;
+    /* this thread's copies of each stage: W row o0 + cr[e], K offset cq[e] within the stage */
+    const T *src[PER];
+    int dst[PER], cq[PER];
+    bool rok[PER];
+#pragma unroll
+    for (int e = 0; e < PER; e++) {
+        const int i = tid + e * 32 * NW, r = i / (KC / 8);
+        cq[e] = (i % (KC / 8)) * 8;
+        rok[e] = o0 + r < O;
+        src[e] = Wp + (rok[e] ? (size_t)(o0 + r) * I : 0) + cq[e];
+        dst[e] = r * LDW + cq[e];
+    }
+    const uint64_t skpol = GPT2__SK_EVICT_FIRST ? gpt2__evict_first() : 0;
+#define GPT2__SK_ISSUE(c)                                                                         \
+    do {                                                                                          \
+        if ((c) < nch) {                                                                          \
+            T *s_ = Ws + ((c) % ST) * COLS * LDW;                                                 \
+            _Pragma("unroll") for (int e_ = 0; e_ < PER; e_++) {                                  \
+                const bool ok_ = rok[e_] && (c) * KC + cq[e_] < Ik;                               \
+                if (GPT2__SK_EVICT_FIRST) gpt2__cp16_pol(s_ + dst[e_], ok_ ? src[e_] + (size_t)(c) * KC : W, ok_, skpol); \
+                else gpt2__cp16(s_ + dst[e_], ok_ ? src[e_] + (size_t)(c) * KC : W, ok_);    \
+            }                                                                                     \
+        }                                                                                         \
+        gpt2__cp_commit();                                                                        \
+    } while (0)
+    for (int c = 0; c < ST - 1; c++) GPT2__SK_ISSUE(c);
+    /* the epilogue's bias, also before the wait (it would otherwise be a memory round trip after the chain) */
+    const int g = lane >> 2, col = o0 + w * 8 + 2 * (lane & 3);
+    float b0 = 0.0f, b1 = 0.0f;
+    if (bias && !out_f32 && col < O) { b0 = gpt2__f(bias[col]); b1 = gpt2__f(bias[col + 1]); }
+    /* LNE > 0: X is the layer norm of the residual rows, computed here (gpt2__lnf_row; Ik == I == C) */
+    constexpr int LV = 256 / (32 * NW), LE = LNE > 0 ? LNE : 1;
+    float4 lg[LV][LE], lb[LV][LE], lbi[LV][LE];
+    if constexpr (LNE > 0) gpt2__lnf_params<T, NW, LE>(lnf, Ik, lg, lb, lbi);
+    gpt2__pdl_enter();
+    if constexpr (LNE > 0) {
+        static_assert(256 % (32 * NW) == 0, "threads play whole warps of gpt2__residual_ln_kernel");
+        __shared__ float lsh[8];
+        for (int r = 0; r < n; r++)
+            gpt2__lnf_row<T, NW, LE>(lnf, r, Ik, Xs + r * LDX, blockIdx.x == 0 && blockIdx.y == 0, lg, lb, lbi, lsh);
+        __syncthreads();
+    } else
+    /* X's n rows into shared memory, four 16-byte loads in flight per thread (the MMAs' rows n..15 read row 0: an
+       MMA row depends on its own operand row alone, and those rows' results are never stored) */
+    for (int i0 = tid; i0 < n * (Ik / 8); i0 += 4 * 32 * NW) {
+        uint4 v[4];
+#pragma unroll
+        for (int j = 0; j < 4; j++) {
+            const int i = i0 + j * 32 * NW, r = i / (Ik / 8), q = (i % (Ik / 8)) * 8;
+            if (i < n * (Ik / 8)) v[j] = *(const uint4 *)(Xp + (size_t)r * I + q);
+        }
+#pragma unroll
+        for (int j = 0; j < 4; j++) {
+            const int i = i0 + j * 32 * NW, r = i / (Ik / 8), q = (i % (Ik / 8)) * 8;
+            if (i < n * (Ik / 8)) *(uint4 *)(Xs + r * LDX + q) = v[j];
+        }
+    }
+    float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    /* ldmatrix row addresses: W rows w*8 + (lane & 7), 8 K apart per matrix; X rows (lane & 7) (+ 8) */
+    const int wrow = (w * 8 + (lane & 7)) * LDW + 8 * (lane >> 3);
+    const int xr = R16 ? (lane & 7) + 8 * ((lane >> 3) & 1) : lane & 7; /* rows past n read row 0: results unused */
+    const int xrow = (xr < n ? xr : 0) * LDX + 8 * (R16 ? lane >> 4 : lane >> 3);
+    for (int c = 0; c < nch; c++) {
+        gpt2__cp_wait<ST - 2>();
+        if (NW == 1) __syncwarp(); else __syncthreads();
+        GPT2__SK_ISSUE(c + ST - 1);
+        const T *Wc = Ws + (c % ST) * COLS * LDW + wrow, *Xc = Xs + xrow + c * KC;
+        const int kn = Ik - c * KC; /* K left, a multiple of 16 */
+#pragma unroll
+        for (int kk = 0; kk < KC; kk += 32) /* two 16-wide slices: one ldmatrix of W, one or two of X */
+            if (kk < kn) {
+                uint32_t b[4], a0[4], a1[4];
+                gpt2__ldsm4(b, Wc + kk);
+                if (R16) {
+                    gpt2__ldsm4(a0, Xc + kk);
+                    if (kk + 16 < kn) gpt2__ldsm4(a1, Xc + kk + 16);
+                } else {
+                    uint32_t xa[4];
+                    gpt2__ldsm4(xa, Xc + kk);
+                    a0[0] = xa[0]; a0[2] = xa[1]; a1[0] = xa[2]; a1[2] = xa[3];
+                    a0[1] = a0[3] = a1[1] = a1[3] = 0u;
+                }
+                gpt2__mma(acc, a0, b[0], b[1], T());
+                if (kk + 16 < kn) gpt2__mma(acc, a1, b[2], b[3], T());
+            }
+    }
+#undef GPT2__SK_ISSUE
+    gpt2__cp_wait<0>();
+    if (col >= O) return; /* the whole warp: O is a multiple of 8 */
+    if constexpr (AM)
+#pragma unroll
+        for (int hh = 0; hh < (R16 ? 2 : 1); hh++) { /* row g + 8 hh: this thread's two columns, then the quad's 8 */
+            const int r = g + 8 * hh;
+            float bv = -INFINITY;
+            int bi = 0x7FFFFFFF;
+            if (r < n && col < amax.V && acc[2 * hh] > bv) { bv = acc[2 * hh]; bi = col; }
+            if (r < n && col + 1 < amax.V && acc[2 * hh + 1] > bv) { bv = acc[2 * hh + 1]; bi = col + 1; }
+            for (int o = 1; o < 4; o <<= 1) {
+                const float ov = __shfl_xor_sync(0xffffffffu, bv, o);
+                const int oi = __shfl_xor_sync(0xffffffffu, bi, o);
+                if (ov > bv || (ov == bv && oi < bi)) { bv = ov; bi = oi; }
+            }
+            if (r < n && (lane & 3) == 0) amax.p[(size_t)r * (O / 8) + (col >> 3)] = make_float2(bv, __int_as_float(bi));
+        }
+    for (int hh = 0; hh < 2; hh++) {
+        const int r = g + 8 * hh;
+        if (r >= n) break;
+        float v0 = acc[2 * hh], v1 = acc[2 * hh + 1];
+        if (out_f32) {
+            *(float2 *)((float *)D + ((size_t)piece * n + r) * ldd + col) = make_float2(v0, v1);
+        } else {
+            if (bias) { v0 += b0; v1 += b1; }
+            T *o = (T *)D + (size_t)r * ldd + col;
+            gpt2__put(o, v0);
+            gpt2__put(o + 1, v1);
+            if (gelu) { gpt2__put(o, gpt2__gelu(gpt2__f(o[0]))); gpt2__put(o + 1, gpt2__gelu(gpt2__f(o[1]))); }
+        }
+    }
+#endif
+}
+
+/* Decode products of at most GPT2__SK_ROWS rows in F32 on the CUDA cores, with the bits of cuBLASLt's F32 decode
+   class where that class adds K in one fused multiply-add chain per output, in order (no split of K inside
+   cuBLASLt, which gpt2__gemm_run's reference avoids: on the H100 every F32 decode product of the published
+   shapes; gpt2__skinny_check keeps a product on this kernel only where every output bit agrees, RESULTS.md items
+   121 and 123). D = X [n][I] @ W^T per piece of K as
+   gpt2__gemm_run: piece p of `gridDim.y` covers [p Ik, (p+1) Ik) into D + p n ldd (fp32, no bias: out_f32), or one
+   piece + bias (fp32 add after the chain) then GELU with gelu (gpt2__gelu, as every F32 decode row now applies it).
+   Grid: (ceil(O / COLS), pieces); block: one warp, lane l the output column COLS blockIdx.x + l (COLS 32, or 16
+   where a product has few blocks, gpt2__sk32_cols: lanes 16..31 then repeat lanes 0..15 and store nothing), its chain
+   over k in order with one accumulator per row (NR rows at most, n at run time). W's COLS rows stream through shared
+   memory in chunks of 16 k (cp.async, a ring of ST = GPT2__SK32_ST * 32 / COLS chunks, 60 KB either way; [COLS][16 + 4]
+   floats each, so a lane's 16-byte reads of its own row are free of bank conflicts), the first ST - G issued before
+   the PDL wait; X's n rows of the piece follow into shared memory after it. The warp waits once for every G =
+   GPT2__SK32_G * 32 / COLS chunks (one wait a chunk spent more on waiting than the chain's 16 fma took: RESULTS.md
+   item 124). Ik a multiple of 16 (gpt2__sk32_fits). */
+
+template <int NR, int COLS>
+__global__ void __launch_bounds__(32) gpt2__skinny32_kernel(const float *__restrict__ W, const float *__restrict__ X, float *__restrict__ D,
+                                                            const float *__restrict__ bias, int O, int n, int I, int Ik, int ldd, int gelu) {
+    extern __shared__ __align__(16) float gpt2__sk32_sh[];
+    constexpr int KC = GPT2__SK32_KC, ST = GPT2__SK32_ST * 32 / COLS, G = GPT2__SK32_G * 32 / COLS, LD = KC + 4;
+    static_assert(ST % G == 0 && ST > G, "GPT2__SK32_G divides GPT2__SK32_ST");
+    static_assert(COLS == 32 || COLS == 16, "32 or 16 columns a warp");
+    float *ring = gpt2__sk32_sh, *xs = ring + ST * COLS * LD; /* xs: [n][Ik] */
+    const int lane = threadIdx.x, c0 = blockIdx.x * COLS, p = blockIdx.y, nch = Ik / KC;
+    const float *wp = W + (size_t)p * Ik;
+    /* chunk c into ring slot c % ST: COLS rows x 16 k, 4 COLS copies of 16 bytes, COLS / 8 a lane (row lane / 4 + 8 i,
+       quarter lane % 4) */
+    auto issue = [&](int c) {
+        float *dst = ring + (c % ST) * COLS * LD;
+#pragma unroll
+        for (int i = 0; i < COLS / 8; i++) {
+            const int r = (lane >> 2) + 8 * i, q = (lane & 3) * 4;
+            const bool ok = c0 + r < O;
+            gpt2__cp16(dst + r * LD + q, wp + (size_t)(ok ? c0 + r : 0) * I + (size_t)c * KC + q, ok);
+        }
+    };
+    for (int c = 0; c < ST - G; c++) {
+        if (c < nch) issue(c);
+        gpt2__cp_commit();
+    }
+    gpt2__pdl_enter();
+    for (int i = lane * 4; i < n * Ik; i += 32 * 4) {
+        const int r = i / Ik, k = i % Ik;
+        *(float4 *)(xs + i) = *(const float4 *)(X + (size_t)r * I + (size_t)p * Ik + k);
+    }
+    float acc[NR];
+#pragma unroll
+    for (int r = 0; r < NR; r++) acc[r] = 0.0f;
+    /* G chunks a wait: chunks c + ST - G .. c + ST - 1 refill the slots that the G chunks before c left */
+    for (int c = 0; c < nch; c += G) {
+#pragma unroll
+        for (int j = 0; j < G; j++) {
+            if (c + ST - G + j < nch) issue(c + ST - G + j);
+            gpt2__cp_commit();
+        }
+        if (c + G <= nch) gpt2__cp_wait<ST - G>();
+        else gpt2__cp_wait<0>();
+        __syncwarp();
+#pragma unroll
+        for (int j = 0; j < G; j++) {
+            if (c + j >= nch) break;
+            const float *wr = ring + ((c + j) % ST) * COLS * LD + (lane % COLS) * LD;
+            const float *xr = xs + (c + j) * KC;
+#pragma unroll
+            for (int k = 0; k < KC; k += 4) {
+                const float4 w = *(const float4 *)(wr + k);
+#pragma unroll
+                for (int r = 0; r < NR; r++) {
+                    if (r < n) {
+                        const float4 x = *(const float4 *)(xr + (size_t)r * Ik + k);
+                        acc[r] = fmaf(x.x, w.x, acc[r]);
+                        acc[r] = fmaf(x.y, w.y, acc[r]);
+                        acc[r] = fmaf(x.z, w.z, acc[r]);
+                        acc[r] = fmaf(x.w, w.w, acc[r]);
+                    }
+                }
+            }
+        }
+        __syncwarp(); /* every lane past these slots before a later issue refills them */
+    }
+    const int col = c0 + lane;
+    if (lane >= COLS || col >= O) return;
+#pragma unroll
+    for (int r = 0; r < NR; r++) {
+        if (r >= n) break;
+        if (bias) {
+            float v = acc[r] + bias[col];
+            if (gelu) v = gpt2__gelu(v);
+            D[(size_t)r * ldd + col] = v;
+        } else D[((size_t)p * n + r) * ldd + col] = acc[r];
+    }
+}
+
+/* gpt2__skinny_kernel's shared memory (bytes): n rows of X's piece of K and a W ring of st stages */
+
+static size_t gpt2__skinny_smem(int n, int Ik, size_t es, int nw = GPT2__SK_NW, int kc = GPT2__SK_KC, int st = GPT2__SK_ST) {
+    return ((size_t)st * 8 * nw * (kc + 8) + (size_t)n * (((Ik + 31) & ~31) + 8)) * es;
+}
+/* Whether gpt2__skinny_kernel can take this product (its shape; whether it computes cuBLASLt's bits is
+   gpt2__skinny_check's question). */
+static int gpt2__skinny_fits(int O, int n, int I, int splits, size_t es) {
+    return es == 2 && n >= 1 && n <= GPT2__SK_ROWS && O % 8 == 0 && splits >= 1 && I % splits == 0 && (I / splits) % 16 == 0 &&
+           gpt2__skinny_smem(GPT2__SK_ROWS, I / splits, es) <= GPT2__SK_SMEM_MAX;
+}
+/* Raises gpt2__skinny_kernel<T>'s shared-memory limit; 0 when it cannot run here (built without sm_80+ code). */
+template <typename T, int NW = GPT2__SK_NW, int KC = GPT2__SK_KC, int ST = GPT2__SK_ST>
+static int gpt2__skinny_enable(void) {
+    cudaFuncAttributes fa;
+    return cudaFuncSetAttribute(gpt2__skinny_kernel<T, false, NW, KC, ST>, cudaFuncAttributeMaxDynamicSharedMemorySize, GPT2__SK_SMEM_MAX) == cudaSuccess &&
+           cudaFuncSetAttribute(gpt2__skinny_kernel<T, true, NW, KC, ST>, cudaFuncAttributeMaxDynamicSharedMemorySize, GPT2__SK_SMEM_MAX) == cudaSuccess &&
+           cudaFuncSetAttribute(gpt2__skinny_kernel<T, false, NW, KC, ST, 0, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, GPT2__SK_SMEM_MAX) == cudaSuccess &&
+           cudaFuncSetAttribute(gpt2__skinny_kernel<T, true, NW, KC, ST, 0, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, GPT2__SK_SMEM_MAX) == cudaSuccess &&
+           cudaFuncGetAttributes(&fa, gpt2__skinny_kernel<T, false, NW, KC, ST>) == cudaSuccess && fa.ptxVersion >= 80;
+}
+/* The product of gpt2__gemm_run (n rows; epilogue bias when bias is set and not out_f32, else none; T half or
+   bfloat16) by gpt2__skinny_kernel, then with gelu gpt2__gelu; pdl as gpt2__launch. */
+template <typename T, int NW = GPT2__SK_NW, int KC = GPT2__SK_KC, int ST = GPT2__SK_ST>
+static gpt2_status gpt2__skinny_run(cudaStream_t st, int pdl, void *D, const T *W, const T *X, const T *bias, int O, int n,
+                                    int I, int out_f32, int ldd, int splits, int gelu = 0, gpt2__amax amax = {NULL, 0}) {
+    if (ldd < O) ldd = O;
+    const int Ik = I / splits;
+    const bool am = out_f32 && splits == 1 && amax.p;
+    return gpt2__launch(n > 8 ? (am ? gpt2__skinny_kernel<T, true, NW, KC, ST, 0, true> : gpt2__skinny_kernel<T, true, NW, KC, ST>)
+                              : (am ? gpt2__skinny_kernel<T, false, NW, KC, ST, 0, true> : gpt2__skinny_kernel<T, false, NW, KC, ST>),
+                        dim3((unsigned)((O + 8 * NW - 1) / (8 * NW)), (unsigned)splits), dim3(32 * NW),
+                        gpt2__skinny_smem(n, Ik, sizeof(T), NW, KC, ST), st, pdl, W, X, D, out_f32 ? (const T *)NULL : bias, O, n, I, Ik, ldd,
+                        out_f32, out_f32 ? 0 : gelu, gpt2__lnf<T>{}, am ? amax : gpt2__amax{NULL, 0});
+}
+
+/* gpt2__skinny_run with GPT2__SK_NW warps a block, or GPT2__SK_NW_WIDE where the product still has two blocks an SM
+   at that many (columns / 8 / NW_WIDE blocks per piece): 1558M's batch-1 step 1.615 -> 1.599 ms, other sizes the same
+   or unchanged (RESULTS.md item 111). Each warp's chain is the same either way, so are the bits. */
+template <typename T>
+static gpt2_status gpt2__skinny_go(const gpt2__cuda_state *S, cudaStream_t st, int pdl, void *D, const T *W, const T *X,
+                                   const T *bias, int O, int n, int I, int out_f32, int ldd, int splits, int gelu,
+                                   gpt2__amax amax = {NULL, 0}) {
+    const bool wide = (long long)(O / (8 * GPT2__SK_NW_WIDE)) * splits >= 2LL * S->sms &&
+                      gpt2__skinny_smem(GPT2__SK_ROWS, I / splits, sizeof(T), GPT2__SK_NW_WIDE) <= GPT2__SK_SMEM_MAX;
+    const int nw = wide ? GPT2__SK_NW_WIDE : GPT2__SK_NW;
+    /* the X rows' shared memory beside a full ring leaves too few blocks an SM for all of them at once (1558M from 6
+       rows): GPT2__SK_ST_SHORT stages (the same chains, so the same bits) */
+    const long long blocks = (long long)((O + 8 * nw - 1) / (8 * nw)) * splits;
+    const size_t per = gpt2__skinny_smem(n, I / splits, sizeof(T), nw) + 1024;
+    const bool shortr = n > 1 && S->sm_smem > 0 && blocks > (long long)(S->sm_smem / per) * S->sms;
+    if (wide)
+        return shortr ? gpt2__skinny_run<T, GPT2__SK_NW_WIDE, GPT2__SK_KC, GPT2__SK_ST_SHORT>(st, pdl, D, W, X, bias, O, n, I, out_f32, ldd,
+                                                                                              splits, gelu, amax)
+                      : gpt2__skinny_run<T, GPT2__SK_NW_WIDE>(st, pdl, D, W, X, bias, O, n, I, out_f32, ldd, splits, gelu, amax);
+    return shortr ? gpt2__skinny_run<T, GPT2__SK_NW, GPT2__SK_KC, GPT2__SK_ST_SHORT>(st, pdl, D, W, X, bias, O, n, I, out_f32, ldd, splits,
+                                                                                    gelu, amax)
+                  : gpt2__skinny_run<T>(st, pdl, D, W, X, bias, O, n, I, out_f32, ldd, splits, gelu, amax);
+}
+
+/* gpt2__skinny32_kernel (F32): its shared memory, whether it takes a product's shape, its limit raised (0: it cannot
+   run here), and the product of gpt2__gemm_run by it (bias set: one piece, + bias, then GELU with gelu; else fp32
+   pieces); pdl as gpt2__launch. */
+static size_t gpt2__sk32_smem(int n, int Ik) { return ((size_t)GPT2__SK32_ST * 32 * (GPT2__SK32_KC + 4) + (size_t)n * Ik) * sizeof(float); }
+static int gpt2__sk32_fits(int O, int n, int I, int splits) {
+    return O >= 1 && n >= 1 && n <= GPT2__SK_ROWS && splits >= 1 && I % splits == 0 && (I / splits) % GPT2__SK32_KC == 0 &&
+           I % 4 == 0 && gpt2__sk32_smem(GPT2__SK_ROWS, I / splits) <= GPT2__SK_SMEM_MAX;
+}
+template <int COLS> static int gpt2__sk32_enable_c(void) {
+    return cudaFuncSetAttribute(gpt2__skinny32_kernel<1, COLS>, cudaFuncAttributeMaxDynamicSharedMemorySize, GPT2__SK_SMEM_MAX) == cudaSuccess &&
+           cudaFuncSetAttribute(gpt2__skinny32_kernel<4, COLS>, cudaFuncAttributeMaxDynamicSharedMemorySize, GPT2__SK_SMEM_MAX) == cudaSuccess &&
+           cudaFuncSetAttribute(gpt2__skinny32_kernel<GPT2__SK_ROWS, COLS>, cudaFuncAttributeMaxDynamicSharedMemorySize, GPT2__SK_SMEM_MAX) == cudaSuccess;
+}
+static int gpt2__sk32_enable(void) { return gpt2__sk32_enable_c<32>() && gpt2__sk32_enable_c<16>(); }
+/* Columns a warp for a product of O columns in `splits` pieces on a GPU of sms SMs: 16 where 32 would make fewer
+   blocks than 5/4 of the SM count (then twice the warps stream the weights; each column's chain, so its bits, is
+   the same either way: RESULTS.md item 128), else 32 */
+static int gpt2__sk32_cols(int O, int splits, int sms) {
+    return 4 * (long long)((O + 31) / 32) * splits < (long long)sms * GPT2__SK32_NARROW ? 16 : 32;
+}
+static gpt2_status gpt2__sk32_run(cudaStream_t st, int pdl, void *D, const float *W, const float *X, const float *bias, int O, int n,
+                                  int I, int ldd, int splits, int gelu, int cols) {
+    if (ldd < O) ldd = O;
+    const int Ik = I / splits;
+    void (*k)(const float *, const float *, float *, const float *, int, int, int, int, int, int) =
+        cols == 16 ? (n <= 1 ? gpt2__skinny32_kernel<1, 16> : n <= 4 ? gpt2__skinny32_kernel<4, 16> : gpt2__skinny32_kernel<GPT2__SK_ROWS, 16>)
+                   : (n <= 1 ? gpt2__skinny32_kernel<1, 32> : n <= 4 ? gpt2__skinny32_kernel<4, 32> : gpt2__skinny32_kernel<GPT2__SK_ROWS, 32>);
+    cols = cols == 16 ? 16 : 32;
+    return gpt2__launch(k, dim3((unsigned)((O + cols - 1) / cols), (unsigned)splits), dim3(32), gpt2__sk32_smem(n, Ik), st, pdl, W, X,
+                        (float *)D, bias, O, n, I, Ik, ldd, gelu);
+}
+
+/* gpt2__skinny_kernel with its own residual + layer norm (gpt2__lnf): GPT2__LNF_NW warps a block, so that a block
+   has enough threads to load a row at once; E by C as gpt2__residual_ln. */
+/* Raises the kernel's dynamic shared-memory limit to all a block may have on this GPU less its static part; that
+   limit, or 0 when it cannot run here */
+template <typename T, int E, bool FIT>
+static int gpt2__lnf_enable_e(int optin) {
+    cudaFuncAttributes fa;
+    void (*k)(const T *, const T *, void *, const T *, int, int, int, int, int, int, int, gpt2__lnf<T>, gpt2__amax) =
+        gpt2__skinny_kernel<T, false, GPT2__LNF_NW, GPT2__SK_KC, GPT2__LNF_ST, E, false, FIT>;
+    if (cudaFuncGetAttributes(&fa, k) != cudaSuccess || fa.ptxVersion < 80 || (int)fa.sharedSizeBytes >= optin) return 0;
+    const int smem = optin - (int)fa.sharedSizeBytes;
+    return cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, smem) == cudaSuccess ? smem : 0;
+}
+/* Sets S->lnf_smem, the dynamic shared memory every form may use; 0 when they cannot run here. */
+template <typename T>
+static int gpt2__lnf_enable(gpt2__cuda_state *S) {
+    int optin = 0;
+    if (cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, S->device) != cudaSuccess) optin = 0;
+    int lim[6] = {gpt2__lnf_enable_e<T, 1, false>(optin), gpt2__lnf_enable_e<T, 2, false>(optin), gpt2__lnf_enable_e<T, 4, false>(optin),
+                  gpt2__lnf_enable_e<T, 1, true>(optin),  gpt2__lnf_enable_e<T, 2, true>(optin),  gpt2__lnf_enable_e<T, 4, true>(optin)};
+    cudaGetLastError();
+    S->lnf_smem = lim[0];
+    for (int i = 1; i < 6; i++) if (lim[i] < S->lnf_smem) S->lnf_smem = lim[i];
+    return S->lnf_smem > 0;
+}
+/* The ring stages of the LN-folded products of width C as S runs them */
+static int gpt2__lnf_ring(const gpt2__cuda_state *S, int C) { return S->lnf_fit ? gpt2__lnf_stages(C) : GPT2__LNF_ST; }
+/* D [n][O] (T) = LN(residual rows) @ W^T + bias (then GELU with gelu), the residual rows updated into lnf.xo */
+template <typename T>
+static gpt2_status gpt2__lnf_run(gpt2__cuda_state *S, void *D, const void *W, const void *bias, int O, int n, int C, int gelu,
+                                 gpt2__lnf<T> lnf) {
+    if constexpr (sizeof(T) != 2) return gpt2__fail(GPT2_ERR_ARG, "%s:%d: gpt2__lnf has no F32 form", __FILE__, __LINE__);
+    else {
+    const int st = gpt2__lnf_ring(S, C);
+    const bool fit = st < GPT2__LNF_ST;
+    void (*k)(const T *, const T *, void *, const T *, int, int, int, int, int, int, int, gpt2__lnf<T>, gpt2__amax) =
+        C <= 1024 ? (fit ? gpt2__skinny_kernel<T, false, GPT2__LNF_NW, GPT2__SK_KC, GPT2__LNF_ST, 1, false, true>
+                         : gpt2__skinny_kernel<T, false, GPT2__LNF_NW, GPT2__SK_KC, GPT2__LNF_ST, 1>)
+        : C <= 2048 ? (fit ? gpt2__skinny_kernel<T, false, GPT2__LNF_NW, GPT2__SK_KC, GPT2__LNF_ST, 2, false, true>
+                           : gpt2__skinny_kernel<T, false, GPT2__LNF_NW, GPT2__SK_KC, GPT2__LNF_ST, 2>)
+                    : (fit ? gpt2__skinny_kernel<T, false, GPT2__LNF_NW, GPT2__SK_KC, GPT2__LNF_ST, 4, false, true>
+                           : gpt2__skinny_kernel<T, false, GPT2__LNF_NW, GPT2__SK_KC, GPT2__LNF_ST, 4>);
+    if (C > 4096) return gpt2__fail(GPT2_ERR_ARG, "%s:%d: gpt2__lnf over width %d", __FILE__, __LINE__, C);
+    return gpt2__launch(k, dim3((unsigned)((O + 8 * GPT2__LNF_NW - 1) / (8 * GPT2__LNF_NW)), 1u), dim3(32 * GPT2__LNF_NW),
+                        gpt2__skinny_smem(n, C, sizeof(T), GPT2__LNF_NW, GPT2__SK_KC, st), S->stream, S->pdl, (const T *)W, (const T *)NULL, D,
+                        (const T *)bias, O, n, C, C, O, 0, gelu, lnf, gpt2__amax{NULL, 0});
+    }
+}
+
+/* Whether gpt2__skinny_kernel serves this decode product of n rows (gpt2__skinny_check verified it). */
+static int gpt2__skinny_use(const gpt2__cuda_state *S, int O, int n, int I, int sp, int epi, int f32) {
+    if (!S->skinny || n < 1 || n > GPT2__SK_ROWS) return 0;
+    for (int i = 0; i < S->sk_n; i++) {
+        const int *e = S->sk_ok[i];
+        if (e[0] == O && e[1] == I && e[2] == sp && e[3] == epi && e[4] == f32) return 1;
+    }
+    return 0;
+}
+
+/* Whether a step of N fed rows, P of them prompt rows, takes the gpt2__lnf path (gpt2__cuda_run_t): few decode rows
+   alone, both products that read a layer norm verified on the skinny kernel, and the block's shared memory fits. */
+static int gpt2__lnf_use(const gpt2__cuda_state *S, const gpt2_model *m, int N, int P) {
+    const int C = m->cfg.n_embd, F = m->n_inner;
+    return S->lnf && S->esize == 2 && P == 0 && N >= 1 && N <= GPT2__LNF_ROWS && C % 4 == 0 && C <= GPT2__LNF_MAX_C &&
+           gpt2__skinny_use(S, 3 * C, N, C, 1, GPT2__EPI_BIAS, 0) && gpt2__skinny_use(S, F, N, C, 1, GPT2__EPI_BIAS_GELU, 0) &&
+           gpt2__skinny_smem(N, C, S->esize, GPT2__LNF_NW, GPT2__SK_KC, gpt2__lnf_ring(S, C)) <= (size_t)S->lnf_smem;
+}
+
+/* == [GPT2:OP_LINEAR] == a linear layer: which product runs it, split-K, and the few-row bit check =============== */
+
+/* How many pieces decode rows of a layer with this K split it into (gpt2__linear with part): a fixed count per
+   shape, never per step, so a row computes the same in any step. Up to 4 pieces of at least GPT2_SPLIT_MIN_K, each
+   a multiple of 8 elements (16-byte aligned). A projection into the residual has few output columns
+   (n_embd), so at few rows its product covers few SMs; the pieces multiply them. */
+static int gpt2__decode_splits(int I) {
+    for (int s = 4; s > 1; s--)
+        if (I % (8 * s) == 0 && I / s >= GPT2_SPLIT_MIN_K) return s;
+    return 1;
+}
+
+/* Decode rows of a linear layer through cuBLASLt (gpt2__gemm_run, the algorithm pinned for GPT2_GEMM_REF_ROWS rows).
+   In F16/BF16 the GELU of the MLP's first product is not cuBLASLt's epilogue but the bias alone and then
+   gpt2__gelu_kernel: gpt2__skinny_kernel computes exactly that for few rows, while cuBLASLt's GELU rounds
+   differently from any formula found (bench_gpt2 --gelu-match), and a row must compute alike at any row count. */
+template <typename T>
+static gpt2_status gpt2__decode_lt(gpt2__cuda_state *S, void *D, const void *W, const void *X, const void *bias, int O, int n,
+                                   int I, int epi, int out_f32, int ldd, int sp) {
+    const int own_gelu = epi == GPT2__EPI_BIAS_GELU && !out_f32;
+    gpt2_status st = gpt2__gemm_run(S, gpt2__cuda_type<T>::id, D, W, X, bias, O, n, I, own_gelu ? GPT2__EPI_BIAS : epi, out_f32, ldd,
+                                    GPT2_GEMM_REF_ROWS, sp);
+    if (st || !own_gelu || n < 1) return st;
+    if (ldd > O) return gpt2__fail(GPT2_ERR_ARG, "%s:%d: decode GELU over rows %d apart, %d wide", __FILE__, __LINE__, ldd, O);
+    const size_t elems = (size_t)n * O, want = elems / 8 / 256 + 1, most = (size_t)S->sms * 8;
+    return gpt2__launch(gpt2__gelu_kernel<T>, dim3((unsigned)(want < most ? want : most)), dim3(256), 0, S->stream, S->pdl, (T *)D, elems);
+}
+
+/* A linear layer over N fed rows, the first P of them prompt rows: D [N][O] = X [N][I] @ W^T (+ bias, + GELU), as
+   gpt2__gemm_run. Each kind of row has its own reference cuBLASLt algorithm (any tile of its class runs: the same
+   arithmetic), so a row computes the same in any step:
+     prompt rows: the algorithm picked for a full prompt step (prefill_tokens rows);
+     decode rows (and every logits row): the one picked for GPT2_GEMM_REF_ROWS rows (gpt2__decode_lt), or for at
+     most GPT2__SK_ROWS of them gpt2__skinny_kernel where gpt2__skinny_check found it to give the same bits.
+   With part (a layer feeding the residual, epilogue bias), decode rows instead leave gpt2__decode_splits(I) fp32
+   pieces part [k][N-P][O] without the bias, for gpt2__residual_ln_kernel to add up (gpt2__resid). */
+template <typename T>
+static gpt2_status gpt2__linear(gpt2_model *m, gpt2__cuda_state *S, void *D, const void *W, const void *X, const void *bias,
+                                int O, int N, int P, int I, int epi, int out_f32, int ldd, float *part,
+                                gpt2__amax amax = {NULL, 0}) {
+    const cudaDataType_t dt = gpt2__cuda_type<T>::id;
+    if (ldd < O) ldd = O;
+    gpt2_status st;
+    if (P > 0 && (st = gpt2__gemm_run(S, dt, D, W, X, bias, O, P, I, epi, out_f32, ldd, m->prefill_tokens, 1))) return st;
+    if (N <= P) return GPT2_OK;
+    const T *Xd = (const T *)X + (size_t)P * I;
+    const int nd = N - P, sp = part ? gpt2__decode_splits(I) : 1;
+    if (part) epi = GPT2__EPI_NONE, out_f32 = 1, D = part, bias = NULL, ldd = O;
+    else D = (char *)D + (size_t)P * ldd * (out_f32 ? sizeof(float) : sizeof(T));
+    if constexpr (sizeof(T) == 2) {
+        if (gpt2__skinny_use(S, O, nd, I, sp, epi, out_f32))
+            return gpt2__skinny_go<T>(S, S->stream, S->pdl, D, (const T *)W, Xd, (const T *)bias, O, nd, I, out_f32, ldd, sp,
+                                       epi == GPT2__EPI_BIAS_GELU, amax);
+    } else if (gpt2__skinny_use(S, O, nd, I, sp, epi, out_f32))
+        return gpt2__sk32_run(S->stream, S->pdl, D, (const float *)W, (const float *)Xd, (const float *)bias, O, nd, I, ldd, sp,
+                              epi == GPT2__EPI_BIAS_GELU, gpt2__sk32_cols(O, sp, S->sms));
+    return gpt2__decode_lt<T>(S, D, W, Xd, bias, O, nd, I, epi, out_f32, ldd, sp);
+}
+
+/* A model's five decode products as gpt2__skinny_check runs them (qkv with bias; the attention projection in K
+   pieces, fp32; the MLP's first product with bias and GELU; its second in K pieces, fp32; the logits, fp32), on
+   layer 0's weights and wte; bench_gpt2 --skinny-det runs the same five. */
+typedef struct gpt2__sk_product { const char *name; int O, I, sp, epi, f32; const void *W, *b; } gpt2__sk_product;
+static void gpt2__sk_products(const gpt2_model *m, const gpt2__cuda_state *S, gpt2__sk_product pr[5]) {
+    const int C = m->cfg.n_embd, F = m->n_inner;
+    const gpt2__cuda_layer *y = &S->layers[0];
+    pr[0] = gpt2__sk_product{"qkv", 3 * C, C, 1, GPT2__EPI_BIAS, 0, y->qkv_w, y->qkv_b};
+    pr[1] = gpt2__sk_product{"proj", C, C, gpt2__decode_splits(C), GPT2__EPI_NONE, 1, y->proj_w, NULL};
+    pr[2] = gpt2__sk_product{"fc", F, C, 1, GPT2__EPI_BIAS_GELU, 0, y->fc_w, y->fc_b};
+    pr[3] = gpt2__sk_product{"fcproj", C, F, gpt2__decode_splits(F), GPT2__EPI_NONE, 1, y->fcp_w, NULL};
+    pr[4] = gpt2__sk_product{"logits", S->ldv, C, 1, GPT2__EPI_NONE, 1, S->wte, NULL};
+}
+
+/* Which decode products gpt2__skinny_kernel may serve: for each of the model's (gpt2__sk_products), it and
+   gpt2__decode_lt run on the same weights (layer 0, wte) and random rows, 1 and GPT2__SK_ROWS of them; only a product
+   whose every output bit agrees is listed in S->sk_ok. In F32 the kernel is gpt2__skinny32_kernel. Nothing is listed
+   below sm_80 or when a product does not fit. */
+template <typename T>
+static gpt2_status gpt2__skinny_check(gpt2_model *m, gpt2__cuda_state *S) {
+    S->sk_n = 0;
+    S->sk_miss[0] = 0;
+    bool on;
+    if constexpr (sizeof(T) == 2)
+        on = S->skinny && gpt2__skinny_enable<T>() && gpt2__skinny_enable<T, GPT2__SK_NW_WIDE>() &&
+             gpt2__skinny_enable<T, GPT2__SK_NW, GPT2__SK_KC, GPT2__SK_ST_SHORT>() &&
+             gpt2__skinny_enable<T, GPT2__SK_NW_WIDE, GPT2__SK_KC, GPT2__SK_ST_SHORT>();
+    else on = S->skinny && gpt2__sk32_enable();
+    if (!on) { cudaGetLastError(); return GPT2_OK; }
+    const int C = m->cfg.n_embd, F = m->n_inner, R = GPT2__SK_ROWS;
+    gpt2__sk_product pr[5];
+    gpt2__sk_products(m, S, pr);
+    const int Imax = C > F ? C : F;
+    size_t dmax = 0;
+    for (int k = 0; k < 5; k++) {
+        const size_t b = (size_t)pr[k].sp * R * pr[k].O * 4;
+        if (b > dmax) dmax = b;
+    }
+    T *hx = (T *)malloc((size_t)R * Imax * sizeof(T));
+    unsigned char *h1 = (unsigned char *)malloc(dmax), *h2 = (unsigned char *)malloc(dmax);
+    void *dx = NULL, *d1 = NULL, *d2 = NULL;
+    gpt2_status st = GPT2_OK;
+    if (!hx || !h1 || !h2) st = gpt2__fail(GPT2_ERR_OOM, "cannot allocate %zu bytes for the skinny-product check", dmax);
+    uint32_t r = 12345u;
+    for (size_t i = 0; !st && i < (size_t)R * Imax; i++) {
+        r = r * 1664525u + 1013904223u;
+        hx[i] = (T)(4.0f * ((float)(r >> 8) / 16777216.0f - 0.5f));
+    }
+    /* the rows go up on S->stream, which the check's products run on: a plain cudaMemcpy from pageable memory may
+       return before its DMA lands, and S->stream (non-blocking) does not wait for the legacy stream it runs on, so
+       the reference could read the rows half-written and the check keep a product off the kernel for no reason
+       (RESULTS.md item 127) */
+    if (!st && (cudaMalloc(&dx, (size_t)R * Imax * sizeof(T)) != cudaSuccess || cudaMalloc(&d1, dmax) != cudaSuccess ||
+                cudaMalloc(&d2, dmax) != cudaSuccess ||
+                cudaMemcpyAsync(dx, hx, (size_t)R * Imax * sizeof(T), cudaMemcpyHostToDevice, S->stream) != cudaSuccess))
+        st = gpt2__fail(GPT2_ERR_DEVICE, "%s:%d: the skinny-product check could not allocate or copy", __FILE__, __LINE__);
+    for (int k = 0; k < 5 && !st; k++) {
+        const int O = pr[k].O, I = pr[k].I, sp = pr[k].sp;
+        if (sizeof(T) == 2 ? !gpt2__skinny_fits(O, R, I, sp, sizeof(T)) : !gpt2__sk32_fits(O, R, I, sp)) continue;
+        int same = 1;
+        for (int n = 1; n <= R && same && !st; n += R - 1) {
+            const size_t bytes = (size_t)sp * n * O * (pr[k].f32 ? 4 : sizeof(T));
+            if (cudaMemsetAsync(d1, 0, bytes, S->stream) != cudaSuccess || cudaMemsetAsync(d2, 0xff, bytes, S->stream) != cudaSuccess)
+                st = gpt2__fail(GPT2_ERR_DEVICE, "%s:%d: cudaMemsetAsync failed", __FILE__, __LINE__);
+            if (!st) st = gpt2__decode_lt<T>(S, d1, pr[k].W, dx, pr[k].b, O, n, I, pr[k].epi, pr[k].f32, O, sp);
+            if constexpr (sizeof(T) == 2) {
+                if (!st) st = gpt2__skinny_go<T>(S, S->stream, 0, d2, (const T *)pr[k].W, (const T *)dx, (const T *)pr[k].b, O, n, I,
+                                                  pr[k].f32, O, sp, pr[k].epi == GPT2__EPI_BIAS_GELU);
+            } else if (!st)
+                st = gpt2__sk32_run(S->stream, 0, d2, (const float *)pr[k].W, (const float *)dx, pr[k].f32 ? NULL : (const float *)pr[k].b,
+                                    O, n, I, O, sp, pr[k].epi == GPT2__EPI_BIAS_GELU, gpt2__sk32_cols(O, sp, S->sms));
+            if (!st && (cudaStreamSynchronize(S->stream) != cudaSuccess || cudaMemcpy(h1, d1, bytes, cudaMemcpyDeviceToHost) != cudaSuccess ||
+                        cudaMemcpy(h2, d2, bytes, cudaMemcpyDeviceToHost) != cudaSuccess))
+                st = gpt2__fail(GPT2_ERR_DEVICE, "%s:%d: the skinny-product check failed: %s", __FILE__, __LINE__,
+                                cudaGetErrorString(cudaGetLastError()));
+            if (!st) same = !memcmp(h1, h2, bytes);
+            if (!st && !same && !S->sk_miss[0]) {
+                size_t words = bytes / 4, diff = 0;
+                for (size_t i = 0; i < words; i++) diff += memcmp(h1 + 4 * i, h2 + 4 * i, 4) != 0;
+                snprintf(S->sk_miss, sizeof S->sk_miss, "%dx%d in %d pieces at %d rows: %zu of %zu words differ", O, I, sp, n, diff, words);
+            }
+        }
+        if (!st && same) {
+            int *e = S->sk_ok[S->sk_n++];
+            e[0] = O; e[1] = I; e[2] = sp; e[3] = pr[k].epi; e[4] = pr[k].f32;
+        }
+    }
+    cudaFree(dx); cudaFree(d1); cudaFree(d2);
+    free(hx); free(h1); free(h2);
+    return st;
+}
+
+/* == [GPT2:OP_ATTN_DECODE] == decode attention: K/V store, row kernels (CUDA cores, mma.sync, streamed), launchers === */
+
 /* K and V of every fed row into this layer's cache (only where the tiled prefill kernel does not serve: F32, GPUs
    before sm_80; gpt2__attention). qkv: [N][3C] (q | k | v); kc, vc: [max_batch][H][max_seq][hd].
    Row r goes to slot row_slot[r], position row_pos[r]; VE elements (16 bytes when hd allows) per thread and step.
@@ -2479,102 +3842,6 @@ __global__ void gpt2__kv_store_kernel(const T *qkv, T *kc, T *vc, const int *row
             for (int k = 0; k < VE; k++) { kc[dst + k] = src[k]; vc[dst + k] = src[C + k]; }
         }
     }
-}
-
-/* 16 bytes global -> shared, asynchronously (sm_80+); zeros when !ok */
-static __device__ __forceinline__ void gpt2__cp16(void *dst, const void *src, bool ok) {
-#if __CUDA_ARCH__ >= 800
-    unsigned a = (unsigned)__cvta_generic_to_shared(dst);
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(a), "l"(src), "r"(ok ? 16 : 0));
-#else /* a plain copy on older GPUs */
-    *(uint4 *)dst = ok ? *(const uint4 *)src : make_uint4(0, 0, 0, 0);
-#endif
-}
-/* ... with an L2 policy: a stream read once a step marked to leave L2 first, so that it does not push out what the
-   step reads again. Decode attention of many rows reads the KV cache so (the weights both parts read and the
-   activations stay; RESULTS.md item 84). No kernel here issues wgmma and these copies together: in a prototype that
-   did (bench/skinny_wg's lnf_wg), every block stopped on an illegal instruction at such a copy, and ran without
-   the policy (RESULTS.md item 113, cause not found). */
-#ifndef GPT2__KV_EVICT_FIRST
-#define GPT2__KV_EVICT_FIRST 1
-#endif
-static __device__ __forceinline__ uint64_t gpt2__evict_first(void) {
-    uint64_t pol = 0;
-#if __CUDA_ARCH__ >= 800
-    asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\n" : "=l"(pol));
-#endif
-    return pol;
-}
-static __device__ __forceinline__ void gpt2__cp16_pol(void *dst, const void *src, bool ok, uint64_t pol) {
-#if __CUDA_ARCH__ >= 800
-    unsigned a = (unsigned)__cvta_generic_to_shared(dst);
-    asm volatile("cp.async.cg.shared.global.L2::cache_hint [%0], [%1], 16, %2, %3;\n" ::"r"(a), "l"(src), "r"(ok ? 16 : 0), "l"(pol));
-#else
-    (void)pol;
-    gpt2__cp16(dst, src, ok);
-#endif
-}
-#ifndef GPT2__SK_EVICT_FIRST
-#define GPT2__SK_EVICT_FIRST 1 /* ... and the few-row products their weights (gpt2__skinny_kernel: the KV cache and
-                                  activations of a batch-1 step stay; item 85) */
-#endif
-static __device__ __forceinline__ void gpt2__cp_commit(void) {
-#if __CUDA_ARCH__ >= 800
-    asm volatile("cp.async.commit_group;\n" ::);
-#endif
-}
-template <int N> static __device__ __forceinline__ void gpt2__cp_wait(void) {
-#if __CUDA_ARCH__ >= 800
-    asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
-#endif
-}
-
-/* A TMA tensor map (CUtensorMap's 128 opaque bytes), passed to kernels as a __grid_constant__ parameter. */
-typedef struct gpt2__tmap { alignas(64) unsigned long long w[16]; } gpt2__tmap;
-
-/* The Hopper bulk-copy pieces of gpt2__attn_stream_kernel's TMA form: a transaction barrier in shared memory, and a
-   3-D box of a tensor map copied into shared memory, its bytes counted on such a barrier. */
-static __device__ __forceinline__ void gpt2__mbar_init(uint64_t *bar) {
-#if __CUDA_ARCH__ >= 900
-    asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;\n" ::"r"((unsigned)__cvta_generic_to_shared(bar)));
-    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
-#endif
-}
-static __device__ __forceinline__ void gpt2__mbar_expect(uint64_t *bar, unsigned bytes) {
-#if __CUDA_ARCH__ >= 900
-    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"((unsigned)__cvta_generic_to_shared(bar)), "r"(bytes)
-                 : "memory");
-#endif
-}
-static __device__ __forceinline__ void gpt2__mbar_wait(uint64_t *bar, unsigned parity) {
-#if __CUDA_ARCH__ >= 900
-    unsigned done = 0;
-    while (!done)
-        asm volatile("{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n selp.u32 %0, 1, 0, p;\n}\n"
-                     : "=r"(done) : "r"((unsigned)__cvta_generic_to_shared(bar)), "r"(parity) : "memory");
-#endif
-}
-static __device__ __forceinline__ void gpt2__tma3(void *dst, const gpt2__tmap *map, int x, int y, int z, uint64_t *bar, uint64_t pol) {
-#if __CUDA_ARCH__ >= 900
-    asm volatile("cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.L2::cache_hint"
-                 " [%0], [%1, {%2, %3, %4}], [%5], %6;\n" ::"r"((unsigned)__cvta_generic_to_shared(dst)), "l"((uint64_t)map), "r"(x),
-                 "r"(y), "r"(z), "r"((unsigned)__cvta_generic_to_shared(bar)), "l"(pol) : "memory");
-#endif
-}
-/* this thread's shared-memory writes before the async proxy's (a TMA copy into the same bytes) */
-static __device__ __forceinline__ void gpt2__fence_async_smem(void) {
-#if __CUDA_ARCH__ >= 900
-    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-#endif
-}
-
-/* an int from global memory by the read-only path, as an asm volatile load that the front end keeps in program order
-   (ptxas may still sink a load past a branch that does not use it: gpt2__attn_stream_kernel's early return tests
-   the slot for that reason, RESULTS.md item 156) */
-static __device__ __forceinline__ int gpt2__ld_now(const int *p) {
-    int v;
-    asm volatile("ld.global.nc.b32 %0, [%1];\n" : "=r"(v) : "l"(p));
-    return v;
 }
 
 /* A decode-attention work item: row r = rows[z] at position p against keys [k0, k1) (split sp of split_len keys),
@@ -2798,57 +4065,6 @@ __global__ void __launch_bounds__(128) gpt2__attn_kernel(const T *__restrict__ q
         for (int s = 0; s < live; s++) o += __ldcg(ph + s * (hd + 2) + dd) * exp2f(__ldcg(ph + s * (hd + 2) + hd) - M);
         gpt2__put(out + (size_t)r * C + (size_t)h * hd + dd, o / L);
     }
-}
-
-/* A tile of up to 64 consecutive fed rows of one sequence (positions pos0..pos0+n-1 of slot `slot`). */
-typedef struct gpt2__tile { int row0, n, slot, pos0, first; } gpt2__tile; /* first: position of the run's first row */
-
-#ifndef GPT2__FQ
-#define GPT2__FQ 64 /* query rows per prefill tile: a warp per 16 */
-#endif
-#define GPT2__FK 64 /* keys per step */
-
-/* Shared memory of gpt2__attn_prefill_kernel (bytes): the Q tile, and K and V tiles twice (double buffered) */
-template <typename T, int HD>
-static constexpr size_t gpt2__prefill_smem() { return (size_t)(GPT2__FQ + 4 * GPT2__FK) * (HD + 8) * sizeof(T); }
-
-/* Tensor-core building blocks (sm_80+): the m16n8k16 MMA with fp32 accumulators, ldmatrix, cp.async; and 2^x in one
-   MUFU instruction (denormal results flush to zero: far below what a probability rounded to T keeps). */
-static __device__ __forceinline__ float gpt2__ex2(float x) {
-    float y;
-    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
-    return y;
-}
-static __device__ __forceinline__ void gpt2__mma(float *d, const uint32_t *a, uint32_t b0, uint32_t b1, __half) {
-    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
-                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-static __device__ __forceinline__ void gpt2__mma(float *d, const uint32_t *a, uint32_t b0, uint32_t b1, __nv_bfloat16) {
-    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
-                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-static __device__ __forceinline__ void gpt2__ldsm4(uint32_t *r, const void *p) {
-    unsigned a = (unsigned)__cvta_generic_to_shared(p);
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n" : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(a));
-}
-static __device__ __forceinline__ void gpt2__ldsm4_t(uint32_t *r, const void *p) {
-    unsigned a = (unsigned)__cvta_generic_to_shared(p);
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n" : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(a));
-}
-/* two floats -> a packed pair of T (the first in the low half), and back to the sum of the rounded pair */
-static __device__ __forceinline__ uint32_t gpt2__pack2(float a, float b, float *sum, __half) {
-    __half2 v = __floats2half2_rn(a, b);
-    float2 f = __half22float2(v);
-    *sum += f.x + f.y;
-    return *(uint32_t *)&v;
-}
-static __device__ __forceinline__ uint32_t gpt2__pack2(float a, float b, float *sum, __nv_bfloat16) {
-    __nv_bfloat162 v = __floats2bfloat162_rn(a, b);
-    float2 f = __bfloat1622float2(v);
-    *sum += f.x + f.y;
-    return *(uint32_t *)&v;
 }
 
 /* Decode attention on the tensor cores (head size 64, fp16/bf16; what gpt2__attention runs for decode rows when the
@@ -3255,58 +4471,184 @@ __global__ void __launch_bounds__(32 * WB) gpt2__attn_stream_kernel(const T *__r
 #endif
 }
 
-#ifndef GPT2__ATT_TMA
-#define GPT2__ATT_TMA 1 /* gpt2__attn_stream_kernel reads the caches with TMA where it can (item 99) */
-#endif
-#ifndef GPT2__AMMA_NS
-#define GPT2__AMMA_NS 3 /* gpt2__attn_stream_kernel: chunks in flight per warp (2 or 3), */
-#endif
-#ifndef GPT2__AMMA_WB
-#define GPT2__AMMA_WB 2 /* gpt2__attn_stream_kernel: warps per block */
-#endif
+/* Raises the shared-memory limit of gpt2__attn_kernel's staging forms (T's 16-byte lanes) to all a block may have
+   on this GPU; sets S->att_stage_smem to it, 0 when that fails (no staging then) */
+template <typename T>
+static void gpt2__attn_stage_enable(gpt2__cuda_state *S) {
+    int optin = 0;
+    if (cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, S->device) != cudaSuccess) optin = 0;
+    const int ok = optin > 0 &&
+                   cudaFuncSetAttribute(gpt2__attn_kernel<T, 16 / sizeof(T), 1, true>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                        optin - 1024) == cudaSuccess &&
+                   cudaFuncSetAttribute(gpt2__attn_kernel<T, 16 / sizeof(T), 4, true>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                        optin - 1024) == cudaSuccess;
+    cudaGetLastError();
+    S->att_stage_smem = ok ? optin - 1024 : 0;
+}
 
-/* Warpgroup MMA (wgmma, sm_90a: code built for arch=compute_90a only, __CUDA_ARCH_FEAT_SM90_ALL) for the prefill
-   kernel: D (m64n64, fp32, the four warps' 16-row slices, each laid out as mma.sync's m16n8 accumulators per 8
-   columns: d[4j + i] = that kernel's s[j][i]) (+)= A (m64k16 from registers, each warp's 16 rows as mma.sync's A
-   fragment) x B (k16n64 in shared memory, 128-byte swizzle, by descriptor). TB 0: B's K dimension contiguous (a
-   key's dims, for S = Q K^T), 1: its N dimension (V's dims, for O = P V). */
-static __device__ __forceinline__ uint64_t gpt2__wg_desc(const void *p) {
-    const uint64_t a = (uint32_t)__cvta_generic_to_shared(p);
-    /* start >> 4; leading byte offset 16 (unused at these shapes); stride byte offset 1024 (8 rows of 128 bytes);
-       layout 1: the 128-byte swizzle */
-    return ((a & 0x3FFFF) >> 4) | (1ull << 16) | (64ull << 32) | (1ull << 62);
+/* gpt2__attn_stream_kernel's shared memory at ns stages a warp: stages, records, barriers */
+template <typename T>
+static size_t gpt2__ring_smem(int ns) {
+    return GPT2__AMMA_WB * ((size_t)ns * 2 * 32 * 64 * sizeof(T) + (8 * 64 + 16) * sizeof(float) + (size_t)ns * sizeof(uint64_t));
 }
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-#define GPT2__WG 1
-static __device__ __forceinline__ void gpt2__wg_keep(float (&d)[32]) { /* the compiler must not move d across the wait */
-#pragma unroll
-    for (int i = 0; i < 32; i++) asm volatile("" : "+f"(d[i])::"memory");
+
+/* Whether the tensor-core decode attention runs here (T's kernels built for sm_80+, their shared memory granted):
+   gpt2__attn_mma_kernel's staging form gets S->att_stage_smem, gpt2__attn_stream_kernel its ring. */
+template <typename T>
+static int gpt2__attn_mma_enable(gpt2__cuda_state *S) {
+    cudaFuncAttributes fa;
+    const int ring = (int)gpt2__ring_smem<T>(3);
+    const int ok = S->att_stage_smem > 0 &&
+                   cudaFuncSetAttribute(gpt2__attn_mma_kernel<T, true>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                        S->att_stage_smem) == cudaSuccess &&
+                   cudaFuncSetAttribute(gpt2__attn_stream_kernel<T, 3, GPT2__AMMA_WB, false>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                        ring) == cudaSuccess &&
+                   cudaFuncSetAttribute(gpt2__attn_stream_kernel<T, 3, GPT2__AMMA_WB, true>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                        ring) == cudaSuccess &&
+                   cudaFuncGetAttributes(&fa, gpt2__attn_mma_kernel<T, false>) == cudaSuccess && fa.ptxVersion >= 80;
+    cudaGetLastError();
+    return ok;
 }
-/* the instruction for element type TY (f16, bf16): d's 32 registers, a's 4, b's descriptor, scale_d, TB */
-#define GPT2__WG_MMA(TY)                                                                                               \
-    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"                                                          \
-                 "wgmma.mma_async.sync.aligned.m64n64k16.f32." TY "." TY " {%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31}, {%32,%33,%34,%35}, %36, p, 1, 1, %38;\n}\n" \
-                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])                                                                                               \
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(b), "r"(scale_d), "n"(TB) : "memory")
-template <int TB>
-static __device__ __forceinline__ void gpt2__wg_mma(float (&d)[32], const uint32_t *a, uint64_t b, int scale_d, __half) { GPT2__WG_MMA("f16"); }
-template <int TB>
-static __device__ __forceinline__ void gpt2__wg_mma(float (&d)[32], const uint32_t *a, uint64_t b, int scale_d, __nv_bfloat16) { GPT2__WG_MMA("bf16"); }
-#undef GPT2__WG_MMA
-/* one group of four k16 steps, issued, committed and waited for */
-template <int TB, typename T>
-static __device__ __forceinline__ void gpt2__wg_4(float (&d)[32], const uint32_t (*a)[4], const T *b, int step_bytes, int first) {
-    gpt2__wg_keep(d);
-    asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
-#pragma unroll
-    for (int k = 0; k < 4; k++) gpt2__wg_mma<TB>(d, a[k], gpt2__wg_desc((const char *)b + k * step_bytes), !(first && k == 0), T());
-    asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
-    asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
-    gpt2__wg_keep(d);
-}
-#else
-#define GPT2__WG 0
+
+/* TMA tensor maps of the K and V caches for gpt2__attn_stream_kernel's TMA form (S->kv_tma): each cache as
+   L * max_batch * H planes of [max_seq][64] T, read in boxes of 32 x 64 with the 128-byte swizzle. Only where the
+   kernel's TMA form was built for sm_90+ and runs on such a GPU, and the driver encodes tensor maps; else the
+   cp.async form runs (the same bits). */
+template <typename T>
+static void gpt2__kv_maps(gpt2_model *m, gpt2__cuda_state *S) {
+    S->kv_tma = 0;
+#if CUDART_VERSION >= 12000
+    const int C = m->cfg.n_embd, H = m->cfg.n_head;
+    cudaFuncAttributes fa;
+    if (C != 64 * H || cudaFuncGetAttributes(&fa, gpt2__attn_stream_kernel<T, 2, GPT2__AMMA_WB, true>) != cudaSuccess ||
+        fa.binaryVersion < 90 || fa.ptxVersion < 90) {
+        cudaGetLastError();
+        return;
+    }
+    typedef CUresult (*enc_fn)(CUtensorMap *, CUtensorMapDataType, cuuint32_t, void *, const cuuint64_t *, const cuuint64_t *,
+                               const cuuint32_t *, const cuuint32_t *, CUtensorMapInterleave, CUtensorMapSwizzle,
+                               CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
+    void *f = NULL;
+    cudaDriverEntryPointQueryResult q;
+    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &f, 12000, cudaEnableDefault, &q) != cudaSuccess ||
+        q != cudaDriverEntryPointSuccess || !f) {
+        cudaGetLastError();
+        return;
+    }
+    const cuuint64_t dims[3] = {64, (cuuint64_t)m->max_seq, (cuuint64_t)m->cfg.n_layer * (cuuint64_t)m->max_batch * (cuuint64_t)H};
+    const cuuint64_t strides[2] = {64 * sizeof(T), (cuuint64_t)m->max_seq * 64 * sizeof(T)};
+    const cuuint32_t box[3] = {64, 32, 1}, one[3] = {1, 1, 1};
+    void *base[2] = {S->k_cache, S->v_cache};
+    for (int k = 0; k < 2; k++) {
+        gpt2__tmap map;
+        if (((enc_fn)f)((CUtensorMap *)&map, gpt2__cuda_type<T>::id == CUDA_R_16F ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16
+                                                                               : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16,
+                        3, base[k], dims, strides, box, one, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                        CU_TENSOR_MAP_L2_PROMOTION_L2_128B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) != CUDA_SUCCESS)
+            return;
+        memcpy(S->kv_map[k], &map, sizeof map);
+    }
+    S->kv_tma = 1;
 #endif
+}
+
+/* Decode attention on the tensor cores over the rows planned in d (n_split splits of 256 keys): few rows (prefetch,
+   as gpt2__attn_launch decides it) gpt2__attn_mma_kernel, staged when each row is its sequence's only new row
+   (store) and staging is on; else gpt2__attn_stream_kernel. The same bits either way. */
+template <typename T>
+static gpt2_status gpt2__attn_mma_launch(gpt2__cuda_state *S, const gpt2_model *m, T *kc, T *vc, const gpt2__cuda_meta *d,
+                                         int n_split, int split_len, int store, int prefetch) {
+    const int C = m->cfg.n_embd, H = m->cfg.n_head;
+    const float scale_log2 = 1.4426950408889634f / 8.0f; /* log2(e) / sqrt(64) */
+    if (prefetch) {
+        const size_t rec = 8 * 66 * sizeof(float), stage = rec + 2 * (size_t)split_len * 64 * sizeof(T);
+        const dim3 grid((unsigned)n_split, (unsigned)H, (unsigned)d->n_att);
+        if (store && S->att_stage && stage <= (size_t)S->att_stage_smem)
+            return gpt2__launch(gpt2__attn_mma_kernel<T, true>, grid, dim3(256), stage, S->stream, S->pdl, (const T *)S->qkv, kc, vc,
+                                (T *)S->att, S->part, (const int *)d->att_rows, (const int *)d->slot, (const int *)d->pos, C, H,
+                                m->max_seq, split_len, n_split, scale_log2, S->att_count, store, prefetch, S->dup_step);
+        return gpt2__launch(gpt2__attn_mma_kernel<T, false>, grid, dim3(256), rec, S->stream, S->pdl, (const T *)S->qkv, kc, vc,
+                            (T *)S->att, S->part, (const int *)d->att_rows, (const int *)d->slot, (const int *)d->pos, C, H,
+                            m->max_seq, split_len, n_split, scale_log2, S->att_count, store, prefetch, S->dup_step);
+    }
+    /* 2 stages a warp (more warps an SM) in a step of parts: split (its attention has fewer SMs) or at short contexts
+       (RESULTS.md item 98); else att_ns */
+    const int n_items = d->n_att * H * n_split, ns = S->att_stream || S->att_short || S->att_ns == 2 ? 2 : 3;
+    const int tma = S->kv_tma && S->att_tma;
+    gpt2__tmap km, vm;
+    memcpy(&km, S->kv_map[0], sizeof km);
+    memcpy(&vm, S->kv_map[1], sizeof vm);
+    return gpt2__launch(ns == 2 ? (tma ? gpt2__attn_stream_kernel<T, 2, GPT2__AMMA_WB, true> : gpt2__attn_stream_kernel<T, 2, GPT2__AMMA_WB, false>)
+                                : (tma ? gpt2__attn_stream_kernel<T, 3, GPT2__AMMA_WB, true> : gpt2__attn_stream_kernel<T, 3, GPT2__AMMA_WB, false>),
+                        dim3((unsigned)((n_items + GPT2__AMMA_WB - 1) / GPT2__AMMA_WB)),
+                        dim3(32 * GPT2__AMMA_WB), gpt2__ring_smem<T>(ns), S->stream, S->pdl, (const T *)S->qkv, kc, vc, (T *)S->att,
+                        S->part, (const int *)d->att_rows, (const int *)d->slot, (const int *)d->pos, C, H, m->max_seq, split_len,
+                        n_split, n_items, scale_log2, S->att_count, store, km, vm, S->att_layer * m->max_batch * H);
+}
+
+/* Whether the decode rows' caches (every row's max_seq keys; a step verifying drafts: every sequence's) fit
+   GPT2__ATT_PREFETCH bytes, so that decode attention takes its few-rows path and prefetches them into L2 */
+static int gpt2__att_prefetch(const gpt2__cuda_state *S, const gpt2_model *m, const gpt2__cuda_meta *d, size_t es) {
+    const int rows = S->dup_step ? S->dup_seqs : d->n_att;
+    return !S->att_many && (double)rows * 2.0 * m->max_seq * m->cfg.n_embd * es <= GPT2__ATT_PREFETCH;
+}
+/* Whether a step verifying drafts (S->dup_step) runs its decode attention on gpt2__attn_mma_kernel, which reads this
+   step's keys from qkv; elsewhere gpt2__kv_store_kernel stores every row's K and V first */
+static int gpt2__att_dup_mma(const gpt2__cuda_state *S, const gpt2_model *m, const gpt2__cuda_meta *d) {
+    return S->esize == 2 && S->att_mma && m->cfg.n_embd == 64 * m->cfg.n_head && GPT2__SPLIT_LEN == 256 &&
+           gpt2__att_prefetch(S, m, d, S->esize);
+}
+
+/* Attention for layer l over the rows planned in d: gpt2__attn_prefill_kernel for the prompt tiles, and for the
+   other rows the tensor-core decode kernels (S->att_mma: gpt2__attn_mma_launch) or gpt2__attn_kernel, split along
+   the sequence (the last split of a row merges them).
+   Splits are GPT2__SPLIT_LEN keys whatever the batch: a row computes the same in any batch, graph or eager. */
+template <typename T, int VE, int MAXC>
+static gpt2_status gpt2__attn_launch(gpt2__cuda_state *S, const gpt2_model *m, T *kc, T *vc, const gpt2__cuda_meta *d,
+                                     int n_split, int split_len, int store) {
+    const int C = m->cfg.n_embd, H = m->cfg.n_head, hd = C / H, nc = hd / VE;
+    int lpk = 1;
+    while (lpk * MAXC < nc) lpk <<= 1;
+    const int G = 128 / lpk;
+    const size_t smem = ((size_t)G * hd + 2 * G) * sizeof(float);
+    const float scale_log2 = 1.4426950408889634f / sqrtf((float)hd);
+    dim3 grid((unsigned)n_split, (unsigned)H, (unsigned)d->n_att);
+    /* L2 prefetch of the cached keys and values when every row's whole cache is at most GPT2__ATT_PREFETCH bytes */
+    const int prefetch = gpt2__att_prefetch(S, m, d, sizeof(T));
+    if constexpr (sizeof(T) == 2)
+        if (S->att_mma && hd == 64 && split_len == 256) return gpt2__attn_mma_launch<T>(S, m, kc, vc, d, n_split, split_len, store, prefetch);
+    /* and into shared memory, when each row is the only new row of its sequence (store) and a split's keys fit */
+    const size_t stage = smem + 2 * (size_t)split_len * hd * sizeof(T);
+    if (VE * sizeof(T) == 16 && prefetch && store && S->att_stage && stage <= (size_t)S->att_stage_smem)
+        return gpt2__launch(gpt2__attn_kernel<T, VE, MAXC, VE * sizeof(T) == 16 /* only 16-byte lanes stage */>, grid,
+                            dim3(128), stage, S->stream, S->pdl,
+                            (const T *)S->qkv, kc, vc, (T *)S->att, S->part, (const int *)d->att_rows, (const int *)d->slot,
+                            (const int *)d->pos, C, H, hd, m->max_seq, split_len, n_split, lpk, scale_log2, S->att_count, store,
+                            prefetch);
+    return gpt2__launch(gpt2__attn_kernel<T, VE, MAXC, false>, grid, dim3(128), smem, S->stream, S->pdl, (const T *)S->qkv, kc, vc,
+                        (T *)S->att, S->part, (const int *)d->att_rows, (const int *)d->slot, (const int *)d->pos, C, H, hd,
+                        m->max_seq, split_len, n_split, lpk, scale_log2, S->att_count, store, prefetch);
+}
+
+/* gpt2__kv_store_kernel over N rows, 16-byte chunks when the head size allows */
+template <typename T>
+static gpt2_status gpt2__kv_store(cudaStream_t st, int sms, const T *qkv, T *kc, T *vc, const int *slot, const int *pos, int N,
+                                  int C, int H, int max_seq) {
+    const int hd = C / H, VE = 16 / (int)sizeof(T);
+    if (N < 1) return GPT2_OK;
+    const size_t chunks = (size_t)N * C / (hd % VE == 0 ? VE : 1);
+    const int blocks = (int)((chunks + 255) / 256 < (size_t)8 * sms ? (chunks + 255) / 256 : (size_t)8 * sms);
+    if (hd % VE == 0) gpt2__kv_store_kernel<T, 16 / sizeof(T)><<<blocks, 256, 0, st>>>(qkv, kc, vc, slot, pos, N, C, H, hd, max_seq);
+    else gpt2__kv_store_kernel<T, 1><<<blocks, 256, 0, st>>>(qkv, kc, vc, slot, pos, N, C, H, hd, max_seq);
+    GPT2__LAUNCHED();
+    return GPT2_OK;
+}
+
+/* == [GPT2:OP_ATTN_PREFILL] == prompt attention: tiled flash kernels (tensor cores / F32), tile plan, launchers === */
+
+/* Shared memory of gpt2__attn_prefill_kernel (bytes): the Q tile, and K and V tiles twice (double buffered) */
+template <typename T, int HD>
+static constexpr size_t gpt2__prefill_smem() { return (size_t)(GPT2__FQ + 4 * GPT2__FK) * (HD + 8) * sizeof(T); }
 
 /* Causal attention for prompt chunks, flash style on the tensor cores (fp16/bf16, head size HD in {32, 64, 128}); no
    score matrix leaves the registers. Grid: n_tiles * H blocks, one per tile and head (gpt2__plan_attention sorts the
@@ -3546,7 +4888,7 @@ __global__ void __launch_bounds__(2 * GPT2__FQ, HD <= 64 ? 256 / GPT2__FQ : 1) g
    A row's arithmetic involves only its own query and the keys (which 64-key step a key falls in is fixed by its
    position), never the tile's other rows, so a prompt row gives the same bits however its prompt is chunked.
    Matches the attention loop of gpt2__cpu_run (RESULTS.md item 120). */
-#define GPT2__F32_NT 256 /* threads of gpt2__attn_prefill32_kernel */
+
 template <int HD>
 static constexpr size_t gpt2__prefill32_smem() {
     return ((size_t)GPT2__FQ * (HD + 4) + 2 * GPT2__FK * (HD + 4) + 2 * GPT2__FK * HD + (size_t)GPT2__FQ * (GPT2__FK + 4)) * sizeof(float);
@@ -3698,477 +5040,152 @@ __global__ void __launch_bounds__(GPT2__F32_NT, HD <= 64 ? 2 : 1) gpt2__attn_pre
     }
 }
 
-/* gelu_new (as gpt2__cpu_gelu) of a value already rounded to T, in fp32, every operation rounded as written (no
-   fused multiply-add), so each kernel that calls it gives the same bits: the decode rows' GELU (gpt2__linear) */
-static __device__ __forceinline__ float gpt2__gelu(float v) {
-    const float v3 = __fmul_rn(__fmul_rn(v, v), v);
-    const float u = __fmul_rn(0.7978845608028654f, __fadd_rn(v, __fmul_rn(0.044715f, v3)));
-    return __fmul_rn(__fmul_rn(0.5f, v), __fadd_rn(1.0f, tanhf(u)));
+/* Which attention kernel serves which fed row: a run of rows of one sequence (same slot, consecutive positions)
+   longer than one goes to the tiled prefill kernel in tiles of 64 when `flash`; every other row (decode rows, or
+   all rows without flash) to the row kernel. Fills h's att_rows, tiles and counts from its slot and pos. */
+static void gpt2__plan_attention(gpt2__cuda_meta *h, int N, int flash) {
+    h->n_att = h->n_tiles = 0;
+    h->tile_keys = 0;
+    for (int r = 0; r < N;) {
+        int e = r + 1;
+        while (e < N && h->slot[e] == h->slot[r] && h->pos[e] == h->pos[e - 1] + 1) e++;
+        if (flash && e - r > 1) h->tile_keys += h->pos[e - 1] + 1;
+        if (flash && e - r > 1)
+            for (int t = r; t < e; t += GPT2__FQ) {
+                gpt2__tile *ti = &h->tiles[h->n_tiles++];
+                ti->row0 = t; ti->n = e - t < GPT2__FQ ? e - t : GPT2__FQ; ti->slot = h->slot[r]; ti->pos0 = h->pos[t];
+                ti->first = h->pos[r];
+            }
+        else
+            for (int t = r; t < e; t++) h->att_rows[h->n_att++] = t;
+        r = e;
+    }
+    qsort(h->tiles, (size_t)h->n_tiles, sizeof *h->tiles, gpt2__tile_cmp);
 }
 
-/* x [n] in T := gpt2__gelu(x), in place: decode rows of the MLP's first product that cuBLASLt computed with the
-   bias alone (rows contiguous; in every dtype). 16 bytes of elements per thread and step when x is 16-byte aligned
-   and n a multiple of their count, else one; grid-stride. */
+/* The tiled prefill kernels' block order: S->prefill_order when set (tests, bench), else heads inner while the
+   step's prompt K/V (elements of es bytes) fit in half of L2 (with every head's tiles at once, the K/V share L2 with
+   the Q reads and the output and cache writes streaming through it: at 124M's 16 x 1024, 50 MB of K/V on an H100's
+   50 MB, tiles inner was 1.1% faster, RESULTS.md item 153) */
+static int gpt2__prefill_heads_inner(const gpt2__cuda_state *S, const gpt2__cuda_meta *d, int C, size_t es) {
+    return S->prefill_order >= 0 ? S->prefill_order : 2.0 * (double)d->tile_keys * C * es <= 0.5 * (double)S->l2_bytes;
+}
+template <typename T, int HD>
+static gpt2_status gpt2__prefill_launch(gpt2__cuda_state *S, const gpt2_model *m, T *kc, T *vc, const gpt2__cuda_meta *d) {
+    const int C = m->cfg.n_embd, H = m->cfg.n_head, heads_inner = gpt2__prefill_heads_inner(S, d, C, sizeof(T));
+    gpt2__attn_prefill_kernel<T, HD><<<dim3((unsigned)d->n_tiles * (unsigned)H), 2 * GPT2__FQ, gpt2__prefill_smem<T, HD>(), S->stream>>>(
+        (const T *)S->qkv, kc, vc, (T *)S->att, d->tiles, C, H, m->max_seq, 1.4426950408889634f / sqrtf((float)HD), heads_inner);
+    GPT2__LAUNCHED();
+    return GPT2_OK;
+}
+
+/* Whether the tiled prefill kernel serves this dtype and head size on this GPU; raises its shared-memory limit. */
+template <typename T, int HD>
+static int gpt2__prefill_enable(void) {
+    cudaFuncAttributes fa; /* the kernel is empty unless the code that runs was built for sm_80+ */
+    return cudaFuncSetAttribute(gpt2__attn_prefill_kernel<T, HD>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                (int)gpt2__prefill_smem<T, HD>()) == cudaSuccess &&
+           cudaFuncGetAttributes(&fa, gpt2__attn_prefill_kernel<T, HD>) == cudaSuccess && fa.ptxVersion >= 80;
+}
+template <int HD>
+static int gpt2__prefill32_enable(void) {
+    return cudaFuncSetAttribute(gpt2__attn_prefill32_kernel<HD>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                (int)gpt2__prefill32_smem<HD>()) == cudaSuccess;
+}
+static int gpt2__prefill_usable(gpt2_dtype dt, int hd, int device) {
+    cudaDeviceProp pr;
+    if (cudaGetDeviceProperties(&pr, device) != cudaSuccess || pr.major < 8) return 0;
+    int ok = 0;
+    if (dt == GPT2_DTYPE_F32)
+        ok = hd == 32 ? gpt2__prefill32_enable<32>() : hd == 64 ? gpt2__prefill32_enable<64>()
+           : hd == 128 ? gpt2__prefill32_enable<128>() : 0;
+    else if (dt == GPT2_DTYPE_F16)
+        ok = hd == 32 ? gpt2__prefill_enable<__half, 32>() : hd == 64 ? gpt2__prefill_enable<__half, 64>()
+           : hd == 128 ? gpt2__prefill_enable<__half, 128>() : 0;
+    else
+        ok = hd == 32 ? gpt2__prefill_enable<__nv_bfloat16, 32>() : hd == 64 ? gpt2__prefill_enable<__nv_bfloat16, 64>()
+           : hd == 128 ? gpt2__prefill_enable<__nv_bfloat16, 128>() : 0;
+    cudaGetLastError();
+    return ok;
+}
+
+template <int HD>
+static gpt2_status gpt2__prefill32_launch(gpt2__cuda_state *S, const gpt2_model *m, float *kc, float *vc, const gpt2__cuda_meta *d) {
+    const int C = m->cfg.n_embd, H = m->cfg.n_head, heads_inner = gpt2__prefill_heads_inner(S, d, C, sizeof(float));
+    gpt2__attn_prefill32_kernel<HD><<<dim3((unsigned)d->n_tiles * (unsigned)H), GPT2__F32_NT, gpt2__prefill32_smem<HD>(), S->stream>>>(
+        (const float *)S->qkv, kc, vc, (float *)S->att, d->tiles, C, H, m->max_seq, 1.4426950408889634f / sqrtf((float)HD), heads_inner);
+    GPT2__LAUNCHED();
+    return GPT2_OK;
+}
+static gpt2_status gpt2__prefill(gpt2__cuda_state *S, const gpt2_model *m, float *kc, float *vc, const gpt2__cuda_meta *d) {
+    const int hd = m->cfg.n_embd / m->cfg.n_head;
+    return hd == 32 ? gpt2__prefill32_launch<32>(S, m, kc, vc, d) : hd == 64 ? gpt2__prefill32_launch<64>(S, m, kc, vc, d)
+                    : gpt2__prefill32_launch<128>(S, m, kc, vc, d);
+}
 template <typename T>
-__global__ void gpt2__gelu_kernel(T *x, size_t n) {
-    gpt2__pdl_enter();
-    const size_t stride = (size_t)gridDim.x * blockDim.x, t0 = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-    constexpr int E = 16 / sizeof(T);
-    if (n % E == 0 && ((uintptr_t)x & 15) == 0) {
-        for (size_t i = t0; i < n / E; i += stride) {
-            uint4 u = ((const uint4 *)x)[i];
-            T *e = (T *)&u;
-#pragma unroll
-            for (int k = 0; k < E; k++) gpt2__put(e + k, gpt2__gelu(gpt2__f(e[k])));
-            ((uint4 *)x)[i] = u;
-        }
-        return;
-    }
-    for (size_t i = t0; i < n; i += stride) gpt2__put(x + i, gpt2__gelu(gpt2__f(x[i])));
+static gpt2_status gpt2__prefill(gpt2__cuda_state *S, const gpt2_model *m, T *kc, T *vc, const gpt2__cuda_meta *d) {
+    const int hd = m->cfg.n_embd / m->cfg.n_head;
+    return hd == 32 ? gpt2__prefill_launch<T, 32>(S, m, kc, vc, d) : hd == 64 ? gpt2__prefill_launch<T, 64>(S, m, kc, vc, d)
+                    : gpt2__prefill_launch<T, 128>(S, m, kc, vc, d);
 }
 
-/* The residual add + layer norm that gpt2__skinny_kernel applies to its own input when LNE > 0 (few decode rows, no
-   prompt rows: gpt2__cuda_run_t), instead of a gpt2__residual_ln_kernel launch before it: X row r is that kernel's
-   output for x[r] + ((part[0][r] + part[1][r]) + ...) + bias, gain g, shift b. Block (0, 0) writes the updated rows
-   to xo, the other of two buffers (every block reads x). */
-template <typename T> struct gpt2__lnf {
-    const float *x;
-    float *xo;
-    const float *part;
-    size_t stride;
-    int splits;
-    const T *bias;
-    const float *g, *b;
-    float eps;
-};
+/* == [GPT2:OP_ATTN] == a layer's attention: which kernel serves which rows ======================================= */
 
-/* The block's sum of the V partial sums a thread holds, one per thread of gpt2__residual_ln_kernel it plays (thread t
-   plays t + 32 NW k), in gpt2__block_sum's order: a butterfly within each played warp, then the eight warps in order. */
-template <int NW, int V>
-static __device__ __forceinline__ float gpt2__lnf_sum(float (&p)[V], float *sh) {
-    const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
-#pragma unroll
-    for (int k = 0; k < V; k++)
-        for (int o = 16; o; o >>= 1) p[k] += __shfl_xor_sync(0xffffffffu, p[k], o);
-    __syncthreads();
-    if (lane == 0)
-#pragma unroll
-        for (int k = 0; k < V; k++) sh[w + NW * k] = p[k];
-    __syncthreads();
-    float tot = 0.0f;
-    for (int i = 0; i < 8; i++) tot += sh[i];
-    return tot;
+/* Layer l's attention step over the N fed rows planned in d: K and V of the rows into the cache, then the kernels.
+   With the tiled prefill kernel on, each kernel stores the K and V of the rows it serves: a tile's rows
+   (gpt2__attn_prefill_kernel, which reads the keys fed in this step from qkv), a row that is the only new row of its
+   sequence (the decode kernels, which read its own key from qkv); gpt2__kv_store_kernel then never runs. Without it
+   (F32, or a GPU before sm_80) gpt2__kv_store_kernel stores every row's first. */
+template <typename T>
+static gpt2_status gpt2__attention(gpt2__cuda_state *S, const gpt2_model *m, int l, const gpt2__cuda_meta *d, int N_fed) {
+    const int C = m->cfg.n_embd, H = m->cfg.n_head, hd = C / H, VE = 16 / (int)sizeof(T), N = d->n_att;
+    const size_t per_layer = (size_t)m->max_batch * m->max_seq * C;
+    T *kc = (T *)S->k_cache + (size_t)l * per_layer, *vc = (T *)S->v_cache + (size_t)l * per_layer;
+    /* with the tiled kernel, every row stores its own K and V (gpt2__attn_prefill_kernel a tile's rows, the decode
+       kernels a single row's); else, and in a step of several decode rows of one sequence (S->dup_step: a row reads
+       the K and V of the rows before it), gpt2__kv_store_kernel stores them all first */
+    const int store = S->flash && (!S->dup_step || gpt2__att_dup_mma(S, m, d)), n_kv = store ? 0 : N_fed;
+    gpt2_status st = GPT2_OK;
+    if (n_kv > 0 && (st = gpt2__kv_store<T>(S->stream, S->sms, (const T *)S->qkv, kc, vc, d->slot, d->pos, n_kv, C, H, m->max_seq)))
+        return st;
+    if (d->n_tiles > 0 && (st = gpt2__prefill(S, m, kc, vc, d))) return st;
+    if (N < 1) return GPT2_OK;
+    /* in a split step (gpt2__cuda_parts) the part's attention runs in its stream of the attention set, between two
+       events; no programmatic launch across them */
+    const cudaStream_t own = S->stream;
+    const int pdl = S->pdl, i = S->att_part;
+    S->att_layer = l;
+    if (S->att_stream) {
+        if (S->stagger && i == 0 && l == S->stagger - 1) GPT2__CU(cudaEventRecord(S->stag, own));
+        GPT2__CU(cudaEventRecord(S->att_go[i], own));
+        GPT2__CU(cudaStreamWaitEvent(S->att_stream, S->att_go[i], 0));
+        S->stream = S->att_stream;
+        S->pdl = 0;
+    }
+    /* splits of a fixed length, so a row's result never depends on how many rows share the step */
+    const int split_len = GPT2__SPLIT_LEN, n_split = (m->max_seq + split_len - 1) / split_len;
+    if (hd % VE == 0 && hd / VE <= 32) st = gpt2__attn_launch<T, 16 / sizeof(T), 1>(S, m, kc, vc, d, n_split, split_len, store);
+    else if (hd % VE == 0) st = gpt2__attn_launch<T, 16 / sizeof(T), 4>(S, m, kc, vc, d, n_split, split_len, store);
+    else if (hd <= 32) st = gpt2__attn_launch<T, 1, 1>(S, m, kc, vc, d, n_split, split_len, store);
+    else st = gpt2__attn_launch<T, 1, 8>(S, m, kc, vc, d, n_split, split_len, store);
+    S->stream = own;
+    S->pdl = pdl;
+    if (!st && S->att_stream) {
+        /* the last part's work after its last attention goes on in tail_stream, over every SM */
+        if (S->tail_stream && l + 1 == m->cfg.n_layer) S->stream = S->tail_stream;
+        GPT2__CU(cudaEventRecord(S->att_done[i], S->att_stream));
+        GPT2__CU(cudaStreamWaitEvent(S->stream, S->att_done[i], 0));
+    }
+    return st;
 }
 
-/* One row of gpt2__residual_ln_kernel<T, E> (mode pieces) by a block of NT = 32 NW threads, each playing V = 256 / NT
-   of that kernel's 256 threads (thread t plays t + NT k): every partial sum, butterfly and the sum over the eight
-   warps run in that kernel's order, so y (T [C], here shared memory) is its output bit for bit. G, B, BI: this
-   thread's gain, shift and bias chunks, loaded before the PDL wait. sh: 8 floats. */
-template <typename T, int NW, int E>
-static __device__ __forceinline__ void gpt2__lnf_row(const gpt2__lnf<T> &a, int r, int C, T *y, bool write,
-                                                     const float4 (&G)[256 / (32 * NW)][E], const float4 (&B)[256 / (32 * NW)][E],
-                                                     const float4 (&BI)[256 / (32 * NW)][E], float *sh) {
-    constexpr int NT = 32 * NW, V = 256 / NT;
-    const int t = threadIdx.x;
-    const float *xr = a.x + (size_t)r * C, *pr = a.part + (size_t)r * C;
-    float4 v[V][E], pp[V][E][4];
-    /* every load of the row issued before the first add: chunks past C and pieces past splits reload chunk 0 and
-       piece 0, unused */
-#pragma unroll
-    for (int k = 0; k < V; k++)
-#pragma unroll
-        for (int j = 0; j < E; j++) {
-            const int c = 4 * (t + NT * k + 256 * j), cc = c < C ? c : 0;
-            v[k][j] = gpt2__ld4(xr + cc);
-#pragma unroll
-            for (int q = 0; q < 4; q++) pp[k][j][q] = gpt2__ld4(pr + cc + (q < a.splits ? q : 0) * a.stride);
-        }
-#pragma unroll
-    for (int k = 0; k < V; k++)
-#pragma unroll
-        for (int j = 0; j < E; j++) {
-            if (4 * (t + NT * k + 256 * j) >= C) { v[k][j] = make_float4(0.0f, 0.0f, 0.0f, 0.0f); continue; }
-            float4 s = pp[k][j][0];
-#pragma unroll
-            for (int q = 1; q < 4; q++)
-                if (q < a.splits) s = gpt2__add4(s, pp[k][j][q]);
-            v[k][j] = gpt2__add4(v[k][j], gpt2__add4(s, BI[k][j]));
-        }
-    float sum[V], ss[V];
-#pragma unroll
-    for (int k = 0; k < V; k++) {
-        sum[k] = 0.0f;
-#pragma unroll
-        for (int j = 0; j < E; j++) {
-            const int c = 4 * (t + NT * k + 256 * j);
-            if (c >= C) continue;
-            if (write) gpt2__st4(a.xo + (size_t)r * C + c, v[k][j]);
-            sum[k] += v[k][j].x; sum[k] += v[k][j].y; sum[k] += v[k][j].z; sum[k] += v[k][j].w;
-        }
-    }
-    const float mean = gpt2__lnf_sum<NW, V>(sum, sh) / (float)C;
-#pragma unroll
-    for (int k = 0; k < V; k++) {
-        ss[k] = 0.0f;
-#pragma unroll
-        for (int j = 0; j < E; j++) {
-            if (4 * (t + NT * k + 256 * j) >= C) continue;
-            const float dx = v[k][j].x - mean, dy = v[k][j].y - mean, dz = v[k][j].z - mean, dw = v[k][j].w - mean;
-            ss[k] += dx * dx; ss[k] += dy * dy; ss[k] += dz * dz; ss[k] += dw * dw;
-        }
-    }
-    const float rstd = rsqrtf(gpt2__lnf_sum<NW, V>(ss, sh) / (float)C + a.eps);
-#pragma unroll
-    for (int k = 0; k < V; k++)
-#pragma unroll
-        for (int j = 0; j < E; j++) {
-            const int c = 4 * (t + NT * k + 256 * j);
-            if (c >= C) continue;
-            const float4 g = G[k][j], b = B[k][j];
-            gpt2__st4(y + c, make_float4((v[k][j].x - mean) * rstd * g.x + b.x, (v[k][j].y - mean) * rstd * g.y + b.y,
-                                         (v[k][j].z - mean) * rstd * g.z + b.z, (v[k][j].w - mean) * rstd * g.w + b.w));
-        }
-}
-/* This thread's chunks of the LN's gain, shift and the residual's bias, as gpt2__lnf_row takes them (G, B, BI):
-   loaded before the PDL wait, since they never depend on the kernel before. A block of 32 NW threads, width C. */
-template <typename T, int NW, int E>
-static __device__ __forceinline__ void gpt2__lnf_params(const gpt2__lnf<T> &a, int C, float4 (&G)[256 / (32 * NW)][E],
-                                                        float4 (&B)[256 / (32 * NW)][E], float4 (&BI)[256 / (32 * NW)][E]) {
-    const int t = threadIdx.x;
-#pragma unroll
-    for (int k = 0; k < 256 / (32 * NW); k++)
-#pragma unroll
-        for (int j = 0; j < E; j++) {
-            const int c = 4 * (t + 32 * NW * k + 256 * j);
-            if (c >= C) continue;
-            G[k][j] = gpt2__ld4(a.g + c);
-            B[k][j] = gpt2__ld4(a.b + c);
-            BI[k][j] = gpt2__ld4(a.bias + c);
-        }
+/* The head sizes gpt2__attention handles (init refuses others) */
+static int gpt2__cuda_head_ok(int hd, size_t esize) {
+    int VE = (int)(16 / esize);
+    return hd % VE == 0 ? hd / VE <= 4 * 32 : hd <= 8 * 32;
 }
 
-/* Decode rows of a linear layer, few of them (n <= GPT2__SK_ROWS), on the tensor cores, computing what cuBLASLt's
-   pinned algorithm computes for them, bit for bit where gpt2__skinny_check finds it so. On the H100 (bench_gpt2
-   --skinny) cuBLASLt's kernels add each 16-wide slice of K in one MMA, the slices in order, into an fp32 accumulator
-   that starts at 0; this kernel does the same, so a row's result does not depend on which of the two ran it.
-   D = X [n][ld I] @ W^T over piece p of K (Ik = I / pieces elements from p*Ik), W [O][I]; as gpt2__gemm_run:
-   out_f32: D [p][n][ldd] fp32, the sums alone; else D [n][ldd] in T, sum + bias (T) in fp32, rounded once, and with
-   gelu, gpt2__gelu of that, rounded again (what cuBLASLt with the bias and gpt2__gelu_kernel give).
-   Ik a multiple of 16, O of 8, rows 16-byte aligned.
-   Grid: (O / (8 NW) rounded up, pieces); block: NW warps, warp w owning columns o0+8w..+7: one m16n8k16 chain
-   over K, whose step time (not the weight reads) bounds a one-row product, so a step is two ldmatrix and two MMAs
-   per 32 of K (R16 false, n <= 8: one ldmatrix of X feeds two slices; R16: one per slice). All blocks of a GPT-2 product fit on the GPU at once;
-   each streams its 8 NW rows of W (L2 evict-first) in slices of KC through a ring of ST cp.async stages, the first ST-1 issued
-   before the PDL wait (weights never depend on the kernel before, so they stream while it finishes), then lets
-   the next kernel launch, then reads X's n rows. Tuned on the H100 (bench_gpt2 --skinny, --steps; RESULTS.md).
-   LNE > 0 (gpt2__lnf_run: NW 8, one piece, n <= GPT2__LNF_ROWS, X unused): X's rows are instead the layer norm of
-   the residual rows lnf names, computed by the block into shared memory (gpt2__lnf_row; LNE chunks per thread as
-   gpt2__residual_ln_kernel's E), with the LN's gain, shift and bias loaded before the PDL wait. FIT (with
-   gpt2__cuda_state.lnf_fit, where gpt2__lnf_stages is fewer than ST): a ring of that many stages, a form of its own
-   so that the other products' code stays as it was (a ring sized at run time in every LN-folded product measured
-   0.4% slower at 1558M, whose ring it leaves at ST: RESULTS.md item 115).
-   AM (out_f32, one piece, amax.p set): also the argmax candidates of gpt2__amax, a template flag so that the other
-   products' code stays as it was (a run-time test there cost 124M's batch-1 step 0.9%: RESULTS.md item 114). */
-#define GPT2__SK_ROWS 16 /* most decode rows gpt2__skinny_kernel takes */
-/* The logits' argmax candidates gpt2__skinny_kernel leaves for the greedy sampler in its AM form (out_f32, one piece:
-   the logits product, gpt2__skinny_run with p set): p [n][O / 8], for each row and each warp's 8 columns the largest sum among columns below V
-   and its column (lowest among ties; -inf and INT_MAX where none is greater than -inf), as .x and the int bits of .y.
-   The greedy sampler then reduces O / 8 pairs a row instead of V logits (gpt2__sample_kernel). */
-typedef struct gpt2__amax { float2 *p; int V; } gpt2__amax;
-#ifndef GPT2__LNF_ROWS
-#define GPT2__LNF_ROWS 2 /* most decode rows whose residual + layer norm the next product computes (gpt2__lnf) */
-#endif
-#ifndef GPT2__LNF_MAX_C
-#define GPT2__LNF_MAX_C 4096 /* ... at widths up to this */
-#endif
-#ifndef GPT2__LNF_NW
-#define GPT2__LNF_NW 8   /* warps per block of that product: a thread per thread of gpt2__residual_ln_kernel */
-#endif
-#ifndef GPT2__LNF_ST
-#define GPT2__LNF_ST 10  /* ... and its stages */
-#endif
-#ifndef GPT2__SK_NW
-#define GPT2__SK_NW 1    /* warps per block, 8 output columns each */
-#endif
-#ifndef GPT2__SK_NW_WIDE
-#define GPT2__SK_NW_WIDE 2 /* ... in products that still have two blocks an SM at this many (gpt2__skinny_go) */
-#endif
-#ifndef GPT2__SK_KC
-#define GPT2__SK_KC 128  /* K per stage */
-#endif
-#ifndef GPT2__SK_ST
-#define GPT2__SK_ST 10   /* stages */
-#endif
-#ifndef GPT2__SK_ST_SHORT
-#define GPT2__SK_ST_SHORT 5 /* ... in products of several rows whose blocks would not all fit on the GPU at once with
-                               GPT2__SK_ST (gpt2__skinny_go: a step verifying a draft, RESULTS.md item 146) */
-#endif
-/* The ring stages of an LN-folded product of width C in its FIT form: GPT2__LNF_ST, or from width GPT2__LNF_FIT_C on
-   just as many as K has chunks where that is fewer (all of them are issued before the PDL wait either way; the block
-   then leaves the SM more room for the kernels beside it). Measured on the H100 with a run-time ring in every
-   LN-folded product (RESULTS.md item 115): 355M's batch-1 step 0.546 -> 0.525 ms with 8 stages in place of 10;
-   124M's 0.229 -> 0.241-0.244 with 6 or 7, hence the width. The FIT form itself: 355M 0.549 -> 0.525 ms, 124M and
-   1558M unchanged (RESULTS.md item 115); on by default (gpt2__cuda_state.lnf_fit). */
-#ifndef GPT2__LNF_FIT_C
-#define GPT2__LNF_FIT_C 1024
-#endif
-static __host__ __device__ int gpt2__lnf_stages(int C) {
-    const int nch = (C + GPT2__SK_KC - 1) / GPT2__SK_KC;
-    return C >= GPT2__LNF_FIT_C && nch < GPT2__LNF_ST ? nch : GPT2__LNF_ST;
-}
-
-template <typename T, bool R16, int NW = GPT2__SK_NW, int KC = GPT2__SK_KC, int ST = GPT2__SK_ST, int LNE = 0, bool AM = false,
-          bool FIT = false>
-__global__ void __launch_bounds__(32 * NW) gpt2__skinny_kernel(const T *__restrict__ W, const T *__restrict__ X, void *__restrict__ D,
-                                                         const T *__restrict__ bias, int O, int n, int I, int Ik, int ldd, int out_f32,
-                                                         int gelu, gpt2__lnf<T> lnf, gpt2__amax amax) {
-#if __CUDA_ARCH__ >= 800
-    constexpr int LDW = KC + 8, COLS = 8 * NW, PER = KC / 32; /* PER: 16-byte copies per thread per stage */
-    static_assert(KC % 32 == 0, "a stage holds whole pairs of 16-wide slices");
-    extern __shared__ __align__(16) unsigned char gpt2__skinny_sh[];
-    const int LDX = ((Ik + 31) & ~31) + 8, tid = threadIdx.x, w = tid >> 5, lane = tid & 31;
-    /* the ring, then X's n rows; chunk c goes to stage c % ST, so a K of nch < ST chunks needs only nch stages
-       (FIT: the LN-folded form's ring of gpt2__lnf_stages) */
-    T *Ws = (T *)gpt2__skinny_sh, *Xs = Ws + (FIT ? gpt2__lnf_stages(Ik) : ST) * COLS * LDW;
-    const int o0 = blockIdx.x * COLS, piece = blockIdx.y, nch = (Ik + KC - 1) / KC;
-    const T *Wp = W + (size_t)piece * Ik, *Xp = X + (size_t)piece * Ik;
-    /* this thread's copies of each stage: W row o0 + cr[e], K offset cq[e] within the stage */
-    const T *src[PER];
-    int dst[PER], cq[PER];
-    bool rok[PER];
-#pragma unroll
-    for (int e = 0; e < PER; e++) {
-        const int i = tid + e * 32 * NW, r = i / (KC / 8);
-        cq[e] = (i % (KC / 8)) * 8;
-        rok[e] = o0 + r < O;
-        src[e] = Wp + (rok[e] ? (size_t)(o0 + r) * I : 0) + cq[e];
-        dst[e] = r * LDW + cq[e];
-    }
-    const uint64_t skpol = GPT2__SK_EVICT_FIRST ? gpt2__evict_first() : 0;
-#define GPT2__SK_ISSUE(c)                                                                         \
-    do {                                                                                          \
-        if ((c) < nch) {                                                                          \
-            T *s_ = Ws + ((c) % ST) * COLS * LDW;                                                 \
-            _Pragma("unroll") for (int e_ = 0; e_ < PER; e_++) {                                  \
-                const bool ok_ = rok[e_] && (c) * KC + cq[e_] < Ik;                               \
-                if (GPT2__SK_EVICT_FIRST) gpt2__cp16_pol(s_ + dst[e_], ok_ ? src[e_] + (size_t)(c) * KC : W, ok_, skpol); \
-                else gpt2__cp16(s_ + dst[e_], ok_ ? src[e_] + (size_t)(c) * KC : W, ok_);    \
-            }                                                                                     \
-        }                                                                                         \
-        gpt2__cp_commit();                                                                        \
-    } while (0)
-    for (int c = 0; c < ST - 1; c++) GPT2__SK_ISSUE(c);
-    /* the epilogue's bias, also before the wait (it would otherwise be a memory round trip after the chain) */
-    const int g = lane >> 2, col = o0 + w * 8 + 2 * (lane & 3);
-    float b0 = 0.0f, b1 = 0.0f;
-    if (bias && !out_f32 && col < O) { b0 = gpt2__f(bias[col]); b1 = gpt2__f(bias[col + 1]); }
-    /* LNE > 0: X is the layer norm of the residual rows, computed here (gpt2__lnf_row; Ik == I == C) */
-    constexpr int LV = 256 / (32 * NW), LE = LNE > 0 ? LNE : 1;
-    float4 lg[LV][LE], lb[LV][LE], lbi[LV][LE];
-    if constexpr (LNE > 0) gpt2__lnf_params<T, NW, LE>(lnf, Ik, lg, lb, lbi);
-    gpt2__pdl_enter();
-    if constexpr (LNE > 0) {
-        static_assert(256 % (32 * NW) == 0, "threads play whole warps of gpt2__residual_ln_kernel");
-        __shared__ float lsh[8];
-        for (int r = 0; r < n; r++)
-            gpt2__lnf_row<T, NW, LE>(lnf, r, Ik, Xs + r * LDX, blockIdx.x == 0 && blockIdx.y == 0, lg, lb, lbi, lsh);
-        __syncthreads();
-    } else
-    /* X's n rows into shared memory, four 16-byte loads in flight per thread (the MMAs' rows n..15 read row 0: an
-       MMA row depends on its own operand row alone, and those rows' results are never stored) */
-    for (int i0 = tid; i0 < n * (Ik / 8); i0 += 4 * 32 * NW) {
-        uint4 v[4];
-#pragma unroll
-        for (int j = 0; j < 4; j++) {
-            const int i = i0 + j * 32 * NW, r = i / (Ik / 8), q = (i % (Ik / 8)) * 8;
-            if (i < n * (Ik / 8)) v[j] = *(const uint4 *)(Xp + (size_t)r * I + q);
-        }
-#pragma unroll
-        for (int j = 0; j < 4; j++) {
-            const int i = i0 + j * 32 * NW, r = i / (Ik / 8), q = (i % (Ik / 8)) * 8;
-            if (i < n * (Ik / 8)) *(uint4 *)(Xs + r * LDX + q) = v[j];
-        }
-    }
-    float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-    /* ldmatrix row addresses: W rows w*8 + (lane & 7), 8 K apart per matrix; X rows (lane & 7) (+ 8) */
-    const int wrow = (w * 8 + (lane & 7)) * LDW + 8 * (lane >> 3);
-    const int xr = R16 ? (lane & 7) + 8 * ((lane >> 3) & 1) : lane & 7; /* rows past n read row 0: results unused */
-    const int xrow = (xr < n ? xr : 0) * LDX + 8 * (R16 ? lane >> 4 : lane >> 3);
-    for (int c = 0; c < nch; c++) {
-        gpt2__cp_wait<ST - 2>();
-        if (NW == 1) __syncwarp(); else __syncthreads();
-        GPT2__SK_ISSUE(c + ST - 1);
-        const T *Wc = Ws + (c % ST) * COLS * LDW + wrow, *Xc = Xs + xrow + c * KC;
-        const int kn = Ik - c * KC; /* K left, a multiple of 16 */
-#pragma unroll
-        for (int kk = 0; kk < KC; kk += 32) /* two 16-wide slices: one ldmatrix of W, one or two of X */
-            if (kk < kn) {
-                uint32_t b[4], a0[4], a1[4];
-                gpt2__ldsm4(b, Wc + kk);
-                if (R16) {
-                    gpt2__ldsm4(a0, Xc + kk);
-                    if (kk + 16 < kn) gpt2__ldsm4(a1, Xc + kk + 16);
-                } else {
-                    uint32_t xa[4];
-                    gpt2__ldsm4(xa, Xc + kk);
-                    a0[0] = xa[0]; a0[2] = xa[1]; a1[0] = xa[2]; a1[2] = xa[3];
-                    a0[1] = a0[3] = a1[1] = a1[3] = 0u;
-                }
-                gpt2__mma(acc, a0, b[0], b[1], T());
-                if (kk + 16 < kn) gpt2__mma(acc, a1, b[2], b[3], T());
-            }
-    }
-#undef GPT2__SK_ISSUE
-    gpt2__cp_wait<0>();
-    if (col >= O) return; /* the whole warp: O is a multiple of 8 */
-    if constexpr (AM)
-#pragma unroll
-        for (int hh = 0; hh < (R16 ? 2 : 1); hh++) { /* row g + 8 hh: this thread's two columns, then the quad's 8 */
-            const int r = g + 8 * hh;
-            float bv = -INFINITY;
-            int bi = 0x7FFFFFFF;
-            if (r < n && col < amax.V && acc[2 * hh] > bv) { bv = acc[2 * hh]; bi = col; }
-            if (r < n && col + 1 < amax.V && acc[2 * hh + 1] > bv) { bv = acc[2 * hh + 1]; bi = col + 1; }
-            for (int o = 1; o < 4; o <<= 1) {
-                const float ov = __shfl_xor_sync(0xffffffffu, bv, o);
-                const int oi = __shfl_xor_sync(0xffffffffu, bi, o);
-                if (ov > bv || (ov == bv && oi < bi)) { bv = ov; bi = oi; }
-            }
-            if (r < n && (lane & 3) == 0) amax.p[(size_t)r * (O / 8) + (col >> 3)] = make_float2(bv, __int_as_float(bi));
-        }
-    for (int hh = 0; hh < 2; hh++) {
-        const int r = g + 8 * hh;
-        if (r >= n) break;
-        float v0 = acc[2 * hh], v1 = acc[2 * hh + 1];
-        if (out_f32) {
-            *(float2 *)((float *)D + ((size_t)piece * n + r) * ldd + col) = make_float2(v0, v1);
-        } else {
-            if (bias) { v0 += b0; v1 += b1; }
-            T *o = (T *)D + (size_t)r * ldd + col;
-            gpt2__put(o, v0);
-            gpt2__put(o + 1, v1);
-            if (gelu) { gpt2__put(o, gpt2__gelu(gpt2__f(o[0]))); gpt2__put(o + 1, gpt2__gelu(gpt2__f(o[1]))); }
-        }
-    }
-#endif
-}
-
-/* Decode products of at most GPT2__SK_ROWS rows in F32 on the CUDA cores, with the bits of cuBLASLt's F32 decode
-   class where that class adds K in one fused multiply-add chain per output, in order (no split of K inside
-   cuBLASLt, which gpt2__gemm_run's reference avoids: on the H100 every F32 decode product of the published
-   shapes; gpt2__skinny_check keeps a product on this kernel only where every output bit agrees, RESULTS.md items
-   121 and 123). D = X [n][I] @ W^T per piece of K as
-   gpt2__gemm_run: piece p of `gridDim.y` covers [p Ik, (p+1) Ik) into D + p n ldd (fp32, no bias: out_f32), or one
-   piece + bias (fp32 add after the chain) then GELU with gelu (gpt2__gelu, as every F32 decode row now applies it).
-   Grid: (ceil(O / COLS), pieces); block: one warp, lane l the output column COLS blockIdx.x + l (COLS 32, or 16
-   where a product has few blocks, gpt2__sk32_cols: lanes 16..31 then repeat lanes 0..15 and store nothing), its chain
-   over k in order with one accumulator per row (NR rows at most, n at run time). W's COLS rows stream through shared
-   memory in chunks of 16 k (cp.async, a ring of ST = GPT2__SK32_ST * 32 / COLS chunks, 60 KB either way; [COLS][16 + 4]
-   floats each, so a lane's 16-byte reads of its own row are free of bank conflicts), the first ST - G issued before
-   the PDL wait; X's n rows of the piece follow into shared memory after it. The warp waits once for every G =
-   GPT2__SK32_G * 32 / COLS chunks (one wait a chunk spent more on waiting than the chain's 16 fma took: RESULTS.md
-   item 124). Ik a multiple of 16 (gpt2__sk32_fits). */
-#ifndef GPT2__SK32_ST
-#define GPT2__SK32_ST 24 /* ring chunks at 32 columns a warp (2.5 KB each; 24 leave 1558M's 16-row products exactly
-                            GPT2__SK_SMEM_MAX: item 124); at 16 columns twice as many, the same bytes */
-#endif
-#ifndef GPT2__SK32_G
-#define GPT2__SK32_G 4 /* chunks consumed a wait at 32 columns, a divisor of GPT2__SK32_ST (RESULTS.md item 124); at 16 twice */
-#endif
-#ifndef GPT2__SK32_NARROW
-#define GPT2__SK32_NARROW 5 /* products of fewer than sms * this / 4 blocks at 32 columns run 16 a warp (gpt2__sk32_cols) */
-#endif
-#define GPT2__SK32_KC 16
-template <int NR, int COLS>
-__global__ void __launch_bounds__(32) gpt2__skinny32_kernel(const float *__restrict__ W, const float *__restrict__ X, float *__restrict__ D,
-                                                            const float *__restrict__ bias, int O, int n, int I, int Ik, int ldd, int gelu) {
-    extern __shared__ __align__(16) float gpt2__sk32_sh[];
-    constexpr int KC = GPT2__SK32_KC, ST = GPT2__SK32_ST * 32 / COLS, G = GPT2__SK32_G * 32 / COLS, LD = KC + 4;
-    static_assert(ST % G == 0 && ST > G, "GPT2__SK32_G divides GPT2__SK32_ST");
-    static_assert(COLS == 32 || COLS == 16, "32 or 16 columns a warp");
-    float *ring = gpt2__sk32_sh, *xs = ring + ST * COLS * LD; /* xs: [n][Ik] */
-    const int lane = threadIdx.x, c0 = blockIdx.x * COLS, p = blockIdx.y, nch = Ik / KC;
-    const float *wp = W + (size_t)p * Ik;
-    /* chunk c into ring slot c % ST: COLS rows x 16 k, 4 COLS copies of 16 bytes, COLS / 8 a lane (row lane / 4 + 8 i,
-       quarter lane % 4) */
-    auto issue = [&](int c) {
-        float *dst = ring + (c % ST) * COLS * LD;
-#pragma unroll
-        for (int i = 0; i < COLS / 8; i++) {
-            const int r = (lane >> 2) + 8 * i, q = (lane & 3) * 4;
-            const bool ok = c0 + r < O;
-            gpt2__cp16(dst + r * LD + q, wp + (size_t)(ok ? c0 + r : 0) * I + (size_t)c * KC + q, ok);
-        }
-    };
-    for (int c = 0; c < ST - G; c++) {
-        if (c < nch) issue(c);
-        gpt2__cp_commit();
-    }
-    gpt2__pdl_enter();
-    for (int i = lane * 4; i < n * Ik; i += 32 * 4) {
-        const int r = i / Ik, k = i % Ik;
-        *(float4 *)(xs + i) = *(const float4 *)(X + (size_t)r * I + (size_t)p * Ik + k);
-    }
-    float acc[NR];
-#pragma unroll
-    for (int r = 0; r < NR; r++) acc[r] = 0.0f;
-    /* G chunks a wait: chunks c + ST - G .. c + ST - 1 refill the slots that the G chunks before c left */
-    for (int c = 0; c < nch; c += G) {
-#pragma unroll
-        for (int j = 0; j < G; j++) {
-            if (c + ST - G + j < nch) issue(c + ST - G + j);
-            gpt2__cp_commit();
-        }
-        if (c + G <= nch) gpt2__cp_wait<ST - G>();
-        else gpt2__cp_wait<0>();
-        __syncwarp();
-#pragma unroll
-        for (int j = 0; j < G; j++) {
-            if (c + j >= nch) break;
-            const float *wr = ring + ((c + j) % ST) * COLS * LD + (lane % COLS) * LD;
-            const float *xr = xs + (c + j) * KC;
-#pragma unroll
-            for (int k = 0; k < KC; k += 4) {
-                const float4 w = *(const float4 *)(wr + k);
-#pragma unroll
-                for (int r = 0; r < NR; r++) {
-                    if (r < n) {
-                        const float4 x = *(const float4 *)(xr + (size_t)r * Ik + k);
-                        acc[r] = fmaf(x.x, w.x, acc[r]);
-                        acc[r] = fmaf(x.y, w.y, acc[r]);
-                        acc[r] = fmaf(x.z, w.z, acc[r]);
-                        acc[r] = fmaf(x.w, w.w, acc[r]);
-                    }
-                }
-            }
-        }
-        __syncwarp(); /* every lane past these slots before a later issue refills them */
-    }
-    const int col = c0 + lane;
-    if (lane >= COLS || col >= O) return;
-#pragma unroll
-    for (int r = 0; r < NR; r++) {
-        if (r >= n) break;
-        if (bias) {
-            float v = acc[r] + bias[col];
-            if (gelu) v = gpt2__gelu(v);
-            D[(size_t)r * ldd + col] = v;
-        } else D[((size_t)p * n + r) * ldd + col] = acc[r];
-    }
-}
-
-/* A sequence's sampling request as the sampler kernel reads it. */
-typedef struct gpt2__pick {
-    float temperature, top_p;
-    int top_k, sample;
-    uint64_t seed, draw;
-    int *out; /* where the host reads the id (its pinned staging blob, mapped; NULL: none), so no copy follows the step */
-} gpt2__pick;
-
-/* What a pure decode step's sampler leaves in the device blob for the fed step after it, which then needs no copy
-   (gpt2__cuda_launch): each row's position + 1, its token -1 - row (the id sampled now), its draw + 1, and its id's
-   address in the other staging blob (span bytes on). pos NULL: nothing (other steps; a copy always follows them). */
-typedef struct gpt2__advance { int *pos, *tok; const char *lo; long long span; } gpt2__advance;
+/* == [GPT2:OP_SAMPLE] == sampling on the GPU (kernel, launcher) ================================================== */
 
 /* The sampler's id for one row: into next (the device's, which a fed step reads) and straight into the host's
    staging blob (pk.out): a copy after the step would hold the next step back ~11 us on the H100 (RESULTS.md item 74). */
@@ -4417,507 +5434,19 @@ __global__ void __launch_bounds__(GPT2__SAMPLE_THREADS, GPT2__SAMPLE_MINB) gpt2_
     if (tid == 0) gpt2__put_id(next, row, pk, sh.found >= 0 ? sh.found : last_id);
 }
 
-/* Probe for gpt2__cuda_usable: launchable only when this build holds code for the GPU. */
-__global__ void gpt2__probe_kernel(int *x) { if (x) *x = 0; }
-__device__ int gpt2__built_wg = GPT2__WG; /* 1: the code running was built with wgmma (sm_90a; read by init) */
-
-/* ---------------------------------------------------------------- CUDA backend: state */
-
-typedef struct gpt2__cuda_layer {
-    void *qkv_w, *qkv_b, *proj_w, *proj_b, *fc_w, *fc_b, *fcp_w, *fcp_b; /* T; matrices [out][in] */
-    float *ln1_w, *ln1_b, *ln2_w, *ln2_b;
-} gpt2__cuda_layer;
-
-/* A cuBLASLt plan for D[O][N] = W[O][I] x X[N][I]^T (+ bias, + GELU), found once per shape. */
-typedef struct gpt2__gemm {
-    int O, N, I, epi, out_f32, ldd, ref, splits;
-    int how;                       /* 0: the reference algorithm, 1: a candidate of its class, 2: N's own (not invariant) */
-    cudaDataType_t dt;
-    cublasLtMatmulDesc_t desc;
-    cublasLtMatrixLayout_t a, b, d;
-    cublasLtMatmulAlgo_t algo;
-} gpt2__gemm;
-
-/* Where a step's inputs sit in the metadata blob (host staging and device copy share the layout). */
-typedef struct gpt2__cuda_meta {
-    int *tok, *pos, *slot;   /* per fed row [N] */
-    int *att_rows;           /* [n_att]: the rows gpt2__attn_kernel serves */
-    int *out_row;            /* per output row [n_out]: which fed row it reads */
-    int *gat, *outc;         /* [n_out] when n_gat: the last layer's compacted rows (which fed row compact row j is)
-                                and output row o's compacted row (gpt2__cuda_run_t) */
-    gpt2__tile *tiles;       /* [n_tiles]: the prompt chunks gpt2__attn_prefill_kernel serves (room for N) */
-    gpt2__pick *picks;       /* per sequence [n] */
-    int *next;               /* per sequence [n]: the sampled token */
-    size_t bytes;            /* what the host copies over: everything but next */
-    int n_att, n_tiles;      /* host values, set by gpt2__plan_attention */
-    int n_gat, gat_P;        /* host values: the last layer runs on n_gat compacted rows, gat_P of them prompt rows
-                                (0: on every fed row) */
-    long tile_keys;          /* host value: keys the prompt tiles' sequences hold, each sequence once */
-} gpt2__cuda_meta;
-
-typedef struct gpt2__cuda_graph { int n, np, split, dup; cudaGraphExec_t exec; unsigned long long used; } gpt2__cuda_graph;
-
-typedef struct gpt2__cuda_state {
-    int device, sms;
-    size_t sm_smem;                     /* shared memory of an SM (bytes) */
-    cudaStream_t stream;
-    cublasLtHandle_t lt;
-    void *lt_ws;
-    size_t lt_ws_size;
-    gpt2__gemm gemm[GPT2__MAX_GEMMS];
-    int n_gemm, gemm_next;
-    size_t esize;                       /* bytes per element of T */
-    void *warena;                       /* every weight, 256-byte aligned */
-    void *wte, *wpe;
-    float *lnf_w, *lnf_b;
-    gpt2__cuda_layer *layers;           /* host array of device pointers */
-    void *k_cache, *v_cache;
-    int max_rows;                       /* fed rows per step the workspace holds */
-    void *act;                          /* activations and logits, one allocation */
-    float *x, *logits, *part;
-    int ldv;                            /* n_vocab rounded up to 8: logits row stride and the logits GEMM's M
-                                           (wte holds ldv rows, the last ones zero) */
-    int logit_rows;                     /* rows the logits buffer holds */
-    void *ln, *qkv, *att, *proj, *fc;
-    size_t part_floats;
-    unsigned *att_count;                /* [max_rows][H] split counters of gpt2__attn_kernel, zero between launches */
-    void *d_meta, *h_meta[2];           /* device blob; two pinned host staging blobs, used in turn (gpt2__cuda_launch) */
-    char *h_meta_dev;                   /* h_meta[0] as the device addresses it (mapped); NULL: ids come back by a copy */
-    size_t meta_bytes;
-    int stage;                          /* the staging blob of the step launched last */
-    int flying;                         /* steps launched and not yet collected: 0, 1 or 2 */
-    int fly_n[2];                       /* per staging blob: its step's sequences */
-    int *fly_next[2];                   /* per blob: where its step's sampled ids land (pinned) */
-    cudaEvent_t fly_done[2];            /* per blob: recorded once its step's ids are back */
-    int feed_n;                         /* the last launched step's sequences when it was pure decode, else -1 */
-    int lookahead;                      /* gpt2_generate may launch a step before reading the one before (tests: off) */
-    gpt2__cuda_graph graphs[GPT2__MAX_GRAPHS];
-    unsigned long long tick;
-    int use_graphs;                     /* tests turn it off to compare replay with eager */
-    int flash;                          /* gpt2__attn_prefill_kernel serves prompt chunks */
-    int flash_wg;                       /* ... its products on wgmma (head size 64, code built for sm_90a) */
-    int pdl;                            /* sm_90+: kernels that follow a kernel use programmatic dependent launch */
-    int skinny;                         /* decode products of <= GPT2__SK_ROWS rows go to gpt2__skinny_kernel where verified
-                                           (tests turn it off to compare) */
-    int sk_n;                           /* verified products: O, I, pieces, epilogue, out_f32 (gpt2__skinny_check) */
-    int sk_ok[5][5];
-    char sk_miss[160];                  /* the first product the check kept off the kernel, and how far they disagreed */
-    int lnf;                            /* steps of <= GPT2__LNF_ROWS decode rows fold residual + LN into the next product
-                                           (gpt2__lnf; tests turn it off to compare) */
-    float *x2;                          /* [GPT2__LNF_ROWS][C]: the residual's other buffer on that path */
-    int gather;                         /* a step whose prompt rows need logits only at each prompt's last row runs its
-                                           last layer after attention on its output rows alone, when that drops at
-                                           least this many rows (gpt2__cuda_run_t; 0: never; tests change it) */
-    float2 *amax;                       /* [GPT2__SK_ROWS][ldv / 8]: the logits' argmax candidates (gpt2__amax), */
-    int amax_n;                         /* ... per row, as the run launched last left them (0: none; the sampler reads
-                                           the logits) */
-    int lnf_smem;                       /* shared memory a block may have on this GPU (that path's limit) */
-    int lnf_fit;                        /* ... with the FIT form's ring (gpt2__lnf_stages; on by default: tests and
-                                           bench_gpt2 --no-lnf-fit turn it off before the first step) */
-    int part_rows, parts;               /* decode steps run as up to `parts` parts of at least part_rows rows at once
-                                           (gpt2__cuda_parts; part_rows 0: never; tests and bench_gpt2 change them) */
-    cudaStream_t pstream[GPT2__MAX_PARTS]; /* part i > 0's stream, */
-    void *plt_ws[GPT2__MAX_PARTS];      /* its cuBLASLt workspace, */
-    cudaEvent_t fork, pjoin[GPT2__MAX_PARTS]; /* and the events that tie the parts to the step */
-    cudaEvent_t stag;                   /* part 0 of a split step records it after its layer stagger - 1's qkv product, */
-    int stagger;                        /* where part 1 starts (0: at the fork; GPT2__STAGGER) */
-    int parts_last;                     /* parts of the step launched last (1: one run) */
-    int att_sms;                        /* SMs asked for decode attention in a step of parts (gpt2__green_make; 0: none) */
-    int green_sms;                      /* SMs the attention set got (0: no split made, */
-    const char *green_why;              /* and why) */
-    int split_ctx;                      /* a step of parts splits when its rows' mean context >= n_embd / split_ctx (0: never) */
-    int split_step;                     /* the step launched last splits, */
-    int att_short;                      /* or is of parts at contexts too short to split */
-    int dup_step;                       /* the step launched last has several decode rows of one sequence (a draft to
-                                           verify: gpt2_generate's speculation), one sequence entry each, */
-    int dup_seqs;                       /* of that many sequences */
-    void *green[2];                     /* the split (CUgreenCtx): decode attention's SMs, and the rest for every other kernel */
-    cudaStream_t gstream[2][GPT2__MAX_PARTS]; /* part i's stream in each set, */
-    cudaEvent_t att_go[GPT2__MAX_PARTS], att_done[GPT2__MAX_PARTS]; /* and the events between them */
-    cudaStream_t att_stream;            /* while a part of a split step runs: its attention stream (NULL: S->stream), */
-    int att_part;                       /* its index, */
-    int in_parts;                       /* 1 while gpt2__cuda_parts launches its parts */
-    cudaStream_t tail_stream;           /* and for the last part, where its work after its last attention goes */
-    int att_mma;                        /* decode attention on the tensor cores (gpt2__attn_mma_kernel for few rows,
-                                           gpt2__attn_stream_kernel for many; fixed at init: a row's bits never depend
-                                           on which); 0: gpt2__attn_kernel (head size not 64, F32, before sm_80) */
-    int att_many;                       /* tests: decode attention takes its many-rows path whatever the rows */
-    int att_ns;                         /* gpt2__attn_stream_kernel's stages a warp (2 or 3; bits the same) */
-    int att_tma;                        /* gpt2__attn_stream_kernel in its TMA form where kv_tma (bits the same) */
-    int kv_tma;                         /* the caches' tensor maps are made: */
-    unsigned long long kv_map[2][16];   /* K's and V's (gpt2__kv_maps; CUtensorMap's bytes) */
-    int att_layer;                      /* the layer gpt2__attention launches for */
-    int att_stage, att_stage_smem;      /* decode attention of few rows stages their cached K/V in shared memory
-                                           before its PDL wait (gpt2__attn_kernel STG; 0: off, tests and bench), up to
-                                           att_stage_smem bytes a block */
-    int prefill_order;                  /* gpt2__attn_prefill_kernel's block order: 1 heads inner, 0 tiles inner, -1 heads
-                                           inner when the tiles' sequences' K/V fit in half of L2 (RESULTS.md items
-                                           50, 153) */
-    size_t l2_bytes;                    /* the GPU's L2 cache */
-} gpt2__cuda_state;
-
-static size_t gpt2__align256(size_t n) { return (n + 255) & ~(size_t)255; }
-
-/* blob layout: tok, pos, slot, att_rows [N] | out_row, gat, outc [n_out] | (16-aligned) tiles [N] | picks [n] | next [n] */
-static size_t gpt2__meta_tiles_at(int N, int n_out) { return ((size_t)(4 * N + 3 * n_out) * sizeof(int) + 15) & ~(size_t)15; }
-static size_t gpt2__meta_size(int N, int n_out, int n) {
-    return gpt2__meta_tiles_at(N, n_out) + (((size_t)N * sizeof(gpt2__tile) + 15) & ~(size_t)15) +
-           (size_t)n * (sizeof(gpt2__pick) + sizeof(int));
-}
-static gpt2__cuda_meta gpt2__meta_at(void *base, int N, int n_out, int n) {
-    gpt2__cuda_meta d;
-    char *b = (char *)base;
-    d.tok = (int *)b;
-    d.pos = d.tok + N;
-    d.slot = d.pos + N;
-    d.att_rows = d.slot + N;
-    d.out_row = d.att_rows + N;
-    d.gat = d.out_row + n_out;
-    d.outc = d.gat + n_out;
-    d.tiles = (gpt2__tile *)(b + gpt2__meta_tiles_at(N, n_out));
-    d.picks = (gpt2__pick *)((char *)d.tiles + (((size_t)N * sizeof(gpt2__tile) + 15) & ~(size_t)15)); /* 16-byte aligned */
-    d.next = (int *)(d.picks + n);
-    d.bytes = (size_t)((char *)d.next - b);
-    d.n_att = N;
-    d.n_tiles = 0;
-    d.n_gat = d.gat_P = 0;
-    return d;
+/* Sampling of rows [row0, row0 + rows) of a step of N fed rows (P prompt rows) and n sequences, into d->next, in st
+   (after a kernel when pdl). A pure decode step's sampler also advances the blob for the fed step after it. */
+static gpt2_status gpt2__cuda_sample(gpt2_model *m, const gpt2__cuda_meta *d, int N, int P, int n, int row0, int rows,
+                                     cudaStream_t st, int pdl) {
+    gpt2__cuda_state *S = (gpt2__cuda_state *)m->cuda;
+    gpt2__advance adv = {NULL, NULL, NULL, 0};
+    if (P == 0 && N == n && S->h_meta_dev) adv = {d->pos, d->tok, S->h_meta_dev, (long long)S->meta_bytes};
+    return gpt2__launch(gpt2__sample_kernel, dim3((unsigned)rows), dim3(GPT2__SAMPLE_THREADS), 0, st, pdl, S->logits,
+                        m->cfg.n_vocab, S->ldv, (const gpt2__pick *)d->picks, d->next, adv, row0,
+                        (const float2 *)(S->amax_n ? S->amax : NULL), S->amax_n);
 }
 
-/* longest key range first, so the last wave of prefill blocks is short */
-static int gpt2__tile_cmp(const void *a, const void *b) {
-    const gpt2__tile *x = (const gpt2__tile *)a, *y = (const gpt2__tile *)b;
-    return (y->pos0 + y->n) - (x->pos0 + x->n);
-}
-
-/* Which attention kernel serves which fed row: a run of rows of one sequence (same slot, consecutive positions)
-   longer than one goes to the tiled prefill kernel in tiles of 64 when `flash`; every other row (decode rows, or
-   all rows without flash) to the row kernel. Fills h's att_rows, tiles and counts from its slot and pos. */
-static void gpt2__plan_attention(gpt2__cuda_meta *h, int N, int flash) {
-    h->n_att = h->n_tiles = 0;
-    h->tile_keys = 0;
-    for (int r = 0; r < N;) {
-        int e = r + 1;
-        while (e < N && h->slot[e] == h->slot[r] && h->pos[e] == h->pos[e - 1] + 1) e++;
-        if (flash && e - r > 1) h->tile_keys += h->pos[e - 1] + 1;
-        if (flash && e - r > 1)
-            for (int t = r; t < e; t += GPT2__FQ) {
-                gpt2__tile *ti = &h->tiles[h->n_tiles++];
-                ti->row0 = t; ti->n = e - t < GPT2__FQ ? e - t : GPT2__FQ; ti->slot = h->slot[r]; ti->pos0 = h->pos[t];
-                ti->first = h->pos[r];
-            }
-        else
-            for (int t = r; t < e; t++) h->att_rows[h->n_att++] = t;
-        r = e;
-    }
-    qsort(h->tiles, (size_t)h->n_tiles, sizeof *h->tiles, gpt2__tile_cmp);
-}
-
-/* ---------------------------------------------------------------- CUDA backend: launchers */
-
-/* kernel<<<grid, block, smem, st>>>(args); with pdl, as a programmatic dependent launch (the kernel starts with
-   gpt2__pdl_wait): it may be scheduled while the kernel before it drains, which hides a launch gap per kernel in a
-   replayed decode step. Only after another kernel in the stream (not after a copy). */
-template <typename... P, typename... A>
-static gpt2_status gpt2__launch(void (*kernel)(P...), dim3 grid, dim3 block, size_t smem, cudaStream_t st, int pdl, A... args) {
-    if (!pdl) {
-        kernel<<<grid, block, smem, st>>>(args...);
-        GPT2__LAUNCHED();
-        return GPT2_OK;
-    }
-    cudaLaunchAttribute at;
-    at.id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    at.val.programmaticStreamSerializationAllowed = 1;
-    cudaLaunchConfig_t cfg = {};
-    cfg.gridDim = grid; cfg.blockDim = block; cfg.dynamicSmemBytes = smem; cfg.stream = st; cfg.attrs = &at; cfg.numAttrs = 1;
-    GPT2__CU(cudaLaunchKernelEx(&cfg, kernel, (P)args...));
-    return GPT2_OK;
-}
-
-/* A layout as `count` matrices `stride` elements apart (count 1: left as is). */
-static cublasStatus_t gpt2__lt_batch(cublasLtMatrixLayout_t l, int count, int64_t stride) {
-    if (count <= 1) return CUBLAS_STATUS_SUCCESS;
-    cublasStatus_t s = cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count, sizeof count);
-    return s != CUBLAS_STATUS_SUCCESS ? s : cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride, sizeof stride);
-}
-
-/* What an algorithm computes per output element, as far as it shows: cuBLASLt kernels of one algorithm id with the same
-   split of K (none, or the same count and reduction) add the products in the same order whatever their tile, and give
-   bit-identical results (on the H100 all 302 such pairs of bench_gpt2 --algo-classes were identical, every pair with
-   a different split differed; test cuda_gemm_rows_are_batch_invariant checks it on the device it runs on). */
-static void gpt2__algo_class(const cublasLtMatmulAlgo_t *a, int cls[4]) {
-    const cublasLtMatmulAlgoConfigAttributes_t at[4] = {CUBLASLT_ALGO_CONFIG_ID, CUBLASLT_ALGO_CONFIG_SPLITK_NUM,
-                                                        CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME, CUBLASLT_ALGO_CONFIG_CUSTOM_OPTION};
-    for (int i = 0; i < 4; i++) {
-        size_t n = 0;
-        cls[i] = -1;
-        cublasLtMatmulAlgoConfigGetAttribute(a, at[i], &cls[i], sizeof cls[i], &n);
-    }
-}
-
-/* D [N][O] (T, or fp32 with out_f32; rows ldd apart, 0: O) = X [N][I] @ W^T, W stored [O][I]; + bias [O]; then GELU
-   (tanh form, as gpt2__cpu_gelu) with GPT2__EPI_BIAS_GELU, through cuBLASLt. fp32 accumulation (CUBLAS_COMPUTE_32F:
-   no TF32 in F32 mode). Whatever N, the arithmetic is that of the algorithm cuBLASLt picks for `ref` rows of this
-   shape (see below). With splits > 1 (I a multiple of 8 * splits; no epilogue, out_f32): one batched product per
-   piece of K, D [k][N][ldd] = X[:, k*I/s .. (k+1)*I/s) @ W[:, same]^T, k < s, each piece with the arithmetic above.
-   Plans are cached by shape, N, ref and splits. */
-static gpt2_status gpt2__gemm_run(gpt2__cuda_state *S, cudaDataType_t dt, void *D, const void *W, const void *X,
-                                  const void *bias, int O, int N, int I, int epi, int out_f32, int ldd, int ref, int splits) {
-    if (ldd < O) ldd = O;
-    if (splits < 1) splits = 1;
-    gpt2__gemm *g = NULL;
-    for (int i = 0; i < S->n_gemm && !g; i++) {
-        gpt2__gemm *c = &S->gemm[i];
-        if (c->O == O && c->N == N && c->I == I && c->epi == epi && c->out_f32 == out_f32 && c->dt == dt && c->ldd == ldd &&
-            c->ref == ref && c->splits == splits)
-            g = c;
-    }
-    if (!g) {
-        if (S->n_gemm < GPT2__MAX_GEMMS) g = &S->gemm[S->n_gemm++];
-        else {
-            g = &S->gemm[S->gemm_next];
-            S->gemm_next = (S->gemm_next + 1) % GPT2__MAX_GEMMS;
-            cublasLtMatmulDescDestroy(g->desc);
-            cublasLtMatrixLayoutDestroy(g->a); cublasLtMatrixLayoutDestroy(g->b); cublasLtMatrixLayoutDestroy(g->d);
-        }
-        memset(g, 0, sizeof *g);
-        g->O = -1; /* not usable until complete */
-        cublasOperation_t opT = CUBLAS_OP_T;
-        cublasLtEpilogue_t ep = epi == GPT2__EPI_BIAS ? CUBLASLT_EPILOGUE_BIAS
-                              : epi == GPT2__EPI_BIAS_GELU ? CUBLASLT_EPILOGUE_GELU_BIAS : CUBLASLT_EPILOGUE_DEFAULT;
-        GPT2__LT(cublasLtMatmulDescCreate(&g->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
-        GPT2__LT(cublasLtMatmulDescSetAttribute(g->desc, CUBLASLT_MATMUL_DESC_TRANSA, &opT, sizeof opT));
-        GPT2__LT(cublasLtMatmulDescSetAttribute(g->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &ep, sizeof ep));
-        const int Ik = I / splits; /* K per piece */
-        GPT2__LT(cublasLtMatrixLayoutCreate(&g->a, dt, (uint64_t)Ik, (uint64_t)O, (int64_t)I));
-        GPT2__LT(cublasLtMatrixLayoutCreate(&g->b, dt, (uint64_t)Ik, (uint64_t)N, (int64_t)I));
-        GPT2__LT(cublasLtMatrixLayoutCreate(&g->d, out_f32 ? CUDA_R_32F : dt, (uint64_t)O, (uint64_t)N, (int64_t)ldd));
-        GPT2__LT(gpt2__lt_batch(g->a, splits, Ik));
-        GPT2__LT(gpt2__lt_batch(g->b, splits, Ik));
-        GPT2__LT(gpt2__lt_batch(g->d, splits, (int64_t)N * ldd));
-        /* One arithmetic per weight shape and kind of row, whatever the row count N. Different kernels can round
-           differently, so a free per-N choice would make a row's result depend on how many other rows share its
-           step (DESIGN.md's determinism rule: a request's tokens must not depend on its batch). The reference is
-           the heuristic's pick for ref rows; for N rows the heuristic's best candidate of the same class
-           (gpt2__algo_class: bit-identical results, any tile) runs, else the reference itself. */
-        const int N_REF = ref;
-        cublasLtMatmulPreference_t pref;
-        GPT2__LT(cublasLtMatmulPreferenceCreate(&pref));
-        cublasLtMatmulHeuristicResult_t res;
-        int found = 0, how = 0;
-        cublasStatus_t s = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
-                                                                &S->lt_ws_size, sizeof S->lt_ws_size);
-        cublasLtMatrixLayout_t b_ref = NULL, d_ref = NULL;
-        if (s == CUBLAS_STATUS_SUCCESS) s = cublasLtMatrixLayoutCreate(&b_ref, dt, (uint64_t)Ik, (uint64_t)N_REF, (int64_t)I);
-        if (s == CUBLAS_STATUS_SUCCESS)
-            s = cublasLtMatrixLayoutCreate(&d_ref, out_f32 ? CUDA_R_32F : dt, (uint64_t)O, (uint64_t)N_REF, (int64_t)ldd);
-        if (s == CUBLAS_STATUS_SUCCESS) s = gpt2__lt_batch(b_ref, splits, Ik);
-        if (s == CUBLAS_STATUS_SUCCESS) s = gpt2__lt_batch(d_ref, splits, (int64_t)N_REF * ldd);
-        /* the reference: the heuristic's first pick for ref rows that does not split K (its workspace would grow
-           with N), else its first pick */
-        cublasLtMatmulHeuristicResult_t cand[8];
-        int nc = 0, rc[4], cc[4];
-        if (s == CUBLAS_STATUS_SUCCESS)
-            s = cublasLtMatmulAlgoGetHeuristic(S->lt, g->desc, g->a, b_ref, d_ref, d_ref, pref, 8, cand, &nc);
-        if (s == CUBLAS_STATUS_SUCCESS && nc > 0) {
-            found = 1;
-            res = cand[0];
-            int whole = 0;
-            for (int i = 0; i < nc && !whole; i++) {
-                gpt2__algo_class(&cand[i].algo, cc);
-                if (cc[1] <= 1) { res = cand[i]; whole = 1; }
-            }
-            /* none: the first pick with its split of K taken out, where cuBLASLt accepts that (F32 at 124M-774M:
-               qkv's and the MLP's first class split K; without the split gpt2__skinny32_kernel can reproduce them,
-               RESULTS.md item 123) */
-            if (!whole) {
-                cublasLtMatmulHeuristicResult_t one = cand[0], chk1;
-                const int k1 = 1;
-                const cublasLtReductionScheme_t none = CUBLASLT_REDUCTION_SCHEME_NONE;
-                if (cublasLtMatmulAlgoConfigSetAttribute(&one.algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &k1, sizeof k1) == CUBLAS_STATUS_SUCCESS &&
-                    cublasLtMatmulAlgoConfigSetAttribute(&one.algo, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME, &none, sizeof none) == CUBLAS_STATUS_SUCCESS &&
-                    cublasLtMatmulAlgoCheck(S->lt, g->desc, g->a, b_ref, d_ref, d_ref, &one.algo, &chk1) == CUBLAS_STATUS_SUCCESS) {
-                    one.workspaceSize = chk1.workspaceSize;
-                    res = one;
-                }
-            }
-            gpt2__algo_class(&res.algo, rc);
-            cublasLtMatmulHeuristicResult_t chk;
-            const int ref_ok = cublasLtMatmulAlgoCheck(S->lt, g->desc, g->a, g->b, g->d, g->d, &res.algo, &chk) == CUBLAS_STATUS_SUCCESS &&
-                               chk.workspaceSize <= S->lt_ws_size;
-            /* for N rows: the heuristic's best of the reference's class, else the reference */
-            found = 0;
-            if (N != N_REF && cublasLtMatmulAlgoGetHeuristic(S->lt, g->desc, g->a, g->b, g->d, g->d, pref, 8, cand, &nc) == CUBLAS_STATUS_SUCCESS)
-                for (int i = 0; i < nc && !found; i++) {
-                    gpt2__algo_class(&cand[i].algo, cc);
-                    if (!memcmp(rc, cc, sizeof rc) && cand[i].workspaceSize <= S->lt_ws_size) { res = cand[i]; how = 1; found = 1; }
-                }
-            if (!found) found = ref_ok; /* else this N needs its own algorithm */
-        }
-        if (s == CUBLAS_STATUS_SUCCESS && !found) {
-            how = 2;
-            s = cublasLtMatmulAlgoGetHeuristic(S->lt, g->desc, g->a, g->b, g->d, g->d, pref, 1, &res, &found);
-        }
-        if (b_ref) cublasLtMatrixLayoutDestroy(b_ref);
-        if (d_ref) cublasLtMatrixLayoutDestroy(d_ref);
-        cublasLtMatmulPreferenceDestroy(pref);
-        if (s != CUBLAS_STATUS_SUCCESS || !found)
-            return gpt2__fail(GPT2_ERR_DEVICE, "%s:%d: cuBLASLt has no algorithm for %d x %d x %d (epilogue %d): %s",
-                              __FILE__, __LINE__, O, N, I, epi, cublasLtGetStatusString(s));
-        g->algo = res.algo;
-        g->O = O; g->N = N; g->I = I; g->epi = epi; g->out_f32 = out_f32; g->dt = dt; g->ldd = ldd; g->ref = ref; g->how = how;
-        g->splits = splits;
-    }
-    if (epi != GPT2__EPI_NONE)
-        GPT2__LT(cublasLtMatmulDescSetAttribute(g->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias));
-    const float one = 1.0f, zero = 0.0f;
-    GPT2__LT(cublasLtMatmul(S->lt, g->desc, &one, W, g->a, X, g->b, &zero, D, g->d, D, g->d, &g->algo,
-                            S->lt_ws, S->lt_ws_size, S->stream));
-    return GPT2_OK;
-}
-
-/* gpt2__skinny_kernel's shared memory (bytes): n rows of X's piece of K and a W ring of st stages */
-#ifndef GPT2__SK_SMEM_MAX
-#define GPT2__SK_SMEM_MAX (160 << 10)
-#endif
-static size_t gpt2__skinny_smem(int n, int Ik, size_t es, int nw = GPT2__SK_NW, int kc = GPT2__SK_KC, int st = GPT2__SK_ST) {
-    return ((size_t)st * 8 * nw * (kc + 8) + (size_t)n * (((Ik + 31) & ~31) + 8)) * es;
-}
-/* Whether gpt2__skinny_kernel can take this product (its shape; whether it computes cuBLASLt's bits is
-   gpt2__skinny_check's question). */
-static int gpt2__skinny_fits(int O, int n, int I, int splits, size_t es) {
-    return es == 2 && n >= 1 && n <= GPT2__SK_ROWS && O % 8 == 0 && splits >= 1 && I % splits == 0 && (I / splits) % 16 == 0 &&
-           gpt2__skinny_smem(GPT2__SK_ROWS, I / splits, es) <= GPT2__SK_SMEM_MAX;
-}
-/* Raises gpt2__skinny_kernel<T>'s shared-memory limit; 0 when it cannot run here (built without sm_80+ code). */
-template <typename T, int NW = GPT2__SK_NW, int KC = GPT2__SK_KC, int ST = GPT2__SK_ST>
-static int gpt2__skinny_enable(void) {
-    cudaFuncAttributes fa;
-    return cudaFuncSetAttribute(gpt2__skinny_kernel<T, false, NW, KC, ST>, cudaFuncAttributeMaxDynamicSharedMemorySize, GPT2__SK_SMEM_MAX) == cudaSuccess &&
-           cudaFuncSetAttribute(gpt2__skinny_kernel<T, true, NW, KC, ST>, cudaFuncAttributeMaxDynamicSharedMemorySize, GPT2__SK_SMEM_MAX) == cudaSuccess &&
-           cudaFuncSetAttribute(gpt2__skinny_kernel<T, false, NW, KC, ST, 0, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, GPT2__SK_SMEM_MAX) == cudaSuccess &&
-           cudaFuncSetAttribute(gpt2__skinny_kernel<T, true, NW, KC, ST, 0, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, GPT2__SK_SMEM_MAX) == cudaSuccess &&
-           cudaFuncGetAttributes(&fa, gpt2__skinny_kernel<T, false, NW, KC, ST>) == cudaSuccess && fa.ptxVersion >= 80;
-}
-/* The product of gpt2__gemm_run (n rows; epilogue bias when bias is set and not out_f32, else none; T half or
-   bfloat16) by gpt2__skinny_kernel, then with gelu gpt2__gelu; pdl as gpt2__launch. */
-template <typename T, int NW = GPT2__SK_NW, int KC = GPT2__SK_KC, int ST = GPT2__SK_ST>
-static gpt2_status gpt2__skinny_run(cudaStream_t st, int pdl, void *D, const T *W, const T *X, const T *bias, int O, int n,
-                                    int I, int out_f32, int ldd, int splits, int gelu = 0, gpt2__amax amax = {NULL, 0}) {
-    if (ldd < O) ldd = O;
-    const int Ik = I / splits;
-    const bool am = out_f32 && splits == 1 && amax.p;
-    return gpt2__launch(n > 8 ? (am ? gpt2__skinny_kernel<T, true, NW, KC, ST, 0, true> : gpt2__skinny_kernel<T, true, NW, KC, ST>)
-                              : (am ? gpt2__skinny_kernel<T, false, NW, KC, ST, 0, true> : gpt2__skinny_kernel<T, false, NW, KC, ST>),
-                        dim3((unsigned)((O + 8 * NW - 1) / (8 * NW)), (unsigned)splits), dim3(32 * NW),
-                        gpt2__skinny_smem(n, Ik, sizeof(T), NW, KC, ST), st, pdl, W, X, D, out_f32 ? (const T *)NULL : bias, O, n, I, Ik, ldd,
-                        out_f32, out_f32 ? 0 : gelu, gpt2__lnf<T>{}, am ? amax : gpt2__amax{NULL, 0});
-}
-
-/* gpt2__skinny_run with GPT2__SK_NW warps a block, or GPT2__SK_NW_WIDE where the product still has two blocks an SM
-   at that many (columns / 8 / NW_WIDE blocks per piece): 1558M's batch-1 step 1.615 -> 1.599 ms, other sizes the same
-   or unchanged (RESULTS.md item 111). Each warp's chain is the same either way, so are the bits. */
-template <typename T>
-static gpt2_status gpt2__skinny_go(const gpt2__cuda_state *S, cudaStream_t st, int pdl, void *D, const T *W, const T *X,
-                                   const T *bias, int O, int n, int I, int out_f32, int ldd, int splits, int gelu,
-                                   gpt2__amax amax = {NULL, 0}) {
-    const bool wide = (long long)(O / (8 * GPT2__SK_NW_WIDE)) * splits >= 2LL * S->sms &&
-                      gpt2__skinny_smem(GPT2__SK_ROWS, I / splits, sizeof(T), GPT2__SK_NW_WIDE) <= GPT2__SK_SMEM_MAX;
-    const int nw = wide ? GPT2__SK_NW_WIDE : GPT2__SK_NW;
-    /* the X rows' shared memory beside a full ring leaves too few blocks an SM for all of them at once (1558M from 6
-       rows): GPT2__SK_ST_SHORT stages (the same chains, so the same bits) */
-    const long long blocks = (long long)((O + 8 * nw - 1) / (8 * nw)) * splits;
-    const size_t per = gpt2__skinny_smem(n, I / splits, sizeof(T), nw) + 1024;
-    const bool shortr = n > 1 && S->sm_smem > 0 && blocks > (long long)(S->sm_smem / per) * S->sms;
-    if (wide)
-        return shortr ? gpt2__skinny_run<T, GPT2__SK_NW_WIDE, GPT2__SK_KC, GPT2__SK_ST_SHORT>(st, pdl, D, W, X, bias, O, n, I, out_f32, ldd,
-                                                                                              splits, gelu, amax)
-                      : gpt2__skinny_run<T, GPT2__SK_NW_WIDE>(st, pdl, D, W, X, bias, O, n, I, out_f32, ldd, splits, gelu, amax);
-    return shortr ? gpt2__skinny_run<T, GPT2__SK_NW, GPT2__SK_KC, GPT2__SK_ST_SHORT>(st, pdl, D, W, X, bias, O, n, I, out_f32, ldd, splits,
-                                                                                    gelu, amax)
-                  : gpt2__skinny_run<T>(st, pdl, D, W, X, bias, O, n, I, out_f32, ldd, splits, gelu, amax);
-}
-
-/* gpt2__skinny32_kernel (F32): its shared memory, whether it takes a product's shape, its limit raised (0: it cannot
-   run here), and the product of gpt2__gemm_run by it (bias set: one piece, + bias, then GELU with gelu; else fp32
-   pieces); pdl as gpt2__launch. */
-static size_t gpt2__sk32_smem(int n, int Ik) { return ((size_t)GPT2__SK32_ST * 32 * (GPT2__SK32_KC + 4) + (size_t)n * Ik) * sizeof(float); }
-static int gpt2__sk32_fits(int O, int n, int I, int splits) {
-    return O >= 1 && n >= 1 && n <= GPT2__SK_ROWS && splits >= 1 && I % splits == 0 && (I / splits) % GPT2__SK32_KC == 0 &&
-           I % 4 == 0 && gpt2__sk32_smem(GPT2__SK_ROWS, I / splits) <= GPT2__SK_SMEM_MAX;
-}
-template <int COLS> static int gpt2__sk32_enable_c(void) {
-    return cudaFuncSetAttribute(gpt2__skinny32_kernel<1, COLS>, cudaFuncAttributeMaxDynamicSharedMemorySize, GPT2__SK_SMEM_MAX) == cudaSuccess &&
-           cudaFuncSetAttribute(gpt2__skinny32_kernel<4, COLS>, cudaFuncAttributeMaxDynamicSharedMemorySize, GPT2__SK_SMEM_MAX) == cudaSuccess &&
-           cudaFuncSetAttribute(gpt2__skinny32_kernel<GPT2__SK_ROWS, COLS>, cudaFuncAttributeMaxDynamicSharedMemorySize, GPT2__SK_SMEM_MAX) == cudaSuccess;
-}
-static int gpt2__sk32_enable(void) { return gpt2__sk32_enable_c<32>() && gpt2__sk32_enable_c<16>(); }
-/* Columns a warp for a product of O columns in `splits` pieces on a GPU of sms SMs: 16 where 32 would make fewer
-   blocks than 5/4 of the SM count (then twice the warps stream the weights; each column's chain, so its bits, is
-   the same either way: RESULTS.md item 128), else 32 */
-static int gpt2__sk32_cols(int O, int splits, int sms) {
-    return 4 * (long long)((O + 31) / 32) * splits < (long long)sms * GPT2__SK32_NARROW ? 16 : 32;
-}
-static gpt2_status gpt2__sk32_run(cudaStream_t st, int pdl, void *D, const float *W, const float *X, const float *bias, int O, int n,
-                                  int I, int ldd, int splits, int gelu, int cols) {
-    if (ldd < O) ldd = O;
-    const int Ik = I / splits;
-    void (*k)(const float *, const float *, float *, const float *, int, int, int, int, int, int) =
-        cols == 16 ? (n <= 1 ? gpt2__skinny32_kernel<1, 16> : n <= 4 ? gpt2__skinny32_kernel<4, 16> : gpt2__skinny32_kernel<GPT2__SK_ROWS, 16>)
-                   : (n <= 1 ? gpt2__skinny32_kernel<1, 32> : n <= 4 ? gpt2__skinny32_kernel<4, 32> : gpt2__skinny32_kernel<GPT2__SK_ROWS, 32>);
-    cols = cols == 16 ? 16 : 32;
-    return gpt2__launch(k, dim3((unsigned)((O + cols - 1) / cols), (unsigned)splits), dim3(32), gpt2__sk32_smem(n, Ik), st, pdl, W, X,
-                        (float *)D, bias, O, n, I, Ik, ldd, gelu);
-}
-
-/* gpt2__skinny_kernel with its own residual + layer norm (gpt2__lnf): GPT2__LNF_NW warps a block, so that a block
-   has enough threads to load a row at once; E by C as gpt2__residual_ln. */
-/* Raises the kernel's dynamic shared-memory limit to all a block may have on this GPU less its static part; that
-   limit, or 0 when it cannot run here */
-template <typename T, int E, bool FIT>
-static int gpt2__lnf_enable_e(int optin) {
-    cudaFuncAttributes fa;
-    void (*k)(const T *, const T *, void *, const T *, int, int, int, int, int, int, int, gpt2__lnf<T>, gpt2__amax) =
-        gpt2__skinny_kernel<T, false, GPT2__LNF_NW, GPT2__SK_KC, GPT2__LNF_ST, E, false, FIT>;
-    if (cudaFuncGetAttributes(&fa, k) != cudaSuccess || fa.ptxVersion < 80 || (int)fa.sharedSizeBytes >= optin) return 0;
-    const int smem = optin - (int)fa.sharedSizeBytes;
-    return cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, smem) == cudaSuccess ? smem : 0;
-}
-/* Sets S->lnf_smem, the dynamic shared memory every form may use; 0 when they cannot run here. */
-template <typename T>
-static int gpt2__lnf_enable(gpt2__cuda_state *S) {
-    int optin = 0;
-    if (cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, S->device) != cudaSuccess) optin = 0;
-    int lim[6] = {gpt2__lnf_enable_e<T, 1, false>(optin), gpt2__lnf_enable_e<T, 2, false>(optin), gpt2__lnf_enable_e<T, 4, false>(optin),
-                  gpt2__lnf_enable_e<T, 1, true>(optin),  gpt2__lnf_enable_e<T, 2, true>(optin),  gpt2__lnf_enable_e<T, 4, true>(optin)};
-    cudaGetLastError();
-    S->lnf_smem = lim[0];
-    for (int i = 1; i < 6; i++) if (lim[i] < S->lnf_smem) S->lnf_smem = lim[i];
-    return S->lnf_smem > 0;
-}
-/* The ring stages of the LN-folded products of width C as S runs them */
-static int gpt2__lnf_ring(const gpt2__cuda_state *S, int C) { return S->lnf_fit ? gpt2__lnf_stages(C) : GPT2__LNF_ST; }
-/* D [n][O] (T) = LN(residual rows) @ W^T + bias (then GELU with gelu), the residual rows updated into lnf.xo */
-template <typename T>
-static gpt2_status gpt2__lnf_run(gpt2__cuda_state *S, void *D, const void *W, const void *bias, int O, int n, int C, int gelu,
-                                 gpt2__lnf<T> lnf) {
-    if constexpr (sizeof(T) != 2) return gpt2__fail(GPT2_ERR_ARG, "%s:%d: gpt2__lnf has no F32 form", __FILE__, __LINE__);
-    else {
-    const int st = gpt2__lnf_ring(S, C);
-    const bool fit = st < GPT2__LNF_ST;
-    void (*k)(const T *, const T *, void *, const T *, int, int, int, int, int, int, int, gpt2__lnf<T>, gpt2__amax) =
-        C <= 1024 ? (fit ? gpt2__skinny_kernel<T, false, GPT2__LNF_NW, GPT2__SK_KC, GPT2__LNF_ST, 1, false, true>
-                         : gpt2__skinny_kernel<T, false, GPT2__LNF_NW, GPT2__SK_KC, GPT2__LNF_ST, 1>)
-        : C <= 2048 ? (fit ? gpt2__skinny_kernel<T, false, GPT2__LNF_NW, GPT2__SK_KC, GPT2__LNF_ST, 2, false, true>
-                           : gpt2__skinny_kernel<T, false, GPT2__LNF_NW, GPT2__SK_KC, GPT2__LNF_ST, 2>)
-                    : (fit ? gpt2__skinny_kernel<T, false, GPT2__LNF_NW, GPT2__SK_KC, GPT2__LNF_ST, 4, false, true>
-                           : gpt2__skinny_kernel<T, false, GPT2__LNF_NW, GPT2__SK_KC, GPT2__LNF_ST, 4>);
-    if (C > 4096) return gpt2__fail(GPT2_ERR_ARG, "%s:%d: gpt2__lnf over width %d", __FILE__, __LINE__, C);
-    return gpt2__launch(k, dim3((unsigned)((O + 8 * GPT2__LNF_NW - 1) / (8 * GPT2__LNF_NW)), 1u), dim3(32 * GPT2__LNF_NW),
-                        gpt2__skinny_smem(n, C, sizeof(T), GPT2__LNF_NW, GPT2__SK_KC, st), S->stream, S->pdl, (const T *)W, (const T *)NULL, D,
-                        (const T *)bias, O, n, C, C, O, 0, gelu, lnf, gpt2__amax{NULL, 0});
-    }
-}
+/* == [GPT2:FORWARD] == one forward pass over a step's rows ======================================================= */
 
 /* The compacted last layer (gpt2__cuda_run_t with d->n_gat): compact row j takes fed row gat[j] of the fp32 residual
    x [N][C] and of the attention output att [N][C], into xs [n][C] and as [n][C]. Grid: n blocks of 256 threads. A copy,
@@ -4931,486 +5460,6 @@ __global__ void __launch_bounds__(256) gpt2__gather_kernel(const float *__restri
         xs[j * C + i] = x[r * C + i];
         as[j * C + i] = att[r * C + i];
     }
-}
-
-/* gpt2__residual_ln_kernel over n output rows, its form chosen by C alone; pdl as gpt2__launch */
-template <typename T>
-static gpt2_status gpt2__residual_ln(cudaStream_t st, int n, float *x, gpt2__resid<T> ad, const int *rows, const int *tok,
-                                     const int *pos, const T *wte, const T *wpe, const float *g, const float *b, T *out, int C,
-                                     float eps, int pdl) {
-    if (n < 1) return GPT2_OK;
-    void (*k)(float *, gpt2__resid<T>, const int *, const int *, const int *, const T *, const T *, const float *, const float *,
-              T *, int, float) = n <= GPT2__SK_ROWS ? (C % 4 == 0 && C <= 1024   ? gpt2__residual_ln_kernel<T, 1, true>
-                                                       : C % 4 == 0 && C <= 2048 ? gpt2__residual_ln_kernel<T, 2, true>
-                                                       : C % 4 == 0 && C <= 4096 ? gpt2__residual_ln_kernel<T, 4, true>
-                                                                                 : gpt2__residual_ln_kernel<T, 0, true>)
-                                                    : (C % 4 == 0 && C <= 1024   ? gpt2__residual_ln_kernel<T, 1, false>
-                                                       : C % 4 == 0 && C <= 2048 ? gpt2__residual_ln_kernel<T, 2, false>
-                                                       : C % 4 == 0 && C <= 4096 ? gpt2__residual_ln_kernel<T, 4, false>
-                                                                                 : gpt2__residual_ln_kernel<T, 0, false>);
-    return gpt2__launch(k, dim3((unsigned)n), dim3(256), 0, st, pdl, x, ad, rows, tok, pos, wte, wpe, g, b, out, C, eps);
-}
-
-/* Whether gpt2__skinny_kernel serves this decode product of n rows (gpt2__skinny_check verified it). */
-static int gpt2__skinny_use(const gpt2__cuda_state *S, int O, int n, int I, int sp, int epi, int f32) {
-    if (!S->skinny || n < 1 || n > GPT2__SK_ROWS) return 0;
-    for (int i = 0; i < S->sk_n; i++) {
-        const int *e = S->sk_ok[i];
-        if (e[0] == O && e[1] == I && e[2] == sp && e[3] == epi && e[4] == f32) return 1;
-    }
-    return 0;
-}
-
-/* Whether a step of N fed rows, P of them prompt rows, takes the gpt2__lnf path (gpt2__cuda_run_t): few decode rows
-   alone, both products that read a layer norm verified on the skinny kernel, and the block's shared memory fits. */
-static int gpt2__lnf_use(const gpt2__cuda_state *S, const gpt2_model *m, int N, int P) {
-    const int C = m->cfg.n_embd, F = m->n_inner;
-    return S->lnf && S->esize == 2 && P == 0 && N >= 1 && N <= GPT2__LNF_ROWS && C % 4 == 0 && C <= GPT2__LNF_MAX_C &&
-           gpt2__skinny_use(S, 3 * C, N, C, 1, GPT2__EPI_BIAS, 0) && gpt2__skinny_use(S, F, N, C, 1, GPT2__EPI_BIAS_GELU, 0) &&
-           gpt2__skinny_smem(N, C, S->esize, GPT2__LNF_NW, GPT2__SK_KC, gpt2__lnf_ring(S, C)) <= (size_t)S->lnf_smem;
-}
-
-/* How many pieces decode rows of a layer with this K split it into (gpt2__linear with part): a fixed count per
-   shape, never per step, so a row computes the same in any step. Up to 4 pieces of at least GPT2_SPLIT_MIN_K, each
-   a multiple of 8 elements (16-byte aligned). A projection into the residual has few output columns
-   (n_embd), so at few rows its product covers few SMs; the pieces multiply them. */
-static int gpt2__decode_splits(int I) {
-    for (int s = 4; s > 1; s--)
-        if (I % (8 * s) == 0 && I / s >= GPT2_SPLIT_MIN_K) return s;
-    return 1;
-}
-
-/* Decode rows of a linear layer through cuBLASLt (gpt2__gemm_run, the algorithm pinned for GPT2_GEMM_REF_ROWS rows).
-   In F16/BF16 the GELU of the MLP's first product is not cuBLASLt's epilogue but the bias alone and then
-   gpt2__gelu_kernel: gpt2__skinny_kernel computes exactly that for few rows, while cuBLASLt's GELU rounds
-   differently from any formula found (bench_gpt2 --gelu-match), and a row must compute alike at any row count. */
-template <typename T>
-static gpt2_status gpt2__decode_lt(gpt2__cuda_state *S, void *D, const void *W, const void *X, const void *bias, int O, int n,
-                                   int I, int epi, int out_f32, int ldd, int sp) {
-    const int own_gelu = epi == GPT2__EPI_BIAS_GELU && !out_f32;
-    gpt2_status st = gpt2__gemm_run(S, gpt2__cuda_type<T>::id, D, W, X, bias, O, n, I, own_gelu ? GPT2__EPI_BIAS : epi, out_f32, ldd,
-                                    GPT2_GEMM_REF_ROWS, sp);
-    if (st || !own_gelu || n < 1) return st;
-    if (ldd > O) return gpt2__fail(GPT2_ERR_ARG, "%s:%d: decode GELU over rows %d apart, %d wide", __FILE__, __LINE__, ldd, O);
-    const size_t elems = (size_t)n * O, want = elems / 8 / 256 + 1, most = (size_t)S->sms * 8;
-    return gpt2__launch(gpt2__gelu_kernel<T>, dim3((unsigned)(want < most ? want : most)), dim3(256), 0, S->stream, S->pdl, (T *)D, elems);
-}
-
-/* A linear layer over N fed rows, the first P of them prompt rows: D [N][O] = X [N][I] @ W^T (+ bias, + GELU), as
-   gpt2__gemm_run. Each kind of row has its own reference cuBLASLt algorithm (any tile of its class runs: the same
-   arithmetic), so a row computes the same in any step:
-     prompt rows: the algorithm picked for a full prompt step (prefill_tokens rows);
-     decode rows (and every logits row): the one picked for GPT2_GEMM_REF_ROWS rows (gpt2__decode_lt), or for at
-     most GPT2__SK_ROWS of them gpt2__skinny_kernel where gpt2__skinny_check found it to give the same bits.
-   With part (a layer feeding the residual, epilogue bias), decode rows instead leave gpt2__decode_splits(I) fp32
-   pieces part [k][N-P][O] without the bias, for gpt2__residual_ln_kernel to add up (gpt2__resid). */
-template <typename T>
-static gpt2_status gpt2__linear(gpt2_model *m, gpt2__cuda_state *S, void *D, const void *W, const void *X, const void *bias,
-                                int O, int N, int P, int I, int epi, int out_f32, int ldd, float *part,
-                                gpt2__amax amax = {NULL, 0}) {
-    const cudaDataType_t dt = gpt2__cuda_type<T>::id;
-    if (ldd < O) ldd = O;
-    gpt2_status st;
-    if (P > 0 && (st = gpt2__gemm_run(S, dt, D, W, X, bias, O, P, I, epi, out_f32, ldd, m->prefill_tokens, 1))) return st;
-    if (N <= P) return GPT2_OK;
-    const T *Xd = (const T *)X + (size_t)P * I;
-    const int nd = N - P, sp = part ? gpt2__decode_splits(I) : 1;
-    if (part) epi = GPT2__EPI_NONE, out_f32 = 1, D = part, bias = NULL, ldd = O;
-    else D = (char *)D + (size_t)P * ldd * (out_f32 ? sizeof(float) : sizeof(T));
-    if constexpr (sizeof(T) == 2) {
-        if (gpt2__skinny_use(S, O, nd, I, sp, epi, out_f32))
-            return gpt2__skinny_go<T>(S, S->stream, S->pdl, D, (const T *)W, Xd, (const T *)bias, O, nd, I, out_f32, ldd, sp,
-                                       epi == GPT2__EPI_BIAS_GELU, amax);
-    } else if (gpt2__skinny_use(S, O, nd, I, sp, epi, out_f32))
-        return gpt2__sk32_run(S->stream, S->pdl, D, (const float *)W, (const float *)Xd, (const float *)bias, O, nd, I, ldd, sp,
-                              epi == GPT2__EPI_BIAS_GELU, gpt2__sk32_cols(O, sp, S->sms));
-    return gpt2__decode_lt<T>(S, D, W, Xd, bias, O, nd, I, epi, out_f32, ldd, sp);
-}
-
-/* A model's five decode products as gpt2__skinny_check runs them (qkv with bias; the attention projection in K
-   pieces, fp32; the MLP's first product with bias and GELU; its second in K pieces, fp32; the logits, fp32), on
-   layer 0's weights and wte; bench_gpt2 --skinny-det runs the same five. */
-typedef struct gpt2__sk_product { const char *name; int O, I, sp, epi, f32; const void *W, *b; } gpt2__sk_product;
-static void gpt2__sk_products(const gpt2_model *m, const gpt2__cuda_state *S, gpt2__sk_product pr[5]) {
-    const int C = m->cfg.n_embd, F = m->n_inner;
-    const gpt2__cuda_layer *y = &S->layers[0];
-    pr[0] = gpt2__sk_product{"qkv", 3 * C, C, 1, GPT2__EPI_BIAS, 0, y->qkv_w, y->qkv_b};
-    pr[1] = gpt2__sk_product{"proj", C, C, gpt2__decode_splits(C), GPT2__EPI_NONE, 1, y->proj_w, NULL};
-    pr[2] = gpt2__sk_product{"fc", F, C, 1, GPT2__EPI_BIAS_GELU, 0, y->fc_w, y->fc_b};
-    pr[3] = gpt2__sk_product{"fcproj", C, F, gpt2__decode_splits(F), GPT2__EPI_NONE, 1, y->fcp_w, NULL};
-    pr[4] = gpt2__sk_product{"logits", S->ldv, C, 1, GPT2__EPI_NONE, 1, S->wte, NULL};
-}
-
-/* Which decode products gpt2__skinny_kernel may serve: for each of the model's (gpt2__sk_products), it and
-   gpt2__decode_lt run on the same weights (layer 0, wte) and random rows, 1 and GPT2__SK_ROWS of them; only a product
-   whose every output bit agrees is listed in S->sk_ok. In F32 the kernel is gpt2__skinny32_kernel. Nothing is listed
-   below sm_80 or when a product does not fit. */
-template <typename T>
-static gpt2_status gpt2__skinny_check(gpt2_model *m, gpt2__cuda_state *S) {
-    S->sk_n = 0;
-    S->sk_miss[0] = 0;
-    bool on;
-    if constexpr (sizeof(T) == 2)
-        on = S->skinny && gpt2__skinny_enable<T>() && gpt2__skinny_enable<T, GPT2__SK_NW_WIDE>() &&
-             gpt2__skinny_enable<T, GPT2__SK_NW, GPT2__SK_KC, GPT2__SK_ST_SHORT>() &&
-             gpt2__skinny_enable<T, GPT2__SK_NW_WIDE, GPT2__SK_KC, GPT2__SK_ST_SHORT>();
-    else on = S->skinny && gpt2__sk32_enable();
-    if (!on) { cudaGetLastError(); return GPT2_OK; }
-    const int C = m->cfg.n_embd, F = m->n_inner, R = GPT2__SK_ROWS;
-    gpt2__sk_product pr[5];
-    gpt2__sk_products(m, S, pr);
-    const int Imax = C > F ? C : F;
-    size_t dmax = 0;
-    for (int k = 0; k < 5; k++) {
-        const size_t b = (size_t)pr[k].sp * R * pr[k].O * 4;
-        if (b > dmax) dmax = b;
-    }
-    T *hx = (T *)malloc((size_t)R * Imax * sizeof(T));
-    unsigned char *h1 = (unsigned char *)malloc(dmax), *h2 = (unsigned char *)malloc(dmax);
-    void *dx = NULL, *d1 = NULL, *d2 = NULL;
-    gpt2_status st = GPT2_OK;
-    if (!hx || !h1 || !h2) st = gpt2__fail(GPT2_ERR_OOM, "cannot allocate %zu bytes for the skinny-product check", dmax);
-    uint32_t r = 12345u;
-    for (size_t i = 0; !st && i < (size_t)R * Imax; i++) {
-        r = r * 1664525u + 1013904223u;
-        hx[i] = (T)(4.0f * ((float)(r >> 8) / 16777216.0f - 0.5f));
-    }
-    /* the rows go up on S->stream, which the check's products run on: a plain cudaMemcpy from pageable memory may
-       return before its DMA lands, and S->stream (non-blocking) does not wait for the legacy stream it runs on, so
-       the reference could read the rows half-written and the check keep a product off the kernel for no reason
-       (RESULTS.md item 127) */
-    if (!st && (cudaMalloc(&dx, (size_t)R * Imax * sizeof(T)) != cudaSuccess || cudaMalloc(&d1, dmax) != cudaSuccess ||
-                cudaMalloc(&d2, dmax) != cudaSuccess ||
-                cudaMemcpyAsync(dx, hx, (size_t)R * Imax * sizeof(T), cudaMemcpyHostToDevice, S->stream) != cudaSuccess))
-        st = gpt2__fail(GPT2_ERR_DEVICE, "%s:%d: the skinny-product check could not allocate or copy", __FILE__, __LINE__);
-    for (int k = 0; k < 5 && !st; k++) {
-        const int O = pr[k].O, I = pr[k].I, sp = pr[k].sp;
-        if (sizeof(T) == 2 ? !gpt2__skinny_fits(O, R, I, sp, sizeof(T)) : !gpt2__sk32_fits(O, R, I, sp)) continue;
-        int same = 1;
-        for (int n = 1; n <= R && same && !st; n += R - 1) {
-            const size_t bytes = (size_t)sp * n * O * (pr[k].f32 ? 4 : sizeof(T));
-            if (cudaMemsetAsync(d1, 0, bytes, S->stream) != cudaSuccess || cudaMemsetAsync(d2, 0xff, bytes, S->stream) != cudaSuccess)
-                st = gpt2__fail(GPT2_ERR_DEVICE, "%s:%d: cudaMemsetAsync failed", __FILE__, __LINE__);
-            if (!st) st = gpt2__decode_lt<T>(S, d1, pr[k].W, dx, pr[k].b, O, n, I, pr[k].epi, pr[k].f32, O, sp);
-            if constexpr (sizeof(T) == 2) {
-                if (!st) st = gpt2__skinny_go<T>(S, S->stream, 0, d2, (const T *)pr[k].W, (const T *)dx, (const T *)pr[k].b, O, n, I,
-                                                  pr[k].f32, O, sp, pr[k].epi == GPT2__EPI_BIAS_GELU);
-            } else if (!st)
-                st = gpt2__sk32_run(S->stream, 0, d2, (const float *)pr[k].W, (const float *)dx, pr[k].f32 ? NULL : (const float *)pr[k].b,
-                                    O, n, I, O, sp, pr[k].epi == GPT2__EPI_BIAS_GELU, gpt2__sk32_cols(O, sp, S->sms));
-            if (!st && (cudaStreamSynchronize(S->stream) != cudaSuccess || cudaMemcpy(h1, d1, bytes, cudaMemcpyDeviceToHost) != cudaSuccess ||
-                        cudaMemcpy(h2, d2, bytes, cudaMemcpyDeviceToHost) != cudaSuccess))
-                st = gpt2__fail(GPT2_ERR_DEVICE, "%s:%d: the skinny-product check failed: %s", __FILE__, __LINE__,
-                                cudaGetErrorString(cudaGetLastError()));
-            if (!st) same = !memcmp(h1, h2, bytes);
-            if (!st && !same && !S->sk_miss[0]) {
-                size_t words = bytes / 4, diff = 0;
-                for (size_t i = 0; i < words; i++) diff += memcmp(h1 + 4 * i, h2 + 4 * i, 4) != 0;
-                snprintf(S->sk_miss, sizeof S->sk_miss, "%dx%d in %d pieces at %d rows: %zu of %zu words differ", O, I, sp, n, diff, words);
-            }
-        }
-        if (!st && same) {
-            int *e = S->sk_ok[S->sk_n++];
-            e[0] = O; e[1] = I; e[2] = sp; e[3] = pr[k].epi; e[4] = pr[k].f32;
-        }
-    }
-    cudaFree(dx); cudaFree(d1); cudaFree(d2);
-    free(hx); free(h1); free(h2);
-    return st;
-}
-
-/* Raises the shared-memory limit of gpt2__attn_kernel's staging forms (T's 16-byte lanes) to all a block may have
-   on this GPU; sets S->att_stage_smem to it, 0 when that fails (no staging then) */
-template <typename T>
-static void gpt2__attn_stage_enable(gpt2__cuda_state *S) {
-    int optin = 0;
-    if (cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, S->device) != cudaSuccess) optin = 0;
-    const int ok = optin > 0 &&
-                   cudaFuncSetAttribute(gpt2__attn_kernel<T, 16 / sizeof(T), 1, true>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                        optin - 1024) == cudaSuccess &&
-                   cudaFuncSetAttribute(gpt2__attn_kernel<T, 16 / sizeof(T), 4, true>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                        optin - 1024) == cudaSuccess;
-    cudaGetLastError();
-    S->att_stage_smem = ok ? optin - 1024 : 0;
-}
-
-/* gpt2__attn_stream_kernel's shared memory at ns stages a warp: stages, records, barriers */
-template <typename T>
-static size_t gpt2__ring_smem(int ns) {
-    return GPT2__AMMA_WB * ((size_t)ns * 2 * 32 * 64 * sizeof(T) + (8 * 64 + 16) * sizeof(float) + (size_t)ns * sizeof(uint64_t));
-}
-
-/* Whether the tensor-core decode attention runs here (T's kernels built for sm_80+, their shared memory granted):
-   gpt2__attn_mma_kernel's staging form gets S->att_stage_smem, gpt2__attn_stream_kernel its ring. */
-template <typename T>
-static int gpt2__attn_mma_enable(gpt2__cuda_state *S) {
-    cudaFuncAttributes fa;
-    const int ring = (int)gpt2__ring_smem<T>(3);
-    const int ok = S->att_stage_smem > 0 &&
-                   cudaFuncSetAttribute(gpt2__attn_mma_kernel<T, true>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                        S->att_stage_smem) == cudaSuccess &&
-                   cudaFuncSetAttribute(gpt2__attn_stream_kernel<T, 3, GPT2__AMMA_WB, false>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                        ring) == cudaSuccess &&
-                   cudaFuncSetAttribute(gpt2__attn_stream_kernel<T, 3, GPT2__AMMA_WB, true>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                        ring) == cudaSuccess &&
-                   cudaFuncGetAttributes(&fa, gpt2__attn_mma_kernel<T, false>) == cudaSuccess && fa.ptxVersion >= 80;
-    cudaGetLastError();
-    return ok;
-}
-
-/* TMA tensor maps of the K and V caches for gpt2__attn_stream_kernel's TMA form (S->kv_tma): each cache as
-   L * max_batch * H planes of [max_seq][64] T, read in boxes of 32 x 64 with the 128-byte swizzle. Only where the
-   kernel's TMA form was built for sm_90+ and runs on such a GPU, and the driver encodes tensor maps; else the
-   cp.async form runs (the same bits). */
-template <typename T>
-static void gpt2__kv_maps(gpt2_model *m, gpt2__cuda_state *S) {
-    S->kv_tma = 0;
-#if CUDART_VERSION >= 12000
-    const int C = m->cfg.n_embd, H = m->cfg.n_head;
-    cudaFuncAttributes fa;
-    if (C != 64 * H || cudaFuncGetAttributes(&fa, gpt2__attn_stream_kernel<T, 2, GPT2__AMMA_WB, true>) != cudaSuccess ||
-        fa.binaryVersion < 90 || fa.ptxVersion < 90) {
-        cudaGetLastError();
-        return;
-    }
-    typedef CUresult (*enc_fn)(CUtensorMap *, CUtensorMapDataType, cuuint32_t, void *, const cuuint64_t *, const cuuint64_t *,
-                               const cuuint32_t *, const cuuint32_t *, CUtensorMapInterleave, CUtensorMapSwizzle,
-                               CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
-    void *f = NULL;
-    cudaDriverEntryPointQueryResult q;
-    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &f, 12000, cudaEnableDefault, &q) != cudaSuccess ||
-        q != cudaDriverEntryPointSuccess || !f) {
-        cudaGetLastError();
-        return;
-    }
-    const cuuint64_t dims[3] = {64, (cuuint64_t)m->max_seq, (cuuint64_t)m->cfg.n_layer * (cuuint64_t)m->max_batch * (cuuint64_t)H};
-    const cuuint64_t strides[2] = {64 * sizeof(T), (cuuint64_t)m->max_seq * 64 * sizeof(T)};
-    const cuuint32_t box[3] = {64, 32, 1}, one[3] = {1, 1, 1};
-    void *base[2] = {S->k_cache, S->v_cache};
-    for (int k = 0; k < 2; k++) {
-        gpt2__tmap map;
-        if (((enc_fn)f)((CUtensorMap *)&map, gpt2__cuda_type<T>::id == CUDA_R_16F ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16
-                                                                               : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16,
-                        3, base[k], dims, strides, box, one, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
-                        CU_TENSOR_MAP_L2_PROMOTION_L2_128B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) != CUDA_SUCCESS)
-            return;
-        memcpy(S->kv_map[k], &map, sizeof map);
-    }
-    S->kv_tma = 1;
-#endif
-}
-
-/* Decode attention on the tensor cores over the rows planned in d (n_split splits of 256 keys): few rows (prefetch,
-   as gpt2__attn_launch decides it) gpt2__attn_mma_kernel, staged when each row is its sequence's only new row
-   (store) and staging is on; else gpt2__attn_stream_kernel. The same bits either way. */
-template <typename T>
-static gpt2_status gpt2__attn_mma_launch(gpt2__cuda_state *S, const gpt2_model *m, T *kc, T *vc, const gpt2__cuda_meta *d,
-                                         int n_split, int split_len, int store, int prefetch) {
-    const int C = m->cfg.n_embd, H = m->cfg.n_head;
-    const float scale_log2 = 1.4426950408889634f / 8.0f; /* log2(e) / sqrt(64) */
-    if (prefetch) {
-        const size_t rec = 8 * 66 * sizeof(float), stage = rec + 2 * (size_t)split_len * 64 * sizeof(T);
-        const dim3 grid((unsigned)n_split, (unsigned)H, (unsigned)d->n_att);
-        if (store && S->att_stage && stage <= (size_t)S->att_stage_smem)
-            return gpt2__launch(gpt2__attn_mma_kernel<T, true>, grid, dim3(256), stage, S->stream, S->pdl, (const T *)S->qkv, kc, vc,
-                                (T *)S->att, S->part, (const int *)d->att_rows, (const int *)d->slot, (const int *)d->pos, C, H,
-                                m->max_seq, split_len, n_split, scale_log2, S->att_count, store, prefetch, S->dup_step);
-        return gpt2__launch(gpt2__attn_mma_kernel<T, false>, grid, dim3(256), rec, S->stream, S->pdl, (const T *)S->qkv, kc, vc,
-                            (T *)S->att, S->part, (const int *)d->att_rows, (const int *)d->slot, (const int *)d->pos, C, H,
-                            m->max_seq, split_len, n_split, scale_log2, S->att_count, store, prefetch, S->dup_step);
-    }
-    /* 2 stages a warp (more warps an SM) in a step of parts: split (its attention has fewer SMs) or at short contexts
-       (RESULTS.md item 98); else att_ns */
-    const int n_items = d->n_att * H * n_split, ns = S->att_stream || S->att_short || S->att_ns == 2 ? 2 : 3;
-    const int tma = S->kv_tma && S->att_tma;
-    gpt2__tmap km, vm;
-    memcpy(&km, S->kv_map[0], sizeof km);
-    memcpy(&vm, S->kv_map[1], sizeof vm);
-    return gpt2__launch(ns == 2 ? (tma ? gpt2__attn_stream_kernel<T, 2, GPT2__AMMA_WB, true> : gpt2__attn_stream_kernel<T, 2, GPT2__AMMA_WB, false>)
-                                : (tma ? gpt2__attn_stream_kernel<T, 3, GPT2__AMMA_WB, true> : gpt2__attn_stream_kernel<T, 3, GPT2__AMMA_WB, false>),
-                        dim3((unsigned)((n_items + GPT2__AMMA_WB - 1) / GPT2__AMMA_WB)),
-                        dim3(32 * GPT2__AMMA_WB), gpt2__ring_smem<T>(ns), S->stream, S->pdl, (const T *)S->qkv, kc, vc, (T *)S->att,
-                        S->part, (const int *)d->att_rows, (const int *)d->slot, (const int *)d->pos, C, H, m->max_seq, split_len,
-                        n_split, n_items, scale_log2, S->att_count, store, km, vm, S->att_layer * m->max_batch * H);
-}
-
-/* Whether the decode rows' caches (every row's max_seq keys; a step verifying drafts: every sequence's) fit
-   GPT2__ATT_PREFETCH bytes, so that decode attention takes its few-rows path and prefetches them into L2 */
-static int gpt2__att_prefetch(const gpt2__cuda_state *S, const gpt2_model *m, const gpt2__cuda_meta *d, size_t es) {
-    const int rows = S->dup_step ? S->dup_seqs : d->n_att;
-    return !S->att_many && (double)rows * 2.0 * m->max_seq * m->cfg.n_embd * es <= GPT2__ATT_PREFETCH;
-}
-/* Whether a step verifying drafts (S->dup_step) runs its decode attention on gpt2__attn_mma_kernel, which reads this
-   step's keys from qkv; elsewhere gpt2__kv_store_kernel stores every row's K and V first */
-static int gpt2__att_dup_mma(const gpt2__cuda_state *S, const gpt2_model *m, const gpt2__cuda_meta *d) {
-    return S->esize == 2 && S->att_mma && m->cfg.n_embd == 64 * m->cfg.n_head && GPT2__SPLIT_LEN == 256 &&
-           gpt2__att_prefetch(S, m, d, S->esize);
-}
-
-/* Attention for layer l over the rows planned in d: gpt2__attn_prefill_kernel for the prompt tiles, and for the
-   other rows the tensor-core decode kernels (S->att_mma: gpt2__attn_mma_launch) or gpt2__attn_kernel, split along
-   the sequence (the last split of a row merges them).
-   Splits are GPT2__SPLIT_LEN keys whatever the batch: a row computes the same in any batch, graph or eager. */
-template <typename T, int VE, int MAXC>
-static gpt2_status gpt2__attn_launch(gpt2__cuda_state *S, const gpt2_model *m, T *kc, T *vc, const gpt2__cuda_meta *d,
-                                     int n_split, int split_len, int store) {
-    const int C = m->cfg.n_embd, H = m->cfg.n_head, hd = C / H, nc = hd / VE;
-    int lpk = 1;
-    while (lpk * MAXC < nc) lpk <<= 1;
-    const int G = 128 / lpk;
-    const size_t smem = ((size_t)G * hd + 2 * G) * sizeof(float);
-    const float scale_log2 = 1.4426950408889634f / sqrtf((float)hd);
-    dim3 grid((unsigned)n_split, (unsigned)H, (unsigned)d->n_att);
-    /* L2 prefetch of the cached keys and values when every row's whole cache is at most GPT2__ATT_PREFETCH bytes */
-    const int prefetch = gpt2__att_prefetch(S, m, d, sizeof(T));
-    if constexpr (sizeof(T) == 2)
-        if (S->att_mma && hd == 64 && split_len == 256) return gpt2__attn_mma_launch<T>(S, m, kc, vc, d, n_split, split_len, store, prefetch);
-    /* and into shared memory, when each row is the only new row of its sequence (store) and a split's keys fit */
-    const size_t stage = smem + 2 * (size_t)split_len * hd * sizeof(T);
-    if (VE * sizeof(T) == 16 && prefetch && store && S->att_stage && stage <= (size_t)S->att_stage_smem)
-        return gpt2__launch(gpt2__attn_kernel<T, VE, MAXC, VE * sizeof(T) == 16 /* only 16-byte lanes stage */>, grid,
-                            dim3(128), stage, S->stream, S->pdl,
-                            (const T *)S->qkv, kc, vc, (T *)S->att, S->part, (const int *)d->att_rows, (const int *)d->slot,
-                            (const int *)d->pos, C, H, hd, m->max_seq, split_len, n_split, lpk, scale_log2, S->att_count, store,
-                            prefetch);
-    return gpt2__launch(gpt2__attn_kernel<T, VE, MAXC, false>, grid, dim3(128), smem, S->stream, S->pdl, (const T *)S->qkv, kc, vc,
-                        (T *)S->att, S->part, (const int *)d->att_rows, (const int *)d->slot, (const int *)d->pos, C, H, hd,
-                        m->max_seq, split_len, n_split, lpk, scale_log2, S->att_count, store, prefetch);
-}
-
-/* The tiled prefill kernels' block order: S->prefill_order when set (tests, bench), else heads inner while the
-   step's prompt K/V (elements of es bytes) fit in half of L2 (with every head's tiles at once, the K/V share L2 with
-   the Q reads and the output and cache writes streaming through it: at 124M's 16 x 1024, 50 MB of K/V on an H100's
-   50 MB, tiles inner was 1.1% faster, RESULTS.md item 153) */
-static int gpt2__prefill_heads_inner(const gpt2__cuda_state *S, const gpt2__cuda_meta *d, int C, size_t es) {
-    return S->prefill_order >= 0 ? S->prefill_order : 2.0 * (double)d->tile_keys * C * es <= 0.5 * (double)S->l2_bytes;
-}
-template <typename T, int HD>
-static gpt2_status gpt2__prefill_launch(gpt2__cuda_state *S, const gpt2_model *m, T *kc, T *vc, const gpt2__cuda_meta *d) {
-    const int C = m->cfg.n_embd, H = m->cfg.n_head, heads_inner = gpt2__prefill_heads_inner(S, d, C, sizeof(T));
-    gpt2__attn_prefill_kernel<T, HD><<<dim3((unsigned)d->n_tiles * (unsigned)H), 2 * GPT2__FQ, gpt2__prefill_smem<T, HD>(), S->stream>>>(
-        (const T *)S->qkv, kc, vc, (T *)S->att, d->tiles, C, H, m->max_seq, 1.4426950408889634f / sqrtf((float)HD), heads_inner);
-    GPT2__LAUNCHED();
-    return GPT2_OK;
-}
-
-/* Whether the tiled prefill kernel serves this dtype and head size on this GPU; raises its shared-memory limit. */
-template <typename T, int HD>
-static int gpt2__prefill_enable(void) {
-    cudaFuncAttributes fa; /* the kernel is empty unless the code that runs was built for sm_80+ */
-    return cudaFuncSetAttribute(gpt2__attn_prefill_kernel<T, HD>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                (int)gpt2__prefill_smem<T, HD>()) == cudaSuccess &&
-           cudaFuncGetAttributes(&fa, gpt2__attn_prefill_kernel<T, HD>) == cudaSuccess && fa.ptxVersion >= 80;
-}
-template <int HD>
-static int gpt2__prefill32_enable(void) {
-    return cudaFuncSetAttribute(gpt2__attn_prefill32_kernel<HD>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                (int)gpt2__prefill32_smem<HD>()) == cudaSuccess;
-}
-static int gpt2__prefill_usable(gpt2_dtype dt, int hd, int device) {
-    cudaDeviceProp pr;
-    if (cudaGetDeviceProperties(&pr, device) != cudaSuccess || pr.major < 8) return 0;
-    int ok = 0;
-    if (dt == GPT2_DTYPE_F32)
-        ok = hd == 32 ? gpt2__prefill32_enable<32>() : hd == 64 ? gpt2__prefill32_enable<64>()
-           : hd == 128 ? gpt2__prefill32_enable<128>() : 0;
-    else if (dt == GPT2_DTYPE_F16)
-        ok = hd == 32 ? gpt2__prefill_enable<__half, 32>() : hd == 64 ? gpt2__prefill_enable<__half, 64>()
-           : hd == 128 ? gpt2__prefill_enable<__half, 128>() : 0;
-    else
-        ok = hd == 32 ? gpt2__prefill_enable<__nv_bfloat16, 32>() : hd == 64 ? gpt2__prefill_enable<__nv_bfloat16, 64>()
-           : hd == 128 ? gpt2__prefill_enable<__nv_bfloat16, 128>() : 0;
-    cudaGetLastError();
-    return ok;
-}
-
-template <int HD>
-static gpt2_status gpt2__prefill32_launch(gpt2__cuda_state *S, const gpt2_model *m, float *kc, float *vc, const gpt2__cuda_meta *d) {
-    const int C = m->cfg.n_embd, H = m->cfg.n_head, heads_inner = gpt2__prefill_heads_inner(S, d, C, sizeof(float));
-    gpt2__attn_prefill32_kernel<HD><<<dim3((unsigned)d->n_tiles * (unsigned)H), GPT2__F32_NT, gpt2__prefill32_smem<HD>(), S->stream>>>(
-        (const float *)S->qkv, kc, vc, (float *)S->att, d->tiles, C, H, m->max_seq, 1.4426950408889634f / sqrtf((float)HD), heads_inner);
-    GPT2__LAUNCHED();
-    return GPT2_OK;
-}
-static gpt2_status gpt2__prefill(gpt2__cuda_state *S, const gpt2_model *m, float *kc, float *vc, const gpt2__cuda_meta *d) {
-    const int hd = m->cfg.n_embd / m->cfg.n_head;
-    return hd == 32 ? gpt2__prefill32_launch<32>(S, m, kc, vc, d) : hd == 64 ? gpt2__prefill32_launch<64>(S, m, kc, vc, d)
-                    : gpt2__prefill32_launch<128>(S, m, kc, vc, d);
-}
-template <typename T>
-static gpt2_status gpt2__prefill(gpt2__cuda_state *S, const gpt2_model *m, T *kc, T *vc, const gpt2__cuda_meta *d) {
-    const int hd = m->cfg.n_embd / m->cfg.n_head;
-    return hd == 32 ? gpt2__prefill_launch<T, 32>(S, m, kc, vc, d) : hd == 64 ? gpt2__prefill_launch<T, 64>(S, m, kc, vc, d)
-                    : gpt2__prefill_launch<T, 128>(S, m, kc, vc, d);
-}
-
-/* gpt2__kv_store_kernel over N rows, 16-byte chunks when the head size allows */
-template <typename T>
-static gpt2_status gpt2__kv_store(cudaStream_t st, int sms, const T *qkv, T *kc, T *vc, const int *slot, const int *pos, int N,
-                                  int C, int H, int max_seq) {
-    const int hd = C / H, VE = 16 / (int)sizeof(T);
-    if (N < 1) return GPT2_OK;
-    const size_t chunks = (size_t)N * C / (hd % VE == 0 ? VE : 1);
-    const int blocks = (int)((chunks + 255) / 256 < (size_t)8 * sms ? (chunks + 255) / 256 : (size_t)8 * sms);
-    if (hd % VE == 0) gpt2__kv_store_kernel<T, 16 / sizeof(T)><<<blocks, 256, 0, st>>>(qkv, kc, vc, slot, pos, N, C, H, hd, max_seq);
-    else gpt2__kv_store_kernel<T, 1><<<blocks, 256, 0, st>>>(qkv, kc, vc, slot, pos, N, C, H, hd, max_seq);
-    GPT2__LAUNCHED();
-    return GPT2_OK;
-}
-
-/* Layer l's attention step over the N fed rows planned in d: K and V of the rows into the cache, then the kernels.
-   With the tiled prefill kernel on, each kernel stores the K and V of the rows it serves: a tile's rows
-   (gpt2__attn_prefill_kernel, which reads the keys fed in this step from qkv), a row that is the only new row of its
-   sequence (the decode kernels, which read its own key from qkv); gpt2__kv_store_kernel then never runs. Without it
-   (F32, or a GPU before sm_80) gpt2__kv_store_kernel stores every row's first. */
-template <typename T>
-static gpt2_status gpt2__attention(gpt2__cuda_state *S, const gpt2_model *m, int l, const gpt2__cuda_meta *d, int N_fed) {
-    const int C = m->cfg.n_embd, H = m->cfg.n_head, hd = C / H, VE = 16 / (int)sizeof(T), N = d->n_att;
-    const size_t per_layer = (size_t)m->max_batch * m->max_seq * C;
-    T *kc = (T *)S->k_cache + (size_t)l * per_layer, *vc = (T *)S->v_cache + (size_t)l * per_layer;
-    /* with the tiled kernel, every row stores its own K and V (gpt2__attn_prefill_kernel a tile's rows, the decode
-       kernels a single row's); else, and in a step of several decode rows of one sequence (S->dup_step: a row reads
-       the K and V of the rows before it), gpt2__kv_store_kernel stores them all first */
-    const int store = S->flash && (!S->dup_step || gpt2__att_dup_mma(S, m, d)), n_kv = store ? 0 : N_fed;
-    gpt2_status st = GPT2_OK;
-    if (n_kv > 0 && (st = gpt2__kv_store<T>(S->stream, S->sms, (const T *)S->qkv, kc, vc, d->slot, d->pos, n_kv, C, H, m->max_seq)))
-        return st;
-    if (d->n_tiles > 0 && (st = gpt2__prefill(S, m, kc, vc, d))) return st;
-    if (N < 1) return GPT2_OK;
-    /* in a split step (gpt2__cuda_parts) the part's attention runs in its stream of the attention set, between two
-       events; no programmatic launch across them */
-    const cudaStream_t own = S->stream;
-    const int pdl = S->pdl, i = S->att_part;
-    S->att_layer = l;
-    if (S->att_stream) {
-        if (S->stagger && i == 0 && l == S->stagger - 1) GPT2__CU(cudaEventRecord(S->stag, own));
-        GPT2__CU(cudaEventRecord(S->att_go[i], own));
-        GPT2__CU(cudaStreamWaitEvent(S->att_stream, S->att_go[i], 0));
-        S->stream = S->att_stream;
-        S->pdl = 0;
-    }
-    /* splits of a fixed length, so a row's result never depends on how many rows share the step */
-    const int split_len = GPT2__SPLIT_LEN, n_split = (m->max_seq + split_len - 1) / split_len;
-    if (hd % VE == 0 && hd / VE <= 32) st = gpt2__attn_launch<T, 16 / sizeof(T), 1>(S, m, kc, vc, d, n_split, split_len, store);
-    else if (hd % VE == 0) st = gpt2__attn_launch<T, 16 / sizeof(T), 4>(S, m, kc, vc, d, n_split, split_len, store);
-    else if (hd <= 32) st = gpt2__attn_launch<T, 1, 1>(S, m, kc, vc, d, n_split, split_len, store);
-    else st = gpt2__attn_launch<T, 1, 8>(S, m, kc, vc, d, n_split, split_len, store);
-    S->stream = own;
-    S->pdl = pdl;
-    if (!st && S->att_stream) {
-        /* the last part's work after its last attention goes on in tail_stream, over every SM */
-        if (S->tail_stream && l + 1 == m->cfg.n_layer) S->stream = S->tail_stream;
-        GPT2__CU(cudaEventRecord(S->att_done[i], S->att_stream));
-        GPT2__CU(cudaStreamWaitEvent(S->stream, S->att_done[i], 0));
-    }
-    return st;
-}
-
-
-/* The head sizes gpt2__attention handles (init refuses others) */
-static int gpt2__cuda_head_ok(int hd, size_t esize) {
-    int VE = (int)(16 / esize);
-    return hd % VE == 0 ? hd / VE <= 4 * 32 : hd <= 8 * 32;
 }
 
 /* The forward pass on the GPU over the rows described by d (uploaded): N fed rows, the first P of them prompt rows
@@ -5498,17 +5547,7 @@ static gpt2_status gpt2__cuda_run(gpt2_model *m, const gpt2__cuda_meta *d, int N
     return gpt2__cuda_run_t<float>(m, S, d, N, P, n_out, all_rows);
 }
 
-/* Sampling of rows [row0, row0 + rows) of a step of N fed rows (P prompt rows) and n sequences, into d->next, in st
-   (after a kernel when pdl). A pure decode step's sampler also advances the blob for the fed step after it. */
-static gpt2_status gpt2__cuda_sample(gpt2_model *m, const gpt2__cuda_meta *d, int N, int P, int n, int row0, int rows,
-                                     cudaStream_t st, int pdl) {
-    gpt2__cuda_state *S = (gpt2__cuda_state *)m->cuda;
-    gpt2__advance adv = {NULL, NULL, NULL, 0};
-    if (P == 0 && N == n && S->h_meta_dev) adv = {d->pos, d->tok, S->h_meta_dev, (long long)S->meta_bytes};
-    return gpt2__launch(gpt2__sample_kernel, dim3((unsigned)rows), dim3(GPT2__SAMPLE_THREADS), 0, st, pdl, S->logits,
-                        m->cfg.n_vocab, S->ldv, (const gpt2__pick *)d->picks, d->next, adv, row0,
-                        (const float2 *)(S->amax_n ? S->amax : NULL), S->amax_n);
-}
+/* == [GPT2:PARTS] == the two-part throughput mode (streams, green contexts) ====================================== */
 
 /* How many parts a step of N fed rows, P of them prompt rows, runs as (gpt2__cuda_parts; 1: one run). Only pure
    decode steps (P == 0: every row its sequence's only row, att_rows and out_row the identity), as many parts as
@@ -5703,6 +5742,8 @@ static gpt2_status gpt2__cuda_parts(gpt2_model *m, const gpt2__cuda_meta *d, int
     return GPT2_OK;
 }
 
+/* == [GPT2:STEP] == the step, its CUDA graphs, and the engine's entry points ===================================== */
+
 /* One step's device work, in stream order: forward, then sampling into d->next. d: the step's inputs on the device
    (d_meta, already copied over; n_att and n_tiles as planned on the host). */
 static gpt2_status gpt2__cuda_step_body(gpt2_model *m, const gpt2__cuda_meta *d, int N, int P, int n, int np) {
@@ -5751,7 +5792,168 @@ static gpt2_status gpt2__cuda_decode_graph(gpt2_model *m, const gpt2__cuda_meta 
     return GPT2_OK;
 }
 
-/* ---------------------------------------------------------------- CUDA backend: the engine's entry points */
+static gpt2_status gpt2__cuda_forward(gpt2_model *m, const int *tokens, int B, int T, float *logits) {
+    gpt2__cuda_state *S = (gpt2__cuda_state *)m->cuda;
+    const size_t V = (size_t)m->cfg.n_vocab;
+    GPT2__CU(cudaSetDevice(S->device));
+    S->dup_step = 0;
+    int per = (S->max_rows < S->logit_rows ? S->max_rows : S->logit_rows) / T;
+    if (per > m->max_batch) per = m->max_batch;
+    if (per < 1) per = 1;
+    for (int b0 = 0; b0 < B; b0 += per) {
+        const int nb = B - b0 < per ? B - b0 : per, N = nb * T;
+        gpt2__cuda_meta h = gpt2__meta_at(S->h_meta[0], N, N, 0), d = gpt2__meta_at(S->d_meta, N, N, 0);
+        for (int r = 0; r < N; r++) {
+            h.tok[r] = tokens[(size_t)b0 * T + r];
+            h.pos[r] = r % T;
+            h.slot[r] = r / T;
+            h.out_row[r] = r;
+        }
+        gpt2__plan_attention(&h, N, S->flash);
+        d.n_att = h.n_att;
+        d.n_tiles = h.n_tiles; d.tile_keys = h.tile_keys;
+        GPT2__CU(cudaMemcpyAsync(S->d_meta, S->h_meta[0], h.bytes, cudaMemcpyHostToDevice, S->stream));
+        gpt2_status st = gpt2__cuda_run(m, &d, N, N, N, 1);
+        if (st) { cudaStreamSynchronize(S->stream); return st; }
+        GPT2__CU(cudaMemcpy2DAsync(logits + (size_t)b0 * T * V, V * sizeof(float), S->logits, (size_t)S->ldv * sizeof(float),
+                                   V * sizeof(float), (size_t)N, cudaMemcpyDeviceToHost, S->stream));
+        GPT2__CU(cudaStreamSynchronize(S->stream));
+    }
+    return GPT2_OK;
+}
+
+/* Ends whatever is in flight (after an error, or when gpt2_generate returns). */
+static void gpt2__cuda_drain(gpt2_model *m) {
+    gpt2__cuda_state *S = (gpt2__cuda_state *)m->cuda;
+    if (!S || !S->flying) return;
+    gpt2__cuda_sync(S);
+    S->flying = 0;
+}
+
+/* Stages and launches one step of n sequences without waiting for it: its inputs into the next staging blob and
+   over, the forward (a replayed graph when every row is a decode row), sampling, the sampled ids back into the blob,
+   then an event. At most two steps are in flight; gpt2__cuda_collect reads the oldest. With feed, the step is the
+   pure-decode successor of the step launched last (the same sequences in the same order, each one position on): its
+   tokens are the ones that step samples, read on the GPU (tok[r] = -1 - r), so the host need not wait for them. */
+static gpt2_status gpt2__cuda_launch(gpt2_model *m, const gpt2__seq *seqs, int n, int feed) {
+    gpt2__cuda_state *S = (gpt2__cuda_state *)m->cuda;
+    int N = 0, P = 0, decode = 1, dup = 0;
+    for (int i = 0; i < n; i++) {
+        const gpt2__seq *q = &seqs[i];
+        if (i > 0 && q->slot == seqs[i - 1].slot && !q->prompt && q->n_tok == 1) dup = 1;
+        if (q->prompt || q->n_tok > 1) P += q->n_tok;
+        if (q->slot < 0 || q->slot >= m->max_batch || q->pos < 0 || q->n_tok < 1 || q->pos + q->n_tok > m->max_seq)
+            return gpt2__fail(GPT2_ERR_ARG, "CUDA step: sequence %d (slot %d, positions %d..%d) is outside max_batch = %d, "
+                                            "max_seq = %d", i, q->slot, q->pos, q->pos + q->n_tok - 1, m->max_batch, m->max_seq);
+        N += q->n_tok;
+        if (q->n_tok != 1) decode = 0;
+    }
+    /* several decode rows of one sequence (gpt2_generate verifying a draft): each its own entry, consecutive, at
+       consecutive positions; each computes as a decode row of its own would (the keys fed before it in this step read
+       from qkv, or stored before attention: gpt2__attention) */
+    dup = dup && decode && !P;
+    if (n < 1 || N > S->max_rows || n > (dup ? (S->max_rows < S->logit_rows ? S->max_rows : S->logit_rows) : m->max_batch))
+        return gpt2__fail(GPT2_ERR_ARG, "CUDA step: %d rows of %d sequences (workspace: %d rows, %d sequences)",
+                          N, n, S->max_rows, m->max_batch);
+    if (S->flying == 2 || (feed && (S->feed_n != n || !decode || P || dup)))
+        return gpt2__fail(GPT2_ERR_ARG, "CUDA step: %d steps in flight, feed %d after a step of %d decode rows (now %d rows, "
+                                        "%d of them prompt)", S->flying, feed, S->feed_n, N, P);
+    GPT2__CU(cudaSetDevice(S->device));
+    const int b = S->stage ^ 1;
+    gpt2__cuda_meta h = gpt2__meta_at(S->h_meta[b], N, n, n), d = gpt2__meta_at(S->d_meta, N, n, n);
+    /* prompt rows first (rows [0, P)), then the decode rows: each kind has its own GEMM kernel (gpt2__linear) */
+    for (int i = 0, rp = 0, rd = P; i < n; i++) {
+        const gpt2__seq *q = &seqs[i];
+        int *r = q->prompt || q->n_tok > 1 ? &rp : &rd;
+        for (int t = 0; t < q->n_tok; t++, (*r)++) {
+            h.tok[*r] = feed ? -1 - *r : q->tok[t];
+            h.pos[*r] = q->pos + t;
+            h.slot[*r] = q->slot;
+        }
+        h.out_row[i] = *r - 1;
+        gpt2__pick *pk = &h.picks[i];
+        pk->temperature = q->sampling.temperature;
+        pk->top_p = q->sampling.top_p;
+        pk->top_k = q->sampling.top_k;
+        pk->sample = q->sample;
+        pk->seed = q->sampling.seed;
+        pk->draw = q->draw;
+        pk->out = S->h_meta_dev ? (int *)(S->h_meta_dev + ((char *)(h.next + i) - (char *)S->h_meta[0])) : NULL;
+    }
+    /* compacted last layer: each prompt's last row in order, then every decode row (N - P of them, one a sequence) */
+    h.gat_P = n - (N - P);
+    h.n_gat = S->gather > 0 && P - h.gat_P >= S->gather ? n : 0;
+    for (int i = 0, jp = 0; h.n_gat && i < n; i++) {
+        const int r = h.out_row[i], j = r < P ? jp++ : h.gat_P + r - P;
+        h.gat[j] = r;
+        h.outc[i] = j;
+    }
+    gpt2__plan_attention(&h, N, S->flash && !dup); /* a draft's rows stay decode rows, not a prompt run */
+    S->dup_step = dup;
+    S->dup_seqs = 1;
+    for (int i = 1; i < n; i++) S->dup_seqs += seqs[i].slot != seqs[i - 1].slot;
+    /* parts (gpt2__cuda_parts): a part's rows count from its first */
+    const int np = dup ? 1 : gpt2__parts_of(S, N, P);
+    S->parts_last = np;
+    /* split: attention on SMs of its own where the K/V reads outweigh the products (long contexts; item 98) */
+    long long keys = 0;
+    for (int r = 0; np > 1 && r < N; r++) keys += h.pos[r] + 1;
+    const int longer = S->split_ctx > 0 && keys * S->split_ctx >= (long long)N * m->cfg.n_embd;
+    S->split_step = np > 1 && S->green_sms > 0 && longer;
+    S->att_short = np > 1 && !longer && S->split_ctx > 0;
+    for (int i = 1; i < np; i++)
+        for (int r = gpt2__part_at(N, np, i), r0 = r; r < gpt2__part_at(N, np, i + 1); r++) h.att_rows[r] -= r0, h.out_row[r] -= r0;
+    d.n_att = h.n_att;
+    d.n_tiles = h.n_tiles; d.tile_keys = h.tile_keys;
+    d.n_gat = h.n_gat; d.gat_P = h.gat_P;
+    gpt2_status st = GPT2_OK;
+    /* a fed step finds its blob already on the device: the sampler of the step before advanced it (gpt2__advance) */
+    cudaError_t e = feed && S->h_meta_dev ? cudaSuccess : cudaMemcpyAsync(S->d_meta, S->h_meta[b], h.bytes, cudaMemcpyHostToDevice, S->stream);
+    if (e == cudaSuccess)
+        st = decode && !P && S->use_graphs ? gpt2__cuda_decode_graph(m, &d, n, np) : gpt2__cuda_step_body(m, &d, N, P, n, np);
+    if (e == cudaSuccess && !st && !S->h_meta_dev)
+        e = cudaMemcpyAsync(h.next, d.next, (size_t)n * sizeof(int), cudaMemcpyDeviceToHost, S->stream);
+    if (e == cudaSuccess && !st) e = cudaEventRecord(S->fly_done[b], S->stream);
+    if (st || e != cudaSuccess) {
+        gpt2__cuda_drain(m);
+        S->feed_n = -1;
+        return st ? st : gpt2__fail(GPT2_ERR_DEVICE, "%s:%d: CUDA step: %s", __FILE__, __LINE__, cudaGetErrorString(e));
+    }
+    S->stage = b;
+    S->fly_n[b] = n;
+    S->fly_next[b] = h.next;
+    S->flying++;
+    S->feed_n = decode && !P && !dup ? n : -1;
+    return GPT2_OK;
+}
+
+/* Waits for the oldest step in flight and copies its sampled ids (one per sequence, in its order) to next. */
+static gpt2_status gpt2__cuda_collect(gpt2_model *m, int *next) {
+    gpt2__cuda_state *S = (gpt2__cuda_state *)m->cuda;
+    if (!S->flying) return gpt2__fail(GPT2_ERR_ARG, "CUDA step: no step in flight to collect");
+    const int b = S->flying == 2 ? S->stage ^ 1 : S->stage;
+    cudaError_t e = cudaEventSynchronize(S->fly_done[b]);
+    S->flying--;
+    if (e != cudaSuccess) {
+        gpt2__cuda_drain(m);
+        return gpt2__fail(GPT2_ERR_DEVICE, "%s:%d: CUDA step: %s", __FILE__, __LINE__, cudaGetErrorString(e));
+    }
+    memcpy(next, S->fly_next[b], (size_t)S->fly_n[b] * sizeof(int));
+    return GPT2_OK;
+}
+
+/* One step, start to end: its sampled ids in next. */
+static gpt2_status gpt2__cuda_step(gpt2_model *m, const gpt2__seq *seqs, int n, int *next) {
+    if (n < 1) return GPT2_OK;
+    gpt2_status st = gpt2__cuda_launch(m, seqs, n, 0);
+    return st ? st : gpt2__cuda_collect(m, next);
+}
+
+/* == [GPT2:CUDA_INIT] == CUDA init and free: usable GPU, weight upload, state ==================================== */
+
+/* Probe for gpt2__cuda_usable: launchable only when this build holds code for the GPU. */
+__global__ void gpt2__probe_kernel(int *x) { if (x) *x = 0; }
+__device__ int gpt2__built_wg = GPT2__WG; /* 1: the code running was built with wgmma (sm_90a; read by init) */
 
 static int gpt2__cuda_usable(int device, char *why, size_t cap) {
     int count = 0;
@@ -5821,6 +6023,18 @@ static void gpt2__cuda_free(gpt2_model *m) {
     m->cuda = NULL;
 }
 
+/* Weight upload: dst (T) = src (S, the checkpoint's dtype as uploaded), through float32 (exact from F16 and BF16),
+   so the bits are those of the CPU backend's float32 copy rounded to T; transposed from [rows][cols] to
+   [cols][rows] when transpose is set (GPT-2's Conv1D [in][out] becomes [out][in]). Grid-stride over rows*cols. */
+template <typename T, typename S>
+__global__ void gpt2__convert_kernel(T *dst, const S *src, size_t rows, size_t cols, int transpose) {
+    size_t n = rows * cols;
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+        size_t s = transpose ? (i % rows) * cols + i / rows : i;
+        gpt2__put(dst + i, gpt2__f(src[s]));
+    }
+}
+
 /* Weights: each tensor's bytes go up as the checkpoint holds them (F32, F16 or BF16) into a staging buffer, and a
    kernel converts them to the model's dtype (fp32 when keep_f32: the layer norms' parameters), transposing the
    matrices. The stream orders each copy after the conversion before it. The host side: the bytes (the mapped file,
@@ -5828,9 +6042,7 @@ static void gpt2__cuda_free(gpt2_model *m) {
    OpenMP threads, where built with them) filling one while the copy engine reads the other, so the host waits only
    for the copy that last read the buffer it fills next. Without the pinned buffers (their allocation failed) each
    tensor goes up from pageable memory, through the driver's own bounce buffers (~8 GB/s on the H100's host). */
-#ifndef GPT2__UP_CHUNK
-#define GPT2__UP_CHUNK ((size_t)32 << 20)
-#endif
+
 typedef struct {
     void *pin[2];         /* pinned host buffers of GPT2__UP_CHUNK bytes (NULL: pageable copies) */
     cudaEvent_t read[2];  /* recorded after the copy that reads pin[i] */
@@ -5865,9 +6077,7 @@ static int gpt2__resident(const void *p, size_t n) {
    at once defeated the kernel's read-ahead (a 1558M load from a file out of the page cache 2.3–2.9 → 2.8–3.4 s).
    More threads than 8 gain little, and with all of a host's cores in each of two MPI ranks there, the ranks' idle
    threads spinning between chunks made a 2-rank load 0.9 → 2.5 s (RESULTS item 161). */
-#ifndef GPT2__UP_THREADS
-#define GPT2__UP_THREADS 8
-#endif
+
 static inline int gpt2__up_threads(void) {
 #ifdef _OPENMP
     return omp_get_max_threads() < GPT2__UP_THREADS ? omp_get_max_threads() : GPT2__UP_THREADS;
@@ -6128,166 +6338,9 @@ static gpt2_status gpt2__cuda_init(gpt2_model *m, const gpt2__slot *slots) {
     return st;
 }
 
-static gpt2_status gpt2__cuda_forward(gpt2_model *m, const int *tokens, int B, int T, float *logits) {
-    gpt2__cuda_state *S = (gpt2__cuda_state *)m->cuda;
-    const size_t V = (size_t)m->cfg.n_vocab;
-    GPT2__CU(cudaSetDevice(S->device));
-    S->dup_step = 0;
-    int per = (S->max_rows < S->logit_rows ? S->max_rows : S->logit_rows) / T;
-    if (per > m->max_batch) per = m->max_batch;
-    if (per < 1) per = 1;
-    for (int b0 = 0; b0 < B; b0 += per) {
-        const int nb = B - b0 < per ? B - b0 : per, N = nb * T;
-        gpt2__cuda_meta h = gpt2__meta_at(S->h_meta[0], N, N, 0), d = gpt2__meta_at(S->d_meta, N, N, 0);
-        for (int r = 0; r < N; r++) {
-            h.tok[r] = tokens[(size_t)b0 * T + r];
-            h.pos[r] = r % T;
-            h.slot[r] = r / T;
-            h.out_row[r] = r;
-        }
-        gpt2__plan_attention(&h, N, S->flash);
-        d.n_att = h.n_att;
-        d.n_tiles = h.n_tiles; d.tile_keys = h.tile_keys;
-        GPT2__CU(cudaMemcpyAsync(S->d_meta, S->h_meta[0], h.bytes, cudaMemcpyHostToDevice, S->stream));
-        gpt2_status st = gpt2__cuda_run(m, &d, N, N, N, 1);
-        if (st) { cudaStreamSynchronize(S->stream); return st; }
-        GPT2__CU(cudaMemcpy2DAsync(logits + (size_t)b0 * T * V, V * sizeof(float), S->logits, (size_t)S->ldv * sizeof(float),
-                                   V * sizeof(float), (size_t)N, cudaMemcpyDeviceToHost, S->stream));
-        GPT2__CU(cudaStreamSynchronize(S->stream));
-    }
-    return GPT2_OK;
-}
-
-/* Ends whatever is in flight (after an error, or when gpt2_generate returns). */
-static void gpt2__cuda_drain(gpt2_model *m) {
-    gpt2__cuda_state *S = (gpt2__cuda_state *)m->cuda;
-    if (!S || !S->flying) return;
-    gpt2__cuda_sync(S);
-    S->flying = 0;
-}
-
-/* Stages and launches one step of n sequences without waiting for it: its inputs into the next staging blob and
-   over, the forward (a replayed graph when every row is a decode row), sampling, the sampled ids back into the blob,
-   then an event. At most two steps are in flight; gpt2__cuda_collect reads the oldest. With feed, the step is the
-   pure-decode successor of the step launched last (the same sequences in the same order, each one position on): its
-   tokens are the ones that step samples, read on the GPU (tok[r] = -1 - r), so the host need not wait for them. */
-static gpt2_status gpt2__cuda_launch(gpt2_model *m, const gpt2__seq *seqs, int n, int feed) {
-    gpt2__cuda_state *S = (gpt2__cuda_state *)m->cuda;
-    int N = 0, P = 0, decode = 1, dup = 0;
-    for (int i = 0; i < n; i++) {
-        const gpt2__seq *q = &seqs[i];
-        if (i > 0 && q->slot == seqs[i - 1].slot && !q->prompt && q->n_tok == 1) dup = 1;
-        if (q->prompt || q->n_tok > 1) P += q->n_tok;
-        if (q->slot < 0 || q->slot >= m->max_batch || q->pos < 0 || q->n_tok < 1 || q->pos + q->n_tok > m->max_seq)
-            return gpt2__fail(GPT2_ERR_ARG, "CUDA step: sequence %d (slot %d, positions %d..%d) is outside max_batch = %d, "
-                                            "max_seq = %d", i, q->slot, q->pos, q->pos + q->n_tok - 1, m->max_batch, m->max_seq);
-        N += q->n_tok;
-        if (q->n_tok != 1) decode = 0;
-    }
-    /* several decode rows of one sequence (gpt2_generate verifying a draft): each its own entry, consecutive, at
-       consecutive positions; each computes as a decode row of its own would (the keys fed before it in this step read
-       from qkv, or stored before attention: gpt2__attention) */
-    dup = dup && decode && !P;
-    if (n < 1 || N > S->max_rows || n > (dup ? (S->max_rows < S->logit_rows ? S->max_rows : S->logit_rows) : m->max_batch))
-        return gpt2__fail(GPT2_ERR_ARG, "CUDA step: %d rows of %d sequences (workspace: %d rows, %d sequences)",
-                          N, n, S->max_rows, m->max_batch);
-    if (S->flying == 2 || (feed && (S->feed_n != n || !decode || P || dup)))
-        return gpt2__fail(GPT2_ERR_ARG, "CUDA step: %d steps in flight, feed %d after a step of %d decode rows (now %d rows, "
-                                        "%d of them prompt)", S->flying, feed, S->feed_n, N, P);
-    GPT2__CU(cudaSetDevice(S->device));
-    const int b = S->stage ^ 1;
-    gpt2__cuda_meta h = gpt2__meta_at(S->h_meta[b], N, n, n), d = gpt2__meta_at(S->d_meta, N, n, n);
-    /* prompt rows first (rows [0, P)), then the decode rows: each kind has its own GEMM kernel (gpt2__linear) */
-    for (int i = 0, rp = 0, rd = P; i < n; i++) {
-        const gpt2__seq *q = &seqs[i];
-        int *r = q->prompt || q->n_tok > 1 ? &rp : &rd;
-        for (int t = 0; t < q->n_tok; t++, (*r)++) {
-            h.tok[*r] = feed ? -1 - *r : q->tok[t];
-            h.pos[*r] = q->pos + t;
-            h.slot[*r] = q->slot;
-        }
-        h.out_row[i] = *r - 1;
-        gpt2__pick *pk = &h.picks[i];
-        pk->temperature = q->sampling.temperature;
-        pk->top_p = q->sampling.top_p;
-        pk->top_k = q->sampling.top_k;
-        pk->sample = q->sample;
-        pk->seed = q->sampling.seed;
-        pk->draw = q->draw;
-        pk->out = S->h_meta_dev ? (int *)(S->h_meta_dev + ((char *)(h.next + i) - (char *)S->h_meta[0])) : NULL;
-    }
-    /* compacted last layer: each prompt's last row in order, then every decode row (N - P of them, one a sequence) */
-    h.gat_P = n - (N - P);
-    h.n_gat = S->gather > 0 && P - h.gat_P >= S->gather ? n : 0;
-    for (int i = 0, jp = 0; h.n_gat && i < n; i++) {
-        const int r = h.out_row[i], j = r < P ? jp++ : h.gat_P + r - P;
-        h.gat[j] = r;
-        h.outc[i] = j;
-    }
-    gpt2__plan_attention(&h, N, S->flash && !dup); /* a draft's rows stay decode rows, not a prompt run */
-    S->dup_step = dup;
-    S->dup_seqs = 1;
-    for (int i = 1; i < n; i++) S->dup_seqs += seqs[i].slot != seqs[i - 1].slot;
-    /* parts (gpt2__cuda_parts): a part's rows count from its first */
-    const int np = dup ? 1 : gpt2__parts_of(S, N, P);
-    S->parts_last = np;
-    /* split: attention on SMs of its own where the K/V reads outweigh the products (long contexts; item 98) */
-    long long keys = 0;
-    for (int r = 0; np > 1 && r < N; r++) keys += h.pos[r] + 1;
-    const int longer = S->split_ctx > 0 && keys * S->split_ctx >= (long long)N * m->cfg.n_embd;
-    S->split_step = np > 1 && S->green_sms > 0 && longer;
-    S->att_short = np > 1 && !longer && S->split_ctx > 0;
-    for (int i = 1; i < np; i++)
-        for (int r = gpt2__part_at(N, np, i), r0 = r; r < gpt2__part_at(N, np, i + 1); r++) h.att_rows[r] -= r0, h.out_row[r] -= r0;
-    d.n_att = h.n_att;
-    d.n_tiles = h.n_tiles; d.tile_keys = h.tile_keys;
-    d.n_gat = h.n_gat; d.gat_P = h.gat_P;
-    gpt2_status st = GPT2_OK;
-    /* a fed step finds its blob already on the device: the sampler of the step before advanced it (gpt2__advance) */
-    cudaError_t e = feed && S->h_meta_dev ? cudaSuccess : cudaMemcpyAsync(S->d_meta, S->h_meta[b], h.bytes, cudaMemcpyHostToDevice, S->stream);
-    if (e == cudaSuccess)
-        st = decode && !P && S->use_graphs ? gpt2__cuda_decode_graph(m, &d, n, np) : gpt2__cuda_step_body(m, &d, N, P, n, np);
-    if (e == cudaSuccess && !st && !S->h_meta_dev)
-        e = cudaMemcpyAsync(h.next, d.next, (size_t)n * sizeof(int), cudaMemcpyDeviceToHost, S->stream);
-    if (e == cudaSuccess && !st) e = cudaEventRecord(S->fly_done[b], S->stream);
-    if (st || e != cudaSuccess) {
-        gpt2__cuda_drain(m);
-        S->feed_n = -1;
-        return st ? st : gpt2__fail(GPT2_ERR_DEVICE, "%s:%d: CUDA step: %s", __FILE__, __LINE__, cudaGetErrorString(e));
-    }
-    S->stage = b;
-    S->fly_n[b] = n;
-    S->fly_next[b] = h.next;
-    S->flying++;
-    S->feed_n = decode && !P && !dup ? n : -1;
-    return GPT2_OK;
-}
-
-/* Waits for the oldest step in flight and copies its sampled ids (one per sequence, in its order) to next. */
-static gpt2_status gpt2__cuda_collect(gpt2_model *m, int *next) {
-    gpt2__cuda_state *S = (gpt2__cuda_state *)m->cuda;
-    if (!S->flying) return gpt2__fail(GPT2_ERR_ARG, "CUDA step: no step in flight to collect");
-    const int b = S->flying == 2 ? S->stage ^ 1 : S->stage;
-    cudaError_t e = cudaEventSynchronize(S->fly_done[b]);
-    S->flying--;
-    if (e != cudaSuccess) {
-        gpt2__cuda_drain(m);
-        return gpt2__fail(GPT2_ERR_DEVICE, "%s:%d: CUDA step: %s", __FILE__, __LINE__, cudaGetErrorString(e));
-    }
-    memcpy(next, S->fly_next[b], (size_t)S->fly_n[b] * sizeof(int));
-    return GPT2_OK;
-}
-
-/* One step, start to end: its sampled ids in next. */
-static gpt2_status gpt2__cuda_step(gpt2_model *m, const gpt2__seq *seqs, int n, int *next) {
-    if (n < 1) return GPT2_OK;
-    gpt2_status st = gpt2__cuda_launch(m, seqs, n, 0);
-    return st ? st : gpt2__cuda_collect(m, next);
-}
-
 #endif /* GPT2__CUDA */
 
-/* ---------------------------------------------------------------- engine: model lifetime, forward, generate */
+/* == [GPT2:ENGINE] == engine: model lifetime, forward, generate (after the backends: it calls into both) ========= */
 
 GPT2_API gpt2_options gpt2_default_options(void) {
     gpt2_options o;
@@ -6513,9 +6566,6 @@ GPT2_API gpt2_status gpt2_forward(gpt2_model *m, const int *tokens, int B, int T
    draft tokens and how many stood. */
 typedef struct gpt2__active { int req, fed, kk, miss, cool, nk, kept; } gpt2__active;
 
-#define GPT2__SPEC_ROWS 16 /* most rows of a step that verifies drafts (gpt2__skinny_kernel's rows: one pass over the
-                              weights serves them all) */
-
 /* Speculation by prompt lookup: up to k tokens that followed the latest earlier occurrence of the last g tokens of
    request r's context (its prompt, then what it has generated), g = 3, else 2; into d, their count returned (0: none) */
 static int gpt2__draft(const gpt2_request *r, int k, int *d) {
@@ -6723,6 +6773,8 @@ GPT2_API gpt2_status gpt2_generate(gpt2_model *m, gpt2_request *reqs, int n, gpt
 
 #endif /* GPT2_IMPLEMENTATION_DONE */
 #endif /* GPT2_IMPLEMENTATION */
+
+/* == [GPT2:LICENSE] == license =================================================================================== */
 
 /*
 MIT License
