@@ -40,7 +40,7 @@ test_gpt2_c: test_gpt2.cu $(HEADERS) $(TEST_INC)
 	$(CBUILD) test_gpt2.cu -o $@ -lm
 
 # the CPU suite built for this machine's CPU: with fused multiply-adds where it has them (x86-64 with FMA, aarch64),
-# which once made a row's logits depend on its batch (bench/RESULTS.md item 142)
+# which once made a row's logits depend on its batch (GPT2__NO_CONTRACT in gpt2.cuh says why)
 test_gpt2_native: test_gpt2.cu $(HEADERS) $(TEST_INC)
 	$(CBUILD) -march=native test_gpt2.cu -o $@ -lm
 
