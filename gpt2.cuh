@@ -194,8 +194,8 @@ GPT2_API int          gpt2_model_max_seq(const gpt2_model *model);
 #define GPT2__ARGMAX_LD 4          /* 16-byte loads per thread in flight in the sampler's argmax */
 #define GPT2__MAX_GRAPHS 16
 #define GPT2__MAX_GEMMS 256
-#ifndef GPT2__SPLIT_LEN
-#define GPT2__SPLIT_LEN 256        /* keys per block of decode attention */
+#ifndef GPT2__SPAN_LEN
+#define GPT2__SPAN_LEN 256        /* keys per block of decode attention */
 #endif
 #define GPT2__ATT_PREFETCH (16 << 20) /* decode attention prefetches the cache into L2 up to this many bytes */
 #ifndef GPT2__MAX_PARTS
@@ -215,11 +215,11 @@ GPT2_API int          gpt2_model_max_seq(const gpt2_model *model);
                                    /* -1: by the GPU's memory bandwidth, gpt2__att_sms_default), */
 #endif
 #endif
-#ifndef GPT2__SPLIT_CTX
-#define GPT2__SPLIT_CTX 8          /* in steps whose rows' mean context is at least n_embd / this (RESULTS.md item 98) */
+#ifndef GPT2__GREEN_CTX
+#define GPT2__GREEN_CTX 8          /* in steps whose rows' mean context is at least n_embd / this (RESULTS.md item 98) */
 #endif
 #ifndef GPT2__STAGGER
-#define GPT2__STAGGER 1            /* part 1 of a split step starts once part 0's layer STAGGER - 1 qkv product is done (0: at once) */
+#define GPT2__STAGGER 1            /* part 1 of a green step starts once part 0's layer STAGGER - 1 qkv product is done (0: at once) */
 #endif
 #ifndef GPT2__PDL_EARLY
 #define GPT2__PDL_EARLY 1
@@ -227,8 +227,8 @@ GPT2_API int          gpt2_model_max_seq(const gpt2_model *model);
 #ifndef GPT2__KV_EVICT_FIRST
 #define GPT2__KV_EVICT_FIRST 1
 #endif
-#ifndef GPT2__SK_EVICT_FIRST
-#define GPT2__SK_EVICT_FIRST 1 /* ... and the few-row products their weights (gpt2__skinny_kernel: the KV cache and
+#ifndef GPT2__FEW_ROW_EVICT_FIRST
+#define GPT2__FEW_ROW_EVICT_FIRST 1 /* ... and the few-row products their weights (gpt2__few_row_kernel: the KV cache and
                                   activations of a batch-1 step stay; item 85) */
 #endif
 #ifndef GPT2__FQ
@@ -245,51 +245,51 @@ GPT2_API int          gpt2_model_max_seq(const gpt2_model *model);
 #define GPT2__AMMA_WB 2 /* gpt2__attn_stream_kernel: warps per block */
 #endif
 #define GPT2__F32_NT 256 /* threads of gpt2__attn_prefill32_kernel */
-#define GPT2__SK_ROWS 16 /* most decode rows gpt2__skinny_kernel takes */
-#ifndef GPT2__LNF_ROWS
-#define GPT2__LNF_ROWS 2 /* most decode rows whose residual + layer norm the next product computes (gpt2__lnf) */
+#define GPT2__FEW_ROW_MAX 16 /* most decode rows gpt2__few_row_kernel takes */
+#ifndef GPT2__LN_FOLD_ROWS
+#define GPT2__LN_FOLD_ROWS 2 /* most decode rows whose residual + layer norm the next product computes (gpt2__ln_fold) */
 #endif
-#ifndef GPT2__LNF_MAX_C
-#define GPT2__LNF_MAX_C 4096 /* ... at widths up to this */
+#ifndef GPT2__LN_FOLD_MAX_C
+#define GPT2__LN_FOLD_MAX_C 4096 /* ... at widths up to this */
 #endif
-#ifndef GPT2__LNF_NW
-#define GPT2__LNF_NW 8   /* warps per block of that product: a thread per thread of gpt2__residual_ln_kernel */
+#ifndef GPT2__LN_FOLD_NW
+#define GPT2__LN_FOLD_NW 8   /* warps per block of that product: a thread per thread of gpt2__residual_ln_kernel */
 #endif
-#ifndef GPT2__LNF_ST
-#define GPT2__LNF_ST 10  /* ... and its stages */
+#ifndef GPT2__LN_FOLD_ST
+#define GPT2__LN_FOLD_ST 10  /* ... and its stages */
 #endif
-#ifndef GPT2__SK_NW
-#define GPT2__SK_NW 1    /* warps per block, 8 output columns each */
+#ifndef GPT2__FEW_ROW_NW
+#define GPT2__FEW_ROW_NW 1    /* warps per block, 8 output columns each */
 #endif
-#ifndef GPT2__SK_NW_WIDE
-#define GPT2__SK_NW_WIDE 2 /* ... in products that still have two blocks an SM at this many (gpt2__skinny_go) */
+#ifndef GPT2__FEW_ROW_NW_WIDE
+#define GPT2__FEW_ROW_NW_WIDE 2 /* ... in products that still have two blocks an SM at this many (gpt2__few_row_go) */
 #endif
-#ifndef GPT2__SK_KC
-#define GPT2__SK_KC 128  /* K per stage */
+#ifndef GPT2__FEW_ROW_KC
+#define GPT2__FEW_ROW_KC 128  /* K per stage */
 #endif
-#ifndef GPT2__SK_ST
-#define GPT2__SK_ST 10   /* stages */
+#ifndef GPT2__FEW_ROW_ST
+#define GPT2__FEW_ROW_ST 10   /* stages */
 #endif
-#ifndef GPT2__SK_ST_SHORT
-#define GPT2__SK_ST_SHORT 5 /* ... in products of several rows whose blocks would not all fit on the GPU at once with
-                               GPT2__SK_ST (gpt2__skinny_go: a step verifying a draft, RESULTS.md item 146) */
+#ifndef GPT2__FEW_ROW_ST_SHORT
+#define GPT2__FEW_ROW_ST_SHORT 5 /* ... in products of several rows whose blocks would not all fit on the GPU at once with
+                               GPT2__FEW_ROW_ST (gpt2__few_row_go: a step verifying a draft, RESULTS.md item 146) */
 #endif
-#ifndef GPT2__LNF_FIT_C
-#define GPT2__LNF_FIT_C 1024
+#ifndef GPT2__LN_FOLD_FIT_C
+#define GPT2__LN_FOLD_FIT_C 1024
 #endif
-#ifndef GPT2__SK32_ST
-#define GPT2__SK32_ST 24 /* ring chunks at 32 columns a warp (2.5 KB each; 24 leave 1558M's 16-row products exactly
-                            GPT2__SK_SMEM_MAX: item 124); at 16 columns twice as many, the same bytes */
+#ifndef GPT2__FEW_ROW32_ST
+#define GPT2__FEW_ROW32_ST 24 /* ring chunks at 32 columns a warp (2.5 KB each; 24 leave 1558M's 16-row products exactly
+                            GPT2__FEW_ROW_SMEM_MAX: item 124); at 16 columns twice as many, the same bytes */
 #endif
-#ifndef GPT2__SK32_G
-#define GPT2__SK32_G 4 /* chunks consumed a wait at 32 columns, a divisor of GPT2__SK32_ST (RESULTS.md item 124); at 16 twice */
+#ifndef GPT2__FEW_ROW32_G
+#define GPT2__FEW_ROW32_G 4 /* chunks consumed a wait at 32 columns, a divisor of GPT2__FEW_ROW32_ST (RESULTS.md item 124); at 16 twice */
 #endif
-#ifndef GPT2__SK32_NARROW
-#define GPT2__SK32_NARROW 5 /* products of fewer than sms * this / 4 blocks at 32 columns run 16 a warp (gpt2__sk32_cols) */
+#ifndef GPT2__FEW_ROW32_NARROW
+#define GPT2__FEW_ROW32_NARROW 5 /* products of fewer than sms * this / 4 blocks at 32 columns run 16 a warp (gpt2__few_row32_cols) */
 #endif
-#define GPT2__SK32_KC 16
-#ifndef GPT2__SK_SMEM_MAX
-#define GPT2__SK_SMEM_MAX (160 << 10)
+#define GPT2__FEW_ROW32_KC 16
+#ifndef GPT2__FEW_ROW_SMEM_MAX
+#define GPT2__FEW_ROW_SMEM_MAX (160 << 10)
 #endif
 #ifndef GPT2__UP_CHUNK
 #define GPT2__UP_CHUNK ((size_t)32 << 20)
@@ -297,7 +297,7 @@ GPT2_API int          gpt2_model_max_seq(const gpt2_model *model);
 #ifndef GPT2__UP_THREADS
 #define GPT2__UP_THREADS 8
 #endif
-#define GPT2__SPEC_ROWS 16 /* most rows of a step that verifies drafts (gpt2__skinny_kernel's rows: one pass over the
+#define GPT2__SPEC_ROWS 16 /* most rows of a step that verifies drafts (gpt2__few_row_kernel's rows: one pass over the
                               weights serves them all) */
 
 /* == [GPT2:UTIL] == utilities: platform macros, errors, allocation, files, a small JSON reader =================== */
@@ -2247,11 +2247,11 @@ static gpt2_status gpt2__cpu_step(gpt2_model *m, const gpt2__seq *seqs, int n, i
    - a step's rows: prompt rows first, then decode rows; each kind runs its linear layers with one class of
      cuBLASLt algorithm (gpt2__linear, gpt2__gemm_run), so a row's result never depends on the batch it shares;
      decode rows of the two projections into the residual split K into a fixed number of fp32 pieces per shape
-     (gpt2__decode_splits), which the residual + layer-norm kernel adds in order
+     (gpt2__decode_pieces), which the residual + layer-norm kernel adds in order
    - attention: prompt chunks go to a flash-style kernel in 64-row tiles (head size 32/64/128, sm_80+: on the
      tensor cores in F16/BF16, on the CUDA cores in F32; longest tiles of every head first while the step's K/V
      fit in half of L2; it stores its tile's K and V and reads the keys fed in the same step from qkv), every other row
-     to a row kernel split along the sequence in fixed 256-key pieces (which also stores a decode row's own K
+     to a row kernel over the sequence in fixed 256-key spans (which also stores a decode row's own K
      and V), again whatever the batch: with head size 64 in F16/BF16 on the tensor cores, in 32-key chunks
      merged in a fixed order, by gpt2__attn_mma_kernel (few rows) or gpt2__attn_stream_kernel (many), the same
      bits; else gpt2__attn_kernel; only without the tiled kernel (other head sizes, GPUs before sm_80) does a
@@ -2260,22 +2260,22 @@ static gpt2_status gpt2__cpu_step(gpt2_model *m, const gpt2__seq *seqs, int n, i
      device blob, copied from pinned memory (two staging blobs in turn); the pure-decode step is a CUDA graph
      replayed per batch size; only the sampled ids come back to the host, and gpt2_generate launches the next
      decode step before reading them (its tokens are read on the GPU: gpt2__cuda_launch with feed)
-   - decode products of at most 16 rows run on gpt2__skinny_kernel (F32: gpt2__skinny32_kernel) where
-     gpt2__skinny_check found it to give cuBLASLt's bits (it adds K in 16-wide MMA slices in order, as the pinned
+   - decode products of at most 16 rows run on gpt2__few_row_kernel (F32: gpt2__few_row32_kernel) where
+     gpt2__few_row_check found it to give cuBLASLt's bits (it adds K in 16-wide MMA slices in order, as the pinned
      algorithm does; F32's in one fused multiply-add chain, as its pinned class without a split of K does), so
      batch invariance holds either way; decode rows take their GELU from gpt2__gelu (bias into T, then GELU),
      never from cuBLASLt's epilogue, whose rounding no formula reproduced (gpt2__decode_lt)
-   - the logits of such a step in F16/BF16 (gpt2__skinny_kernel's AM form) also leave, per 8 columns, their largest value and
+   - the logits of such a step in F16/BF16 (gpt2__few_row_kernel's AM form) also leave, per 8 columns, their largest value and
      its index (gpt2__amax), and a greedy row's sampler reduces those instead of the vocabulary: the same id
    - on sm_90+ the kernels that follow a product start as programmatic dependent launches (gpt2__launch,
      gpt2__pdl_wait), and products, residual + LN and decode attention let the next kernel launch as soon as
      they start, before their own wait (gpt2__pdl_enter), so a batch-1 step's kernels launch as far ahead as
-     the SMs have room: a skinny product streams its weights while the kernels before it finish; every load that does not
+     the SMs have room: a few-row product streams its weights while the kernels before it finish; every load that does not
      depend on the kernels before (weights, LN gain and shift, biases, a few rows' cached K/V into shared
      memory or L2) is issued before the wait
-   - a step of at most 2 decode rows (gpt2__lnf_use) runs no separate residual + LN inside a layer: the
+   - a step of at most 2 decode rows (gpt2__ln_fold_use) runs no separate residual + LN inside a layer: the
      product that reads it (qkv, the MLP's first) computes it in 256-thread blocks that play
-     gpt2__residual_ln_kernel's threads in its order (gpt2__lnf_row), so the bits are the same
+     gpt2__residual_ln_kernel's threads in its order (gpt2__ln_fold_row), so the bits are the same
    - a pure decode step of at least 2 x 256 rows runs as two parts, each the whole forward of its rows on its
      own stream (gpt2__cuda_parts), so one part's kernels fill the other's tails; the same bits */
 
@@ -2359,7 +2359,7 @@ static __device__ __forceinline__ void gpt2__pdl_wait(void) {
 #endif
 }
 /* Lets the kernel after this one (launched with PDL) start now: its blocks become resident as room frees up and do
-   what needs no input (gpt2__skinny_kernel: stream its weights) until their gpt2__pdl_wait, which still waits for
+   what needs no input (gpt2__few_row_kernel: stream its weights) until their gpt2__pdl_wait, which still waits for
    this whole kernel (and so for every kernel before it). The dependent launches once every block of this kernel
    has called it or exited, so all of this kernel's blocks are resident by then: the dependents' waiting blocks
    cannot keep it from running. */
@@ -2592,8 +2592,8 @@ typedef struct gpt2__pick {
 
 /* What a pure decode step's sampler leaves in the device blob for the fed step after it, which then needs no copy
    (gpt2__cuda_launch): each row's position + 1, its token -1 - row (the id sampled now), its draw + 1, and its id's
-   address in the other staging blob (span bytes on). pos NULL: nothing (other steps; a copy always follows them). */
-typedef struct gpt2__advance { int *pos, *tok; const char *lo; long long span; } gpt2__advance;
+   address in the other staging blob (blob_bytes on). pos NULL: nothing (other steps; a copy always follows them). */
+typedef struct gpt2__advance { int *pos, *tok; const char *lo; long long blob_bytes; } gpt2__advance;
 
 typedef struct gpt2__cuda_layer {
     void *qkv_w, *qkv_b, *proj_w, *proj_b, *fc_w, *fc_b, *fcp_w, *fcp_b; /* T; matrices [out][in] */
@@ -2602,7 +2602,7 @@ typedef struct gpt2__cuda_layer {
 
 /* A cuBLASLt plan for D[O][N] = W[O][I] x X[N][I]^T (+ bias, + GELU), found once per shape. */
 typedef struct gpt2__gemm {
-    int O, N, I, epi, out_f32, ldd, ref, splits;
+    int O, N, I, epi, out_f32, ldd, ref, pieces;
     int how;                       /* 0: the reference algorithm, 1: a candidate of its class, 2: N's own (not invariant) */
     cudaDataType_t dt;
     cublasLtMatmulDesc_t desc;
@@ -2627,7 +2627,7 @@ typedef struct gpt2__cuda_meta {
     long tile_keys;          /* host value: keys the prompt tiles' sequences hold, each sequence once */
 } gpt2__cuda_meta;
 
-typedef struct gpt2__cuda_graph { int n, np, split, dup; cudaGraphExec_t exec; unsigned long long used; } gpt2__cuda_graph;
+typedef struct gpt2__cuda_graph { int n, np, green_step, dup; cudaGraphExec_t exec; unsigned long long used; } gpt2__cuda_graph;
 
 typedef struct gpt2__cuda_state {
     int device, sms;
@@ -2652,7 +2652,7 @@ typedef struct gpt2__cuda_state {
     int logit_rows;                     /* rows the logits buffer holds */
     void *ln, *qkv, *att, *proj, *fc;
     size_t part_floats;
-    unsigned *att_count;                /* [max_rows][H] split counters of gpt2__attn_kernel, zero between launches */
+    unsigned *att_count;                /* [max_rows][H] span counters of gpt2__attn_kernel, zero between launches */
     void *d_meta, *h_meta[2];           /* device blob; two pinned host staging blobs, used in turn (gpt2__cuda_launch) */
     char *h_meta_dev;                   /* h_meta[0] as the device addresses it (mapped); NULL: ids come back by a copy */
     size_t meta_bytes;
@@ -2669,44 +2669,45 @@ typedef struct gpt2__cuda_state {
     int flash;                          /* gpt2__attn_prefill_kernel serves prompt chunks */
     int flash_wg;                       /* ... its products on wgmma (head size 64, code built for sm_90a) */
     int pdl;                            /* sm_90+: kernels that follow a kernel use programmatic dependent launch */
-    int skinny;                         /* decode products of <= GPT2__SK_ROWS rows go to gpt2__skinny_kernel where verified
+    int few_row;                        /* decode products of <= GPT2__FEW_ROW_MAX rows go to gpt2__few_row_kernel where verified
                                            (tests turn it off to compare) */
-    int sk_n;                           /* verified products: O, I, pieces, epilogue, out_f32 (gpt2__skinny_check) */
-    int sk_ok[5][5];
-    char sk_miss[160];                  /* the first product the check kept off the kernel, and how far they disagreed */
-    int lnf;                            /* steps of <= GPT2__LNF_ROWS decode rows fold residual + LN into the next product
-                                           (gpt2__lnf; tests turn it off to compare) */
-    float *x2;                          /* [GPT2__LNF_ROWS][C]: the residual's other buffer on that path */
+    int few_row_n;                           /* verified products: O, I, pieces, epilogue, out_f32 (gpt2__few_row_check) */
+    int few_row_ok[5][5];
+    char few_row_miss[160];                  /* the first product the check kept off the kernel, and how far they disagreed */
+    int ln_fold;                            /* steps of <= GPT2__LN_FOLD_ROWS decode rows fold residual + LN into the next product
+                                           (gpt2__ln_fold; tests turn it off to compare) */
+    float *x2;                          /* [GPT2__LN_FOLD_ROWS][C]: the residual's other buffer on that path */
     int gather;                         /* a step whose prompt rows need logits only at each prompt's last row runs its
                                            last layer after attention on its output rows alone, when that drops at
                                            least this many rows (gpt2__cuda_run_t; 0: never; tests change it) */
-    float2 *amax;                       /* [GPT2__SK_ROWS][ldv / 8]: the logits' argmax candidates (gpt2__amax), */
+    float2 *amax;                       /* [GPT2__FEW_ROW_MAX][ldv / 8]: the logits' argmax candidates (gpt2__amax), */
     int amax_n;                         /* ... per row, as the run launched last left them (0: none; the sampler reads
                                            the logits) */
-    int lnf_smem;                       /* shared memory a block may have on this GPU (that path's limit) */
-    int lnf_fit;                        /* ... with the FIT form's ring (gpt2__lnf_stages; on by default: tests and
+    int ln_fold_smem;                       /* shared memory a block may have on this GPU (that path's limit) */
+    int ln_fold_fit;                        /* ... with the FIT form's ring (gpt2__ln_fold_stages; on by default: tests and
                                            bench_gpt2 --no-lnf-fit turn it off before the first step) */
     int part_rows, parts;               /* decode steps run as up to `parts` parts of at least part_rows rows at once
                                            (gpt2__cuda_parts; part_rows 0: never; tests and bench_gpt2 change them) */
     cudaStream_t pstream[GPT2__MAX_PARTS]; /* part i > 0's stream, */
     void *plt_ws[GPT2__MAX_PARTS];      /* its cuBLASLt workspace, */
     cudaEvent_t fork, pjoin[GPT2__MAX_PARTS]; /* and the events that tie the parts to the step */
-    cudaEvent_t stag;                   /* part 0 of a split step records it after its layer stagger - 1's qkv product, */
+    cudaEvent_t stag;                   /* part 0 of a green step records it after its layer stagger - 1's qkv product, */
     int stagger;                        /* where part 1 starts (0: at the fork; GPT2__STAGGER) */
     int parts_last;                     /* parts of the step launched last (1: one run) */
     int att_sms;                        /* SMs asked for decode attention in a step of parts (gpt2__green_make; 0: none) */
-    int green_sms;                      /* SMs the attention set got (0: no split made, */
+    int green_sms;                      /* SMs the attention set got (0: no green contexts made, */
     const char *green_why;              /* and why) */
-    int split_ctx;                      /* a step of parts splits when its rows' mean context >= n_embd / split_ctx (0: never) */
-    int split_step;                     /* the step launched last splits, */
-    int att_short;                      /* or is of parts at contexts too short to split */
+    int green_ctx;                      /* a step of parts runs green (its attention on SMs of its own) when its rows'
+                                           mean context >= n_embd / green_ctx (0: never) */
+    int green_step;                     /* the step launched last runs green, */
+    int att_short;                      /* or is of parts at contexts too short to run green */
     int dup_step;                       /* the step launched last has several decode rows of one sequence (a draft to
                                            verify: gpt2_generate's speculation), one sequence entry each, */
     int dup_seqs;                       /* of that many sequences */
-    void *green[2];                     /* the split (CUgreenCtx): decode attention's SMs, and the rest for every other kernel */
+    void *green[2];                     /* the green contexts (CUgreenCtx): decode attention's SMs, and the rest for every other kernel */
     cudaStream_t gstream[2][GPT2__MAX_PARTS]; /* part i's stream in each set, */
     cudaEvent_t att_go[GPT2__MAX_PARTS], att_done[GPT2__MAX_PARTS]; /* and the events between them */
-    cudaStream_t att_stream;            /* while a part of a split step runs: its attention stream (NULL: S->stream), */
+    cudaStream_t att_stream;            /* while a part of a green step runs: its attention stream (NULL: S->stream), */
     int att_part;                       /* its index, */
     int in_parts;                       /* 1 while gpt2__cuda_parts launches its parts */
     cudaStream_t tail_stream;           /* and for the last part, where its work after its last attention goes */
@@ -2795,7 +2796,7 @@ template <typename T> struct gpt2__resid {
     const float *part;
     const T *bias;
     size_t stride;
-    int splits, P;
+    int pieces, P;
     const int *feed;
     const T *add2;
     int defer;
@@ -2816,7 +2817,7 @@ static __device__ __forceinline__ float gpt2__deferred(const float *xr, const gp
      ad.add or ad.part set:  x[r] += what gpt2__resid names          (residual; with ad.defer, prompt rows'
                                                                     new value is normalised but not stored)
    then out[o] = (x[r] - mean) / sqrt(var + eps) * g + b, mean and biased variance in fp32 (two passes).
-   Grid: n_out blocks of 256 threads (EARLY: at most GPT2__SK_ROWS of them, see below). E > 0 (C a multiple of 4, at most 1024 E): thread t holds the 4-element chunks
+   Grid: n_out blocks of 256 threads (EARLY: at most GPT2__FEW_ROW_MAX of them, see below). E > 0 (C a multiple of 4, at most 1024 E): thread t holds the 4-element chunks
    t + 256 j, j < E, in registers, every load of a row issued before the first use (a row is latency-bound when
    a step has few rows); E == 0: any C, one element at a time. The kernel is chosen by C alone (gpt2__residual_ln),
    so every row of a model computes alike. Matches gpt2__cpu_layernorm and the embedding/residual loops of
@@ -2853,7 +2854,7 @@ __global__ void __launch_bounds__(256) gpt2__residual_ln_kernel(float *__restric
             else if (mode == 1) {
                 const float *pr = ad.part + (size_t)(r - ad.P) * C + i;
                 float a = pr[0];
-                for (int k = 1; k < ad.splits; k++) a += pr[k * ad.stride];
+                for (int k = 1; k < ad.pieces; k++) a += pr[k * ad.stride];
                 v += a + gpt2__f(ad.bias[i]);
             } else if (mode == 2) v = gpt2__deferred(xr, ad, r, C, i);
             if (store) xr[i] = v;
@@ -2888,7 +2889,7 @@ __global__ void __launch_bounds__(256) gpt2__residual_ln_kernel(float *__restric
                 float4 a = gpt2__ld4(pr);
 #pragma unroll
                 for (int k = 1; k < 4; k++)
-                    if (k < ad.splits) a = gpt2__add4(a, gpt2__ld4(pr + k * ad.stride));
+                    if (k < ad.pieces) a = gpt2__add4(a, gpt2__ld4(pr + k * ad.stride));
                 v[j] = gpt2__add4(xv, gpt2__add4(a, EARLY ? bi[j] : gpt2__ld4(ad.bias + c)));
             } else if (mode == 2) {
                 v[j] = gpt2__add4(xv, gpt2__ld4(ad.add + (size_t)r * C + c));
@@ -2930,7 +2931,7 @@ static gpt2_status gpt2__residual_ln(cudaStream_t st, int n, float *x, gpt2__res
                                      float eps, int pdl) {
     if (n < 1) return GPT2_OK;
     void (*k)(float *, gpt2__resid<T>, const int *, const int *, const int *, const T *, const T *, const float *, const float *,
-              T *, int, float) = n <= GPT2__SK_ROWS ? (C % 4 == 0 && C <= 1024   ? gpt2__residual_ln_kernel<T, 1, true>
+              T *, int, float) = n <= GPT2__FEW_ROW_MAX ? (C % 4 == 0 && C <= 1024   ? gpt2__residual_ln_kernel<T, 1, true>
                                                        : C % 4 == 0 && C <= 2048 ? gpt2__residual_ln_kernel<T, 2, true>
                                                        : C % 4 == 0 && C <= 4096 ? gpt2__residual_ln_kernel<T, 4, true>
                                                                                  : gpt2__residual_ln_kernel<T, 0, true>)
@@ -2998,18 +2999,18 @@ static void gpt2__algo_class(const cublasLtMatmulAlgo_t *a, int cls[4]) {
 /* D [N][O] (T, or fp32 with out_f32; rows ldd apart, 0: O) = X [N][I] @ W^T, W stored [O][I]; + bias [O]; then GELU
    (tanh form, as gpt2__cpu_gelu) with GPT2__EPI_BIAS_GELU, through cuBLASLt. fp32 accumulation (CUBLAS_COMPUTE_32F:
    no TF32 in F32 mode). Whatever N, the arithmetic is that of the algorithm cuBLASLt picks for `ref` rows of this
-   shape (see below). With splits > 1 (I a multiple of 8 * splits; no epilogue, out_f32): one batched product per
+   shape (see below). With pieces > 1 (I a multiple of 8 * pieces; no epilogue, out_f32): one batched product per
    piece of K, D [k][N][ldd] = X[:, k*I/s .. (k+1)*I/s) @ W[:, same]^T, k < s, each piece with the arithmetic above.
-   Plans are cached by shape, N, ref and splits. */
+   Plans are cached by shape, N, ref and pieces. */
 static gpt2_status gpt2__gemm_run(gpt2__cuda_state *S, cudaDataType_t dt, void *D, const void *W, const void *X,
-                                  const void *bias, int O, int N, int I, int epi, int out_f32, int ldd, int ref, int splits) {
+                                  const void *bias, int O, int N, int I, int epi, int out_f32, int ldd, int ref, int pieces) {
     if (ldd < O) ldd = O;
-    if (splits < 1) splits = 1;
+    if (pieces < 1) pieces = 1;
     gpt2__gemm *g = NULL;
     for (int i = 0; i < S->n_gemm && !g; i++) {
         gpt2__gemm *c = &S->gemm[i];
         if (c->O == O && c->N == N && c->I == I && c->epi == epi && c->out_f32 == out_f32 && c->dt == dt && c->ldd == ldd &&
-            c->ref == ref && c->splits == splits)
+            c->ref == ref && c->pieces == pieces)
             g = c;
     }
     if (!g) {
@@ -3028,13 +3029,13 @@ static gpt2_status gpt2__gemm_run(gpt2__cuda_state *S, cudaDataType_t dt, void *
         GPT2__LT(cublasLtMatmulDescCreate(&g->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
         GPT2__LT(cublasLtMatmulDescSetAttribute(g->desc, CUBLASLT_MATMUL_DESC_TRANSA, &opT, sizeof opT));
         GPT2__LT(cublasLtMatmulDescSetAttribute(g->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &ep, sizeof ep));
-        const int Ik = I / splits; /* K per piece */
+        const int Ik = I / pieces; /* K per piece */
         GPT2__LT(cublasLtMatrixLayoutCreate(&g->a, dt, (uint64_t)Ik, (uint64_t)O, (int64_t)I));
         GPT2__LT(cublasLtMatrixLayoutCreate(&g->b, dt, (uint64_t)Ik, (uint64_t)N, (int64_t)I));
         GPT2__LT(cublasLtMatrixLayoutCreate(&g->d, out_f32 ? CUDA_R_32F : dt, (uint64_t)O, (uint64_t)N, (int64_t)ldd));
-        GPT2__LT(gpt2__lt_batch(g->a, splits, Ik));
-        GPT2__LT(gpt2__lt_batch(g->b, splits, Ik));
-        GPT2__LT(gpt2__lt_batch(g->d, splits, (int64_t)N * ldd));
+        GPT2__LT(gpt2__lt_batch(g->a, pieces, Ik));
+        GPT2__LT(gpt2__lt_batch(g->b, pieces, Ik));
+        GPT2__LT(gpt2__lt_batch(g->d, pieces, (int64_t)N * ldd));
         /* One arithmetic per weight shape and kind of row, whatever the row count N. Different kernels can round
            differently, so a free per-N choice would make a row's result depend on how many other rows share its
            step (DESIGN.md's determinism rule: a request's tokens must not depend on its batch). The reference is
@@ -3051,8 +3052,8 @@ static gpt2_status gpt2__gemm_run(gpt2__cuda_state *S, cudaDataType_t dt, void *
         if (s == CUBLAS_STATUS_SUCCESS) s = cublasLtMatrixLayoutCreate(&b_ref, dt, (uint64_t)Ik, (uint64_t)N_REF, (int64_t)I);
         if (s == CUBLAS_STATUS_SUCCESS)
             s = cublasLtMatrixLayoutCreate(&d_ref, out_f32 ? CUDA_R_32F : dt, (uint64_t)O, (uint64_t)N_REF, (int64_t)ldd);
-        if (s == CUBLAS_STATUS_SUCCESS) s = gpt2__lt_batch(b_ref, splits, Ik);
-        if (s == CUBLAS_STATUS_SUCCESS) s = gpt2__lt_batch(d_ref, splits, (int64_t)N_REF * ldd);
+        if (s == CUBLAS_STATUS_SUCCESS) s = gpt2__lt_batch(b_ref, pieces, Ik);
+        if (s == CUBLAS_STATUS_SUCCESS) s = gpt2__lt_batch(d_ref, pieces, (int64_t)N_REF * ldd);
         /* the reference: the heuristic's first pick for ref rows that does not split K (its workspace would grow
            with N), else its first pick */
         cublasLtMatmulHeuristicResult_t cand[8];
@@ -3068,7 +3069,7 @@ static gpt2_status gpt2__gemm_run(gpt2__cuda_state *S, cudaDataType_t dt, void *
                 if (cc[1] <= 1) { res = cand[i]; whole = 1; }
             }
             /* none: the first pick with its split of K taken out, where cuBLASLt accepts that (F32 at 124M-774M:
-               qkv's and the MLP's first class split K; without the split gpt2__skinny32_kernel can reproduce them,
+               qkv's and the MLP's first class split K; without the split gpt2__few_row32_kernel can reproduce them,
                RESULTS.md item 123) */
             if (!whole) {
                 cublasLtMatmulHeuristicResult_t one = cand[0], chk1;
@@ -3106,7 +3107,7 @@ static gpt2_status gpt2__gemm_run(gpt2__cuda_state *S, cudaDataType_t dt, void *
                               __FILE__, __LINE__, O, N, I, epi, cublasLtGetStatusString(s));
         g->algo = res.algo;
         g->O = O; g->N = N; g->I = I; g->epi = epi; g->out_f32 = out_f32; g->dt = dt; g->ldd = ldd; g->ref = ref; g->how = how;
-        g->splits = splits;
+        g->pieces = pieces;
     }
     if (epi != GPT2__EPI_NONE)
         GPT2__LT(cublasLtMatmulDescSetAttribute(g->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias));
@@ -3118,16 +3119,16 @@ static gpt2_status gpt2__gemm_run(gpt2__cuda_state *S, cudaDataType_t dt, void *
 
 /* == [GPT2:OP_FEW_ROW] == few-row products (decode rows <= 16), with the layer norm folded in (ln_fold) ========== */
 
-/* The residual add + layer norm that gpt2__skinny_kernel applies to its own input when LNE > 0 (few decode rows, no
+/* The residual add + layer norm that gpt2__few_row_kernel applies to its own input when LNE > 0 (few decode rows, no
    prompt rows: gpt2__cuda_run_t), instead of a gpt2__residual_ln_kernel launch before it: X row r is that kernel's
    output for x[r] + ((part[0][r] + part[1][r]) + ...) + bias, gain g, shift b. Block (0, 0) writes the updated rows
    to xo, the other of two buffers (every block reads x). */
-template <typename T> struct gpt2__lnf {
+template <typename T> struct gpt2__ln_fold {
     const float *x;
     float *xo;
     const float *part;
     size_t stride;
-    int splits;
+    int pieces;
     const T *bias;
     const float *g, *b;
     float eps;
@@ -3136,7 +3137,7 @@ template <typename T> struct gpt2__lnf {
 /* The block's sum of the V partial sums a thread holds, one per thread of gpt2__residual_ln_kernel it plays (thread t
    plays t + 32 NW k), in gpt2__block_sum's order: a butterfly within each played warp, then the eight warps in order. */
 template <int NW, int V>
-static __device__ __forceinline__ float gpt2__lnf_sum(float (&p)[V], float *sh) {
+static __device__ __forceinline__ float gpt2__ln_fold_sum(float (&p)[V], float *sh) {
     const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
 #pragma unroll
     for (int k = 0; k < V; k++)
@@ -3156,14 +3157,14 @@ static __device__ __forceinline__ float gpt2__lnf_sum(float (&p)[V], float *sh) 
    warps run in that kernel's order, so y (T [C], here shared memory) is its output bit for bit. G, B, BI: this
    thread's gain, shift and bias chunks, loaded before the PDL wait. sh: 8 floats. */
 template <typename T, int NW, int E>
-static __device__ __forceinline__ void gpt2__lnf_row(const gpt2__lnf<T> &a, int r, int C, T *y, bool write,
+static __device__ __forceinline__ void gpt2__ln_fold_row(const gpt2__ln_fold<T> &a, int r, int C, T *y, bool write,
                                                      const float4 (&G)[256 / (32 * NW)][E], const float4 (&B)[256 / (32 * NW)][E],
                                                      const float4 (&BI)[256 / (32 * NW)][E], float *sh) {
     constexpr int NT = 32 * NW, V = 256 / NT;
     const int t = threadIdx.x;
     const float *xr = a.x + (size_t)r * C, *pr = a.part + (size_t)r * C;
     float4 v[V][E], pp[V][E][4];
-    /* every load of the row issued before the first add: chunks past C and pieces past splits reload chunk 0 and
+    /* every load of the row issued before the first add: chunks past C and pieces past a.pieces reload chunk 0 and
        piece 0, unused */
 #pragma unroll
     for (int k = 0; k < V; k++)
@@ -3172,7 +3173,7 @@ static __device__ __forceinline__ void gpt2__lnf_row(const gpt2__lnf<T> &a, int 
             const int c = 4 * (t + NT * k + 256 * j), cc = c < C ? c : 0;
             v[k][j] = gpt2__ld4(xr + cc);
 #pragma unroll
-            for (int q = 0; q < 4; q++) pp[k][j][q] = gpt2__ld4(pr + cc + (q < a.splits ? q : 0) * a.stride);
+            for (int q = 0; q < 4; q++) pp[k][j][q] = gpt2__ld4(pr + cc + (q < a.pieces ? q : 0) * a.stride);
         }
 #pragma unroll
     for (int k = 0; k < V; k++)
@@ -3182,7 +3183,7 @@ static __device__ __forceinline__ void gpt2__lnf_row(const gpt2__lnf<T> &a, int 
             float4 s = pp[k][j][0];
 #pragma unroll
             for (int q = 1; q < 4; q++)
-                if (q < a.splits) s = gpt2__add4(s, pp[k][j][q]);
+                if (q < a.pieces) s = gpt2__add4(s, pp[k][j][q]);
             v[k][j] = gpt2__add4(v[k][j], gpt2__add4(s, BI[k][j]));
         }
     float sum[V], ss[V];
@@ -3197,7 +3198,7 @@ static __device__ __forceinline__ void gpt2__lnf_row(const gpt2__lnf<T> &a, int 
             sum[k] += v[k][j].x; sum[k] += v[k][j].y; sum[k] += v[k][j].z; sum[k] += v[k][j].w;
         }
     }
-    const float mean = gpt2__lnf_sum<NW, V>(sum, sh) / (float)C;
+    const float mean = gpt2__ln_fold_sum<NW, V>(sum, sh) / (float)C;
 #pragma unroll
     for (int k = 0; k < V; k++) {
         ss[k] = 0.0f;
@@ -3208,7 +3209,7 @@ static __device__ __forceinline__ void gpt2__lnf_row(const gpt2__lnf<T> &a, int 
             ss[k] += dx * dx; ss[k] += dy * dy; ss[k] += dz * dz; ss[k] += dw * dw;
         }
     }
-    const float rstd = rsqrtf(gpt2__lnf_sum<NW, V>(ss, sh) / (float)C + a.eps);
+    const float rstd = rsqrtf(gpt2__ln_fold_sum<NW, V>(ss, sh) / (float)C + a.eps);
 #pragma unroll
     for (int k = 0; k < V; k++)
 #pragma unroll
@@ -3220,10 +3221,10 @@ static __device__ __forceinline__ void gpt2__lnf_row(const gpt2__lnf<T> &a, int 
                                          (v[k][j].z - mean) * rstd * g.z + b.z, (v[k][j].w - mean) * rstd * g.w + b.w));
         }
 }
-/* This thread's chunks of the LN's gain, shift and the residual's bias, as gpt2__lnf_row takes them (G, B, BI):
+/* This thread's chunks of the LN's gain, shift and the residual's bias, as gpt2__ln_fold_row takes them (G, B, BI):
    loaded before the PDL wait, since they never depend on the kernel before. A block of 32 NW threads, width C. */
 template <typename T, int NW, int E>
-static __device__ __forceinline__ void gpt2__lnf_params(const gpt2__lnf<T> &a, int C, float4 (&G)[256 / (32 * NW)][E],
+static __device__ __forceinline__ void gpt2__ln_fold_params(const gpt2__ln_fold<T> &a, int C, float4 (&G)[256 / (32 * NW)][E],
                                                         float4 (&B)[256 / (32 * NW)][E], float4 (&BI)[256 / (32 * NW)][E]) {
     const int t = threadIdx.x;
 #pragma unroll
@@ -3238,26 +3239,26 @@ static __device__ __forceinline__ void gpt2__lnf_params(const gpt2__lnf<T> &a, i
         }
 }
 
-/* The logits' argmax candidates gpt2__skinny_kernel leaves for the greedy sampler in its AM form (out_f32, one piece:
-   the logits product, gpt2__skinny_run with p set): p [n][O / 8], for each row and each warp's 8 columns the largest sum among columns below V
+/* The logits' argmax candidates gpt2__few_row_kernel leaves for the greedy sampler in its AM form (out_f32, one piece:
+   the logits product, gpt2__few_row_run with p set): p [n][O / 8], for each row and each warp's 8 columns the largest sum among columns below V
    and its column (lowest among ties; -inf and INT_MAX where none is greater than -inf), as .x and the int bits of .y.
    The greedy sampler then reduces O / 8 pairs a row instead of V logits (gpt2__sample_kernel). */
 typedef struct gpt2__amax { float2 *p; int V; } gpt2__amax;
 
-/* The ring stages of an LN-folded product of width C in its FIT form: GPT2__LNF_ST, or from width GPT2__LNF_FIT_C on
+/* The ring stages of an LN-folded product of width C in its FIT form: GPT2__LN_FOLD_ST, or from width GPT2__LN_FOLD_FIT_C on
    just as many as K has chunks where that is fewer (all of them are issued before the PDL wait either way; the block
    then leaves the SM more room for the kernels beside it). Measured on the H100 with a run-time ring in every
    LN-folded product (RESULTS.md item 115): 355M's batch-1 step 0.546 -> 0.525 ms with 8 stages in place of 10;
    124M's 0.229 -> 0.241-0.244 with 6 or 7, hence the width. The FIT form itself: 355M 0.549 -> 0.525 ms, 124M and
-   1558M unchanged (RESULTS.md item 115); on by default (gpt2__cuda_state.lnf_fit). */
+   1558M unchanged (RESULTS.md item 115); on by default (gpt2__cuda_state.ln_fold_fit). */
 
-static __host__ __device__ int gpt2__lnf_stages(int C) {
-    const int nch = (C + GPT2__SK_KC - 1) / GPT2__SK_KC;
-    return C >= GPT2__LNF_FIT_C && nch < GPT2__LNF_ST ? nch : GPT2__LNF_ST;
+static __host__ __device__ int gpt2__ln_fold_stages(int C) {
+    const int nch = (C + GPT2__FEW_ROW_KC - 1) / GPT2__FEW_ROW_KC;
+    return C >= GPT2__LN_FOLD_FIT_C && nch < GPT2__LN_FOLD_ST ? nch : GPT2__LN_FOLD_ST;
 }
 
-/* Decode rows of a linear layer, few of them (n <= GPT2__SK_ROWS), on the tensor cores, computing what cuBLASLt's
-   pinned algorithm computes for them, bit for bit where gpt2__skinny_check finds it so. On the H100 (bench_gpt2
+/* Decode rows of a linear layer, few of them (n <= GPT2__FEW_ROW_MAX), on the tensor cores, computing what cuBLASLt's
+   pinned algorithm computes for them, bit for bit where gpt2__few_row_check finds it so. On the H100 (bench_gpt2
    --skinny) cuBLASLt's kernels add each 16-wide slice of K in one MMA, the slices in order, into an fp32 accumulator
    that starts at 0; this kernel does the same, so a row's result does not depend on which of the two ran it.
    D = X [n][ld I] @ W^T over piece p of K (Ik = I / pieces elements from p*Ik), W [O][I]; as gpt2__gemm_run:
@@ -3270,28 +3271,28 @@ static __host__ __device__ int gpt2__lnf_stages(int C) {
    each streams its 8 NW rows of W (L2 evict-first) in slices of KC through a ring of ST cp.async stages, the first ST-1 issued
    before the PDL wait (weights never depend on the kernel before, so they stream while it finishes), then lets
    the next kernel launch, then reads X's n rows. Tuned on the H100 (bench_gpt2 --skinny, --steps; RESULTS.md).
-   LNE > 0 (gpt2__lnf_run: NW 8, one piece, n <= GPT2__LNF_ROWS, X unused): X's rows are instead the layer norm of
-   the residual rows lnf names, computed by the block into shared memory (gpt2__lnf_row; LNE chunks per thread as
+   LNE > 0 (gpt2__ln_fold_run: NW 8, one piece, n <= GPT2__LN_FOLD_ROWS, X unused): X's rows are instead the layer norm of
+   the residual rows ln_fold names, computed by the block into shared memory (gpt2__ln_fold_row; LNE chunks per thread as
    gpt2__residual_ln_kernel's E), with the LN's gain, shift and bias loaded before the PDL wait. FIT (with
-   gpt2__cuda_state.lnf_fit, where gpt2__lnf_stages is fewer than ST): a ring of that many stages, a form of its own
+   gpt2__cuda_state.ln_fold_fit, where gpt2__ln_fold_stages is fewer than ST): a ring of that many stages, a form of its own
    so that the other products' code stays as it was (a ring sized at run time in every LN-folded product measured
    0.4% slower at 1558M, whose ring it leaves at ST: RESULTS.md item 115).
    AM (out_f32, one piece, amax.p set): also the argmax candidates of gpt2__amax, a template flag so that the other
    products' code stays as it was (a run-time test there cost 124M's batch-1 step 0.9%: RESULTS.md item 114). */
 
-template <typename T, bool R16, int NW = GPT2__SK_NW, int KC = GPT2__SK_KC, int ST = GPT2__SK_ST, int LNE = 0, bool AM = false,
+template <typename T, bool R16, int NW = GPT2__FEW_ROW_NW, int KC = GPT2__FEW_ROW_KC, int ST = GPT2__FEW_ROW_ST, int LNE = 0, bool AM = false,
           bool FIT = false>
-__global__ void __launch_bounds__(32 * NW) gpt2__skinny_kernel(const T *__restrict__ W, const T *__restrict__ X, void *__restrict__ D,
+__global__ void __launch_bounds__(32 * NW) gpt2__few_row_kernel(const T *__restrict__ W, const T *__restrict__ X, void *__restrict__ D,
                                                          const T *__restrict__ bias, int O, int n, int I, int Ik, int ldd, int out_f32,
-                                                         int gelu, gpt2__lnf<T> lnf, gpt2__amax amax) {
+                                                         int gelu, gpt2__ln_fold<T> ln_fold, gpt2__amax amax) {
 #if __CUDA_ARCH__ >= 800
     constexpr int LDW = KC + 8, COLS = 8 * NW, PER = KC / 32; /* PER: 16-byte copies per thread per stage */
     static_assert(KC % 32 == 0, "a stage holds whole pairs of 16-wide slices");
-    extern __shared__ __align__(16) unsigned char gpt2__skinny_sh[];
+    extern __shared__ __align__(16) unsigned char gpt2__few_row_sh[];
     const int LDX = ((Ik + 31) & ~31) + 8, tid = threadIdx.x, w = tid >> 5, lane = tid & 31;
     /* the ring, then X's n rows; chunk c goes to stage c % ST, so a K of nch < ST chunks needs only nch stages
-       (FIT: the LN-folded form's ring of gpt2__lnf_stages) */
-    T *Ws = (T *)gpt2__skinny_sh, *Xs = Ws + (FIT ? gpt2__lnf_stages(Ik) : ST) * COLS * LDW;
+       (FIT: the LN-folded form's ring of gpt2__ln_fold_stages) */
+    T *Ws = (T *)gpt2__few_row_sh, *Xs = Ws + (FIT ? gpt2__ln_fold_stages(Ik) : ST) * COLS * LDW;
     const int o0 = blockIdx.x * COLS, piece = blockIdx.y, nch = (Ik + KC - 1) / KC;
     const T *Wp = W + (size_t)piece * Ik, *Xp = X + (size_t)piece * Ik;
     /* this thread's copies of each stage: W row o0 + cr[e], K offset cq[e] within the stage */
@@ -3306,34 +3307,34 @@ __global__ void __launch_bounds__(32 * NW) gpt2__skinny_kernel(const T *__restri
         src[e] = Wp + (rok[e] ? (size_t)(o0 + r) * I : 0) + cq[e];
         dst[e] = r * LDW + cq[e];
     }
-    const uint64_t skpol = GPT2__SK_EVICT_FIRST ? gpt2__evict_first() : 0;
-#define GPT2__SK_ISSUE(c)                                                                         \
+    const uint64_t skpol = GPT2__FEW_ROW_EVICT_FIRST ? gpt2__evict_first() : 0;
+#define GPT2__FEW_ROW_ISSUE(c)                                                                         \
     do {                                                                                          \
         if ((c) < nch) {                                                                          \
             T *s_ = Ws + ((c) % ST) * COLS * LDW;                                                 \
             _Pragma("unroll") for (int e_ = 0; e_ < PER; e_++) {                                  \
                 const bool ok_ = rok[e_] && (c) * KC + cq[e_] < Ik;                               \
-                if (GPT2__SK_EVICT_FIRST) gpt2__cp16_pol(s_ + dst[e_], ok_ ? src[e_] + (size_t)(c) * KC : W, ok_, skpol); \
+                if (GPT2__FEW_ROW_EVICT_FIRST) gpt2__cp16_pol(s_ + dst[e_], ok_ ? src[e_] + (size_t)(c) * KC : W, ok_, skpol); \
                 else gpt2__cp16(s_ + dst[e_], ok_ ? src[e_] + (size_t)(c) * KC : W, ok_);    \
             }                                                                                     \
         }                                                                                         \
         gpt2__cp_commit();                                                                        \
     } while (0)
-    for (int c = 0; c < ST - 1; c++) GPT2__SK_ISSUE(c);
+    for (int c = 0; c < ST - 1; c++) GPT2__FEW_ROW_ISSUE(c);
     /* the epilogue's bias, also before the wait (it would otherwise be a memory round trip after the chain) */
     const int g = lane >> 2, col = o0 + w * 8 + 2 * (lane & 3);
     float b0 = 0.0f, b1 = 0.0f;
     if (bias && !out_f32 && col < O) { b0 = gpt2__f(bias[col]); b1 = gpt2__f(bias[col + 1]); }
-    /* LNE > 0: X is the layer norm of the residual rows, computed here (gpt2__lnf_row; Ik == I == C) */
+    /* LNE > 0: X is the layer norm of the residual rows, computed here (gpt2__ln_fold_row; Ik == I == C) */
     constexpr int LV = 256 / (32 * NW), LE = LNE > 0 ? LNE : 1;
     float4 lg[LV][LE], lb[LV][LE], lbi[LV][LE];
-    if constexpr (LNE > 0) gpt2__lnf_params<T, NW, LE>(lnf, Ik, lg, lb, lbi);
+    if constexpr (LNE > 0) gpt2__ln_fold_params<T, NW, LE>(ln_fold, Ik, lg, lb, lbi);
     gpt2__pdl_enter();
     if constexpr (LNE > 0) {
         static_assert(256 % (32 * NW) == 0, "threads play whole warps of gpt2__residual_ln_kernel");
         __shared__ float lsh[8];
         for (int r = 0; r < n; r++)
-            gpt2__lnf_row<T, NW, LE>(lnf, r, Ik, Xs + r * LDX, blockIdx.x == 0 && blockIdx.y == 0, lg, lb, lbi, lsh);
+            gpt2__ln_fold_row<T, NW, LE>(ln_fold, r, Ik, Xs + r * LDX, blockIdx.x == 0 && blockIdx.y == 0, lg, lb, lbi, lsh);
         __syncthreads();
     } else
     /* X's n rows into shared memory, four 16-byte loads in flight per thread (the MMAs' rows n..15 read row 0: an
@@ -3359,7 +3360,7 @@ __global__ void __launch_bounds__(32 * NW) gpt2__skinny_kernel(const T *__restri
     for (int c = 0; c < nch; c++) {
         gpt2__cp_wait<ST - 2>();
         if (NW == 1) __syncwarp(); else __syncthreads();
-        GPT2__SK_ISSUE(c + ST - 1);
+        GPT2__FEW_ROW_ISSUE(c + ST - 1);
         const T *Wc = Ws + (c % ST) * COLS * LDW + wrow, *Xc = Xs + xrow + c * KC;
         const int kn = Ik - c * KC; /* K left, a multiple of 16 */
 #pragma unroll
@@ -3380,7 +3381,7 @@ __global__ void __launch_bounds__(32 * NW) gpt2__skinny_kernel(const T *__restri
                 if (kk + 16 < kn) gpt2__mma(acc, a1, b[2], b[3], T());
             }
     }
-#undef GPT2__SK_ISSUE
+#undef GPT2__FEW_ROW_ISSUE
     gpt2__cp_wait<0>();
     if (col >= O) return; /* the whole warp: O is a multiple of 8 */
     if constexpr (AM)
@@ -3415,30 +3416,30 @@ __global__ void __launch_bounds__(32 * NW) gpt2__skinny_kernel(const T *__restri
 #endif
 }
 
-/* Decode products of at most GPT2__SK_ROWS rows in F32 on the CUDA cores, with the bits of cuBLASLt's F32 decode
+/* Decode products of at most GPT2__FEW_ROW_MAX rows in F32 on the CUDA cores, with the bits of cuBLASLt's F32 decode
    class where that class adds K in one fused multiply-add chain per output, in order (no split of K inside
    cuBLASLt, which gpt2__gemm_run's reference avoids: on the H100 every F32 decode product of the published
-   shapes; gpt2__skinny_check keeps a product on this kernel only where every output bit agrees, RESULTS.md items
+   shapes; gpt2__few_row_check keeps a product on this kernel only where every output bit agrees, RESULTS.md items
    121 and 123). D = X [n][I] @ W^T per piece of K as
    gpt2__gemm_run: piece p of `gridDim.y` covers [p Ik, (p+1) Ik) into D + p n ldd (fp32, no bias: out_f32), or one
    piece + bias (fp32 add after the chain) then GELU with gelu (gpt2__gelu, as every F32 decode row now applies it).
    Grid: (ceil(O / COLS), pieces); block: one warp, lane l the output column COLS blockIdx.x + l (COLS 32, or 16
-   where a product has few blocks, gpt2__sk32_cols: lanes 16..31 then repeat lanes 0..15 and store nothing), its chain
+   where a product has few blocks, gpt2__few_row32_cols: lanes 16..31 then repeat lanes 0..15 and store nothing), its chain
    over k in order with one accumulator per row (NR rows at most, n at run time). W's COLS rows stream through shared
-   memory in chunks of 16 k (cp.async, a ring of ST = GPT2__SK32_ST * 32 / COLS chunks, 60 KB either way; [COLS][16 + 4]
+   memory in chunks of 16 k (cp.async, a ring of ST = GPT2__FEW_ROW32_ST * 32 / COLS chunks, 60 KB either way; [COLS][16 + 4]
    floats each, so a lane's 16-byte reads of its own row are free of bank conflicts), the first ST - G issued before
    the PDL wait; X's n rows of the piece follow into shared memory after it. The warp waits once for every G =
-   GPT2__SK32_G * 32 / COLS chunks (one wait a chunk spent more on waiting than the chain's 16 fma took: RESULTS.md
-   item 124). Ik a multiple of 16 (gpt2__sk32_fits). */
+   GPT2__FEW_ROW32_G * 32 / COLS chunks (one wait a chunk spent more on waiting than the chain's 16 fma took: RESULTS.md
+   item 124). Ik a multiple of 16 (gpt2__few_row32_fits). */
 
 template <int NR, int COLS>
-__global__ void __launch_bounds__(32) gpt2__skinny32_kernel(const float *__restrict__ W, const float *__restrict__ X, float *__restrict__ D,
+__global__ void __launch_bounds__(32) gpt2__few_row32_kernel(const float *__restrict__ W, const float *__restrict__ X, float *__restrict__ D,
                                                             const float *__restrict__ bias, int O, int n, int I, int Ik, int ldd, int gelu) {
-    extern __shared__ __align__(16) float gpt2__sk32_sh[];
-    constexpr int KC = GPT2__SK32_KC, ST = GPT2__SK32_ST * 32 / COLS, G = GPT2__SK32_G * 32 / COLS, LD = KC + 4;
-    static_assert(ST % G == 0 && ST > G, "GPT2__SK32_G divides GPT2__SK32_ST");
+    extern __shared__ __align__(16) float gpt2__few_row32_sh[];
+    constexpr int KC = GPT2__FEW_ROW32_KC, ST = GPT2__FEW_ROW32_ST * 32 / COLS, G = GPT2__FEW_ROW32_G * 32 / COLS, LD = KC + 4;
+    static_assert(ST % G == 0 && ST > G, "GPT2__FEW_ROW32_G divides GPT2__FEW_ROW32_ST");
     static_assert(COLS == 32 || COLS == 16, "32 or 16 columns a warp");
-    float *ring = gpt2__sk32_sh, *xs = ring + ST * COLS * LD; /* xs: [n][Ik] */
+    float *ring = gpt2__few_row32_sh, *xs = ring + ST * COLS * LD; /* xs: [n][Ik] */
     const int lane = threadIdx.x, c0 = blockIdx.x * COLS, p = blockIdx.y, nch = Ik / KC;
     const float *wp = W + (size_t)p * Ik;
     /* chunk c into ring slot c % ST: COLS rows x 16 k, 4 COLS copies of 16 bytes, COLS / 8 a lane (row lane / 4 + 8 i,
@@ -3509,164 +3510,164 @@ __global__ void __launch_bounds__(32) gpt2__skinny32_kernel(const float *__restr
     }
 }
 
-/* gpt2__skinny_kernel's shared memory (bytes): n rows of X's piece of K and a W ring of st stages */
+/* gpt2__few_row_kernel's shared memory (bytes): n rows of X's piece of K and a W ring of st stages */
 
-static size_t gpt2__skinny_smem(int n, int Ik, size_t es, int nw = GPT2__SK_NW, int kc = GPT2__SK_KC, int st = GPT2__SK_ST) {
+static size_t gpt2__few_row_smem(int n, int Ik, size_t es, int nw = GPT2__FEW_ROW_NW, int kc = GPT2__FEW_ROW_KC, int st = GPT2__FEW_ROW_ST) {
     return ((size_t)st * 8 * nw * (kc + 8) + (size_t)n * (((Ik + 31) & ~31) + 8)) * es;
 }
-/* Whether gpt2__skinny_kernel can take this product (its shape; whether it computes cuBLASLt's bits is
-   gpt2__skinny_check's question). */
-static int gpt2__skinny_fits(int O, int n, int I, int splits, size_t es) {
-    return es == 2 && n >= 1 && n <= GPT2__SK_ROWS && O % 8 == 0 && splits >= 1 && I % splits == 0 && (I / splits) % 16 == 0 &&
-           gpt2__skinny_smem(GPT2__SK_ROWS, I / splits, es) <= GPT2__SK_SMEM_MAX;
+/* Whether gpt2__few_row_kernel can take this product (its shape; whether it computes cuBLASLt's bits is
+   gpt2__few_row_check's question). */
+static int gpt2__few_row_fits(int O, int n, int I, int pieces, size_t es) {
+    return es == 2 && n >= 1 && n <= GPT2__FEW_ROW_MAX && O % 8 == 0 && pieces >= 1 && I % pieces == 0 && (I / pieces) % 16 == 0 &&
+           gpt2__few_row_smem(GPT2__FEW_ROW_MAX, I / pieces, es) <= GPT2__FEW_ROW_SMEM_MAX;
 }
-/* Raises gpt2__skinny_kernel<T>'s shared-memory limit; 0 when it cannot run here (built without sm_80+ code). */
-template <typename T, int NW = GPT2__SK_NW, int KC = GPT2__SK_KC, int ST = GPT2__SK_ST>
-static int gpt2__skinny_enable(void) {
+/* Raises gpt2__few_row_kernel<T>'s shared-memory limit; 0 when it cannot run here (built without sm_80+ code). */
+template <typename T, int NW = GPT2__FEW_ROW_NW, int KC = GPT2__FEW_ROW_KC, int ST = GPT2__FEW_ROW_ST>
+static int gpt2__few_row_enable(void) {
     cudaFuncAttributes fa;
-    return cudaFuncSetAttribute(gpt2__skinny_kernel<T, false, NW, KC, ST>, cudaFuncAttributeMaxDynamicSharedMemorySize, GPT2__SK_SMEM_MAX) == cudaSuccess &&
-           cudaFuncSetAttribute(gpt2__skinny_kernel<T, true, NW, KC, ST>, cudaFuncAttributeMaxDynamicSharedMemorySize, GPT2__SK_SMEM_MAX) == cudaSuccess &&
-           cudaFuncSetAttribute(gpt2__skinny_kernel<T, false, NW, KC, ST, 0, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, GPT2__SK_SMEM_MAX) == cudaSuccess &&
-           cudaFuncSetAttribute(gpt2__skinny_kernel<T, true, NW, KC, ST, 0, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, GPT2__SK_SMEM_MAX) == cudaSuccess &&
-           cudaFuncGetAttributes(&fa, gpt2__skinny_kernel<T, false, NW, KC, ST>) == cudaSuccess && fa.ptxVersion >= 80;
+    return cudaFuncSetAttribute(gpt2__few_row_kernel<T, false, NW, KC, ST>, cudaFuncAttributeMaxDynamicSharedMemorySize, GPT2__FEW_ROW_SMEM_MAX) == cudaSuccess &&
+           cudaFuncSetAttribute(gpt2__few_row_kernel<T, true, NW, KC, ST>, cudaFuncAttributeMaxDynamicSharedMemorySize, GPT2__FEW_ROW_SMEM_MAX) == cudaSuccess &&
+           cudaFuncSetAttribute(gpt2__few_row_kernel<T, false, NW, KC, ST, 0, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, GPT2__FEW_ROW_SMEM_MAX) == cudaSuccess &&
+           cudaFuncSetAttribute(gpt2__few_row_kernel<T, true, NW, KC, ST, 0, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, GPT2__FEW_ROW_SMEM_MAX) == cudaSuccess &&
+           cudaFuncGetAttributes(&fa, gpt2__few_row_kernel<T, false, NW, KC, ST>) == cudaSuccess && fa.ptxVersion >= 80;
 }
 /* The product of gpt2__gemm_run (n rows; epilogue bias when bias is set and not out_f32, else none; T half or
-   bfloat16) by gpt2__skinny_kernel, then with gelu gpt2__gelu; pdl as gpt2__launch. */
-template <typename T, int NW = GPT2__SK_NW, int KC = GPT2__SK_KC, int ST = GPT2__SK_ST>
-static gpt2_status gpt2__skinny_run(cudaStream_t st, int pdl, void *D, const T *W, const T *X, const T *bias, int O, int n,
-                                    int I, int out_f32, int ldd, int splits, int gelu = 0, gpt2__amax amax = {NULL, 0}) {
+   bfloat16) by gpt2__few_row_kernel, then with gelu gpt2__gelu; pdl as gpt2__launch. */
+template <typename T, int NW = GPT2__FEW_ROW_NW, int KC = GPT2__FEW_ROW_KC, int ST = GPT2__FEW_ROW_ST>
+static gpt2_status gpt2__few_row_run(cudaStream_t st, int pdl, void *D, const T *W, const T *X, const T *bias, int O, int n,
+                                    int I, int out_f32, int ldd, int pieces, int gelu = 0, gpt2__amax amax = {NULL, 0}) {
     if (ldd < O) ldd = O;
-    const int Ik = I / splits;
-    const bool am = out_f32 && splits == 1 && amax.p;
-    return gpt2__launch(n > 8 ? (am ? gpt2__skinny_kernel<T, true, NW, KC, ST, 0, true> : gpt2__skinny_kernel<T, true, NW, KC, ST>)
-                              : (am ? gpt2__skinny_kernel<T, false, NW, KC, ST, 0, true> : gpt2__skinny_kernel<T, false, NW, KC, ST>),
-                        dim3((unsigned)((O + 8 * NW - 1) / (8 * NW)), (unsigned)splits), dim3(32 * NW),
-                        gpt2__skinny_smem(n, Ik, sizeof(T), NW, KC, ST), st, pdl, W, X, D, out_f32 ? (const T *)NULL : bias, O, n, I, Ik, ldd,
-                        out_f32, out_f32 ? 0 : gelu, gpt2__lnf<T>{}, am ? amax : gpt2__amax{NULL, 0});
+    const int Ik = I / pieces;
+    const bool am = out_f32 && pieces == 1 && amax.p;
+    return gpt2__launch(n > 8 ? (am ? gpt2__few_row_kernel<T, true, NW, KC, ST, 0, true> : gpt2__few_row_kernel<T, true, NW, KC, ST>)
+                              : (am ? gpt2__few_row_kernel<T, false, NW, KC, ST, 0, true> : gpt2__few_row_kernel<T, false, NW, KC, ST>),
+                        dim3((unsigned)((O + 8 * NW - 1) / (8 * NW)), (unsigned)pieces), dim3(32 * NW),
+                        gpt2__few_row_smem(n, Ik, sizeof(T), NW, KC, ST), st, pdl, W, X, D, out_f32 ? (const T *)NULL : bias, O, n, I, Ik, ldd,
+                        out_f32, out_f32 ? 0 : gelu, gpt2__ln_fold<T>{}, am ? amax : gpt2__amax{NULL, 0});
 }
 
-/* gpt2__skinny_run with GPT2__SK_NW warps a block, or GPT2__SK_NW_WIDE where the product still has two blocks an SM
+/* gpt2__few_row_run with GPT2__FEW_ROW_NW warps a block, or GPT2__FEW_ROW_NW_WIDE where the product still has two blocks an SM
    at that many (columns / 8 / NW_WIDE blocks per piece): 1558M's batch-1 step 1.615 -> 1.599 ms, other sizes the same
    or unchanged (RESULTS.md item 111). Each warp's chain is the same either way, so are the bits. */
 template <typename T>
-static gpt2_status gpt2__skinny_go(const gpt2__cuda_state *S, cudaStream_t st, int pdl, void *D, const T *W, const T *X,
-                                   const T *bias, int O, int n, int I, int out_f32, int ldd, int splits, int gelu,
+static gpt2_status gpt2__few_row_go(const gpt2__cuda_state *S, cudaStream_t st, int pdl, void *D, const T *W, const T *X,
+                                   const T *bias, int O, int n, int I, int out_f32, int ldd, int pieces, int gelu,
                                    gpt2__amax amax = {NULL, 0}) {
-    const bool wide = (long long)(O / (8 * GPT2__SK_NW_WIDE)) * splits >= 2LL * S->sms &&
-                      gpt2__skinny_smem(GPT2__SK_ROWS, I / splits, sizeof(T), GPT2__SK_NW_WIDE) <= GPT2__SK_SMEM_MAX;
-    const int nw = wide ? GPT2__SK_NW_WIDE : GPT2__SK_NW;
+    const bool wide = (long long)(O / (8 * GPT2__FEW_ROW_NW_WIDE)) * pieces >= 2LL * S->sms &&
+                      gpt2__few_row_smem(GPT2__FEW_ROW_MAX, I / pieces, sizeof(T), GPT2__FEW_ROW_NW_WIDE) <= GPT2__FEW_ROW_SMEM_MAX;
+    const int nw = wide ? GPT2__FEW_ROW_NW_WIDE : GPT2__FEW_ROW_NW;
     /* the X rows' shared memory beside a full ring leaves too few blocks an SM for all of them at once (1558M from 6
-       rows): GPT2__SK_ST_SHORT stages (the same chains, so the same bits) */
-    const long long blocks = (long long)((O + 8 * nw - 1) / (8 * nw)) * splits;
-    const size_t per = gpt2__skinny_smem(n, I / splits, sizeof(T), nw) + 1024;
+       rows): GPT2__FEW_ROW_ST_SHORT stages (the same chains, so the same bits) */
+    const long long blocks = (long long)((O + 8 * nw - 1) / (8 * nw)) * pieces;
+    const size_t per = gpt2__few_row_smem(n, I / pieces, sizeof(T), nw) + 1024;
     const bool shortr = n > 1 && S->sm_smem > 0 && blocks > (long long)(S->sm_smem / per) * S->sms;
     if (wide)
-        return shortr ? gpt2__skinny_run<T, GPT2__SK_NW_WIDE, GPT2__SK_KC, GPT2__SK_ST_SHORT>(st, pdl, D, W, X, bias, O, n, I, out_f32, ldd,
-                                                                                              splits, gelu, amax)
-                      : gpt2__skinny_run<T, GPT2__SK_NW_WIDE>(st, pdl, D, W, X, bias, O, n, I, out_f32, ldd, splits, gelu, amax);
-    return shortr ? gpt2__skinny_run<T, GPT2__SK_NW, GPT2__SK_KC, GPT2__SK_ST_SHORT>(st, pdl, D, W, X, bias, O, n, I, out_f32, ldd, splits,
+        return shortr ? gpt2__few_row_run<T, GPT2__FEW_ROW_NW_WIDE, GPT2__FEW_ROW_KC, GPT2__FEW_ROW_ST_SHORT>(st, pdl, D, W, X, bias, O, n, I, out_f32, ldd,
+                                                                                              pieces, gelu, amax)
+                      : gpt2__few_row_run<T, GPT2__FEW_ROW_NW_WIDE>(st, pdl, D, W, X, bias, O, n, I, out_f32, ldd, pieces, gelu, amax);
+    return shortr ? gpt2__few_row_run<T, GPT2__FEW_ROW_NW, GPT2__FEW_ROW_KC, GPT2__FEW_ROW_ST_SHORT>(st, pdl, D, W, X, bias, O, n, I, out_f32, ldd, pieces,
                                                                                     gelu, amax)
-                  : gpt2__skinny_run<T>(st, pdl, D, W, X, bias, O, n, I, out_f32, ldd, splits, gelu, amax);
+                  : gpt2__few_row_run<T>(st, pdl, D, W, X, bias, O, n, I, out_f32, ldd, pieces, gelu, amax);
 }
 
-/* gpt2__skinny32_kernel (F32): its shared memory, whether it takes a product's shape, its limit raised (0: it cannot
+/* gpt2__few_row32_kernel (F32): its shared memory, whether it takes a product's shape, its limit raised (0: it cannot
    run here), and the product of gpt2__gemm_run by it (bias set: one piece, + bias, then GELU with gelu; else fp32
    pieces); pdl as gpt2__launch. */
-static size_t gpt2__sk32_smem(int n, int Ik) { return ((size_t)GPT2__SK32_ST * 32 * (GPT2__SK32_KC + 4) + (size_t)n * Ik) * sizeof(float); }
-static int gpt2__sk32_fits(int O, int n, int I, int splits) {
-    return O >= 1 && n >= 1 && n <= GPT2__SK_ROWS && splits >= 1 && I % splits == 0 && (I / splits) % GPT2__SK32_KC == 0 &&
-           I % 4 == 0 && gpt2__sk32_smem(GPT2__SK_ROWS, I / splits) <= GPT2__SK_SMEM_MAX;
+static size_t gpt2__few_row32_smem(int n, int Ik) { return ((size_t)GPT2__FEW_ROW32_ST * 32 * (GPT2__FEW_ROW32_KC + 4) + (size_t)n * Ik) * sizeof(float); }
+static int gpt2__few_row32_fits(int O, int n, int I, int pieces) {
+    return O >= 1 && n >= 1 && n <= GPT2__FEW_ROW_MAX && pieces >= 1 && I % pieces == 0 && (I / pieces) % GPT2__FEW_ROW32_KC == 0 &&
+           I % 4 == 0 && gpt2__few_row32_smem(GPT2__FEW_ROW_MAX, I / pieces) <= GPT2__FEW_ROW_SMEM_MAX;
 }
-template <int COLS> static int gpt2__sk32_enable_c(void) {
-    return cudaFuncSetAttribute(gpt2__skinny32_kernel<1, COLS>, cudaFuncAttributeMaxDynamicSharedMemorySize, GPT2__SK_SMEM_MAX) == cudaSuccess &&
-           cudaFuncSetAttribute(gpt2__skinny32_kernel<4, COLS>, cudaFuncAttributeMaxDynamicSharedMemorySize, GPT2__SK_SMEM_MAX) == cudaSuccess &&
-           cudaFuncSetAttribute(gpt2__skinny32_kernel<GPT2__SK_ROWS, COLS>, cudaFuncAttributeMaxDynamicSharedMemorySize, GPT2__SK_SMEM_MAX) == cudaSuccess;
+template <int COLS> static int gpt2__few_row32_enable_c(void) {
+    return cudaFuncSetAttribute(gpt2__few_row32_kernel<1, COLS>, cudaFuncAttributeMaxDynamicSharedMemorySize, GPT2__FEW_ROW_SMEM_MAX) == cudaSuccess &&
+           cudaFuncSetAttribute(gpt2__few_row32_kernel<4, COLS>, cudaFuncAttributeMaxDynamicSharedMemorySize, GPT2__FEW_ROW_SMEM_MAX) == cudaSuccess &&
+           cudaFuncSetAttribute(gpt2__few_row32_kernel<GPT2__FEW_ROW_MAX, COLS>, cudaFuncAttributeMaxDynamicSharedMemorySize, GPT2__FEW_ROW_SMEM_MAX) == cudaSuccess;
 }
-static int gpt2__sk32_enable(void) { return gpt2__sk32_enable_c<32>() && gpt2__sk32_enable_c<16>(); }
-/* Columns a warp for a product of O columns in `splits` pieces on a GPU of sms SMs: 16 where 32 would make fewer
+static int gpt2__few_row32_enable(void) { return gpt2__few_row32_enable_c<32>() && gpt2__few_row32_enable_c<16>(); }
+/* Columns a warp for a product of O columns in `pieces` pieces on a GPU of sms SMs: 16 where 32 would make fewer
    blocks than 5/4 of the SM count (then twice the warps stream the weights; each column's chain, so its bits, is
    the same either way: RESULTS.md item 128), else 32 */
-static int gpt2__sk32_cols(int O, int splits, int sms) {
-    return 4 * (long long)((O + 31) / 32) * splits < (long long)sms * GPT2__SK32_NARROW ? 16 : 32;
+static int gpt2__few_row32_cols(int O, int pieces, int sms) {
+    return 4 * (long long)((O + 31) / 32) * pieces < (long long)sms * GPT2__FEW_ROW32_NARROW ? 16 : 32;
 }
-static gpt2_status gpt2__sk32_run(cudaStream_t st, int pdl, void *D, const float *W, const float *X, const float *bias, int O, int n,
-                                  int I, int ldd, int splits, int gelu, int cols) {
+static gpt2_status gpt2__few_row32_run(cudaStream_t st, int pdl, void *D, const float *W, const float *X, const float *bias, int O, int n,
+                                  int I, int ldd, int pieces, int gelu, int cols) {
     if (ldd < O) ldd = O;
-    const int Ik = I / splits;
+    const int Ik = I / pieces;
     void (*k)(const float *, const float *, float *, const float *, int, int, int, int, int, int) =
-        cols == 16 ? (n <= 1 ? gpt2__skinny32_kernel<1, 16> : n <= 4 ? gpt2__skinny32_kernel<4, 16> : gpt2__skinny32_kernel<GPT2__SK_ROWS, 16>)
-                   : (n <= 1 ? gpt2__skinny32_kernel<1, 32> : n <= 4 ? gpt2__skinny32_kernel<4, 32> : gpt2__skinny32_kernel<GPT2__SK_ROWS, 32>);
+        cols == 16 ? (n <= 1 ? gpt2__few_row32_kernel<1, 16> : n <= 4 ? gpt2__few_row32_kernel<4, 16> : gpt2__few_row32_kernel<GPT2__FEW_ROW_MAX, 16>)
+                   : (n <= 1 ? gpt2__few_row32_kernel<1, 32> : n <= 4 ? gpt2__few_row32_kernel<4, 32> : gpt2__few_row32_kernel<GPT2__FEW_ROW_MAX, 32>);
     cols = cols == 16 ? 16 : 32;
-    return gpt2__launch(k, dim3((unsigned)((O + cols - 1) / cols), (unsigned)splits), dim3(32), gpt2__sk32_smem(n, Ik), st, pdl, W, X,
+    return gpt2__launch(k, dim3((unsigned)((O + cols - 1) / cols), (unsigned)pieces), dim3(32), gpt2__few_row32_smem(n, Ik), st, pdl, W, X,
                         (float *)D, bias, O, n, I, Ik, ldd, gelu);
 }
 
-/* gpt2__skinny_kernel with its own residual + layer norm (gpt2__lnf): GPT2__LNF_NW warps a block, so that a block
+/* gpt2__few_row_kernel with its own residual + layer norm (gpt2__ln_fold): GPT2__LN_FOLD_NW warps a block, so that a block
    has enough threads to load a row at once; E by C as gpt2__residual_ln. */
 /* Raises the kernel's dynamic shared-memory limit to all a block may have on this GPU less its static part; that
    limit, or 0 when it cannot run here */
 template <typename T, int E, bool FIT>
-static int gpt2__lnf_enable_e(int optin) {
+static int gpt2__ln_fold_enable_e(int optin) {
     cudaFuncAttributes fa;
-    void (*k)(const T *, const T *, void *, const T *, int, int, int, int, int, int, int, gpt2__lnf<T>, gpt2__amax) =
-        gpt2__skinny_kernel<T, false, GPT2__LNF_NW, GPT2__SK_KC, GPT2__LNF_ST, E, false, FIT>;
+    void (*k)(const T *, const T *, void *, const T *, int, int, int, int, int, int, int, gpt2__ln_fold<T>, gpt2__amax) =
+        gpt2__few_row_kernel<T, false, GPT2__LN_FOLD_NW, GPT2__FEW_ROW_KC, GPT2__LN_FOLD_ST, E, false, FIT>;
     if (cudaFuncGetAttributes(&fa, k) != cudaSuccess || fa.ptxVersion < 80 || (int)fa.sharedSizeBytes >= optin) return 0;
     const int smem = optin - (int)fa.sharedSizeBytes;
     return cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, smem) == cudaSuccess ? smem : 0;
 }
-/* Sets S->lnf_smem, the dynamic shared memory every form may use; 0 when they cannot run here. */
+/* Sets S->ln_fold_smem, the dynamic shared memory every form may use; 0 when they cannot run here. */
 template <typename T>
-static int gpt2__lnf_enable(gpt2__cuda_state *S) {
+static int gpt2__ln_fold_enable(gpt2__cuda_state *S) {
     int optin = 0;
     if (cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, S->device) != cudaSuccess) optin = 0;
-    int lim[6] = {gpt2__lnf_enable_e<T, 1, false>(optin), gpt2__lnf_enable_e<T, 2, false>(optin), gpt2__lnf_enable_e<T, 4, false>(optin),
-                  gpt2__lnf_enable_e<T, 1, true>(optin),  gpt2__lnf_enable_e<T, 2, true>(optin),  gpt2__lnf_enable_e<T, 4, true>(optin)};
+    int lim[6] = {gpt2__ln_fold_enable_e<T, 1, false>(optin), gpt2__ln_fold_enable_e<T, 2, false>(optin), gpt2__ln_fold_enable_e<T, 4, false>(optin),
+                  gpt2__ln_fold_enable_e<T, 1, true>(optin),  gpt2__ln_fold_enable_e<T, 2, true>(optin),  gpt2__ln_fold_enable_e<T, 4, true>(optin)};
     cudaGetLastError();
-    S->lnf_smem = lim[0];
-    for (int i = 1; i < 6; i++) if (lim[i] < S->lnf_smem) S->lnf_smem = lim[i];
-    return S->lnf_smem > 0;
+    S->ln_fold_smem = lim[0];
+    for (int i = 1; i < 6; i++) if (lim[i] < S->ln_fold_smem) S->ln_fold_smem = lim[i];
+    return S->ln_fold_smem > 0;
 }
 /* The ring stages of the LN-folded products of width C as S runs them */
-static int gpt2__lnf_ring(const gpt2__cuda_state *S, int C) { return S->lnf_fit ? gpt2__lnf_stages(C) : GPT2__LNF_ST; }
-/* D [n][O] (T) = LN(residual rows) @ W^T + bias (then GELU with gelu), the residual rows updated into lnf.xo */
+static int gpt2__ln_fold_ring(const gpt2__cuda_state *S, int C) { return S->ln_fold_fit ? gpt2__ln_fold_stages(C) : GPT2__LN_FOLD_ST; }
+/* D [n][O] (T) = LN(residual rows) @ W^T + bias (then GELU with gelu), the residual rows updated into ln_fold.xo */
 template <typename T>
-static gpt2_status gpt2__lnf_run(gpt2__cuda_state *S, void *D, const void *W, const void *bias, int O, int n, int C, int gelu,
-                                 gpt2__lnf<T> lnf) {
-    if constexpr (sizeof(T) != 2) return gpt2__fail(GPT2_ERR_ARG, "%s:%d: gpt2__lnf has no F32 form", __FILE__, __LINE__);
+static gpt2_status gpt2__ln_fold_run(gpt2__cuda_state *S, void *D, const void *W, const void *bias, int O, int n, int C, int gelu,
+                                 gpt2__ln_fold<T> ln_fold) {
+    if constexpr (sizeof(T) != 2) return gpt2__fail(GPT2_ERR_ARG, "%s:%d: gpt2__ln_fold has no F32 form", __FILE__, __LINE__);
     else {
-    const int st = gpt2__lnf_ring(S, C);
-    const bool fit = st < GPT2__LNF_ST;
-    void (*k)(const T *, const T *, void *, const T *, int, int, int, int, int, int, int, gpt2__lnf<T>, gpt2__amax) =
-        C <= 1024 ? (fit ? gpt2__skinny_kernel<T, false, GPT2__LNF_NW, GPT2__SK_KC, GPT2__LNF_ST, 1, false, true>
-                         : gpt2__skinny_kernel<T, false, GPT2__LNF_NW, GPT2__SK_KC, GPT2__LNF_ST, 1>)
-        : C <= 2048 ? (fit ? gpt2__skinny_kernel<T, false, GPT2__LNF_NW, GPT2__SK_KC, GPT2__LNF_ST, 2, false, true>
-                           : gpt2__skinny_kernel<T, false, GPT2__LNF_NW, GPT2__SK_KC, GPT2__LNF_ST, 2>)
-                    : (fit ? gpt2__skinny_kernel<T, false, GPT2__LNF_NW, GPT2__SK_KC, GPT2__LNF_ST, 4, false, true>
-                           : gpt2__skinny_kernel<T, false, GPT2__LNF_NW, GPT2__SK_KC, GPT2__LNF_ST, 4>);
-    if (C > 4096) return gpt2__fail(GPT2_ERR_ARG, "%s:%d: gpt2__lnf over width %d", __FILE__, __LINE__, C);
-    return gpt2__launch(k, dim3((unsigned)((O + 8 * GPT2__LNF_NW - 1) / (8 * GPT2__LNF_NW)), 1u), dim3(32 * GPT2__LNF_NW),
-                        gpt2__skinny_smem(n, C, sizeof(T), GPT2__LNF_NW, GPT2__SK_KC, st), S->stream, S->pdl, (const T *)W, (const T *)NULL, D,
-                        (const T *)bias, O, n, C, C, O, 0, gelu, lnf, gpt2__amax{NULL, 0});
+    const int st = gpt2__ln_fold_ring(S, C);
+    const bool fit = st < GPT2__LN_FOLD_ST;
+    void (*k)(const T *, const T *, void *, const T *, int, int, int, int, int, int, int, gpt2__ln_fold<T>, gpt2__amax) =
+        C <= 1024 ? (fit ? gpt2__few_row_kernel<T, false, GPT2__LN_FOLD_NW, GPT2__FEW_ROW_KC, GPT2__LN_FOLD_ST, 1, false, true>
+                         : gpt2__few_row_kernel<T, false, GPT2__LN_FOLD_NW, GPT2__FEW_ROW_KC, GPT2__LN_FOLD_ST, 1>)
+        : C <= 2048 ? (fit ? gpt2__few_row_kernel<T, false, GPT2__LN_FOLD_NW, GPT2__FEW_ROW_KC, GPT2__LN_FOLD_ST, 2, false, true>
+                           : gpt2__few_row_kernel<T, false, GPT2__LN_FOLD_NW, GPT2__FEW_ROW_KC, GPT2__LN_FOLD_ST, 2>)
+                    : (fit ? gpt2__few_row_kernel<T, false, GPT2__LN_FOLD_NW, GPT2__FEW_ROW_KC, GPT2__LN_FOLD_ST, 4, false, true>
+                           : gpt2__few_row_kernel<T, false, GPT2__LN_FOLD_NW, GPT2__FEW_ROW_KC, GPT2__LN_FOLD_ST, 4>);
+    if (C > 4096) return gpt2__fail(GPT2_ERR_ARG, "%s:%d: gpt2__ln_fold over width %d", __FILE__, __LINE__, C);
+    return gpt2__launch(k, dim3((unsigned)((O + 8 * GPT2__LN_FOLD_NW - 1) / (8 * GPT2__LN_FOLD_NW)), 1u), dim3(32 * GPT2__LN_FOLD_NW),
+                        gpt2__few_row_smem(n, C, sizeof(T), GPT2__LN_FOLD_NW, GPT2__FEW_ROW_KC, st), S->stream, S->pdl, (const T *)W, (const T *)NULL, D,
+                        (const T *)bias, O, n, C, C, O, 0, gelu, ln_fold, gpt2__amax{NULL, 0});
     }
 }
 
-/* Whether gpt2__skinny_kernel serves this decode product of n rows (gpt2__skinny_check verified it). */
-static int gpt2__skinny_use(const gpt2__cuda_state *S, int O, int n, int I, int sp, int epi, int f32) {
-    if (!S->skinny || n < 1 || n > GPT2__SK_ROWS) return 0;
-    for (int i = 0; i < S->sk_n; i++) {
-        const int *e = S->sk_ok[i];
+/* Whether gpt2__few_row_kernel serves this decode product of n rows (gpt2__few_row_check verified it). */
+static int gpt2__few_row_use(const gpt2__cuda_state *S, int O, int n, int I, int sp, int epi, int f32) {
+    if (!S->few_row || n < 1 || n > GPT2__FEW_ROW_MAX) return 0;
+    for (int i = 0; i < S->few_row_n; i++) {
+        const int *e = S->few_row_ok[i];
         if (e[0] == O && e[1] == I && e[2] == sp && e[3] == epi && e[4] == f32) return 1;
     }
     return 0;
 }
 
-/* Whether a step of N fed rows, P of them prompt rows, takes the gpt2__lnf path (gpt2__cuda_run_t): few decode rows
-   alone, both products that read a layer norm verified on the skinny kernel, and the block's shared memory fits. */
-static int gpt2__lnf_use(const gpt2__cuda_state *S, const gpt2_model *m, int N, int P) {
+/* Whether a step of N fed rows, P of them prompt rows, takes the gpt2__ln_fold path (gpt2__cuda_run_t): few decode rows
+   alone, both products that read a layer norm verified on the few-row kernel, and the block's shared memory fits. */
+static int gpt2__ln_fold_use(const gpt2__cuda_state *S, const gpt2_model *m, int N, int P) {
     const int C = m->cfg.n_embd, F = m->n_inner;
-    return S->lnf && S->esize == 2 && P == 0 && N >= 1 && N <= GPT2__LNF_ROWS && C % 4 == 0 && C <= GPT2__LNF_MAX_C &&
-           gpt2__skinny_use(S, 3 * C, N, C, 1, GPT2__EPI_BIAS, 0) && gpt2__skinny_use(S, F, N, C, 1, GPT2__EPI_BIAS_GELU, 0) &&
-           gpt2__skinny_smem(N, C, S->esize, GPT2__LNF_NW, GPT2__SK_KC, gpt2__lnf_ring(S, C)) <= (size_t)S->lnf_smem;
+    return S->ln_fold && S->esize == 2 && P == 0 && N >= 1 && N <= GPT2__LN_FOLD_ROWS && C % 4 == 0 && C <= GPT2__LN_FOLD_MAX_C &&
+           gpt2__few_row_use(S, 3 * C, N, C, 1, GPT2__EPI_BIAS, 0) && gpt2__few_row_use(S, F, N, C, 1, GPT2__EPI_BIAS_GELU, 0) &&
+           gpt2__few_row_smem(N, C, S->esize, GPT2__LN_FOLD_NW, GPT2__FEW_ROW_KC, gpt2__ln_fold_ring(S, C)) <= (size_t)S->ln_fold_smem;
 }
 
 /* == [GPT2:OP_LINEAR] == a linear layer: which product runs it, split-K, and the few-row bit check =============== */
@@ -3675,7 +3676,7 @@ static int gpt2__lnf_use(const gpt2__cuda_state *S, const gpt2_model *m, int N, 
    shape, never per step, so a row computes the same in any step. Up to 4 pieces of at least GPT2_SPLIT_MIN_K, each
    a multiple of 8 elements (16-byte aligned). A projection into the residual has few output columns
    (n_embd), so at few rows its product covers few SMs; the pieces multiply them. */
-static int gpt2__decode_splits(int I) {
+static int gpt2__decode_pieces(int I) {
     for (int s = 4; s > 1; s--)
         if (I % (8 * s) == 0 && I / s >= GPT2_SPLIT_MIN_K) return s;
     return 1;
@@ -3683,7 +3684,7 @@ static int gpt2__decode_splits(int I) {
 
 /* Decode rows of a linear layer through cuBLASLt (gpt2__gemm_run, the algorithm pinned for GPT2_GEMM_REF_ROWS rows).
    In F16/BF16 the GELU of the MLP's first product is not cuBLASLt's epilogue but the bias alone and then
-   gpt2__gelu_kernel: gpt2__skinny_kernel computes exactly that for few rows, while cuBLASLt's GELU rounds
+   gpt2__gelu_kernel: gpt2__few_row_kernel computes exactly that for few rows, while cuBLASLt's GELU rounds
    differently from any formula found (bench_gpt2 --gelu-match), and a row must compute alike at any row count. */
 template <typename T>
 static gpt2_status gpt2__decode_lt(gpt2__cuda_state *S, void *D, const void *W, const void *X, const void *bias, int O, int n,
@@ -3702,8 +3703,8 @@ static gpt2_status gpt2__decode_lt(gpt2__cuda_state *S, void *D, const void *W, 
    arithmetic), so a row computes the same in any step:
      prompt rows: the algorithm picked for a full prompt step (prefill_tokens rows);
      decode rows (and every logits row): the one picked for GPT2_GEMM_REF_ROWS rows (gpt2__decode_lt), or for at
-     most GPT2__SK_ROWS of them gpt2__skinny_kernel where gpt2__skinny_check found it to give the same bits.
-   With part (a layer feeding the residual, epilogue bias), decode rows instead leave gpt2__decode_splits(I) fp32
+     most GPT2__FEW_ROW_MAX of them gpt2__few_row_kernel where gpt2__few_row_check found it to give the same bits.
+   With part (a layer feeding the residual, epilogue bias), decode rows instead leave gpt2__decode_pieces(I) fp32
    pieces part [k][N-P][O] without the bias, for gpt2__residual_ln_kernel to add up (gpt2__resid). */
 template <typename T>
 static gpt2_status gpt2__linear(gpt2_model *m, gpt2__cuda_state *S, void *D, const void *W, const void *X, const void *bias,
@@ -3715,51 +3716,51 @@ static gpt2_status gpt2__linear(gpt2_model *m, gpt2__cuda_state *S, void *D, con
     if (P > 0 && (st = gpt2__gemm_run(S, dt, D, W, X, bias, O, P, I, epi, out_f32, ldd, m->prefill_tokens, 1))) return st;
     if (N <= P) return GPT2_OK;
     const T *Xd = (const T *)X + (size_t)P * I;
-    const int nd = N - P, sp = part ? gpt2__decode_splits(I) : 1;
+    const int nd = N - P, sp = part ? gpt2__decode_pieces(I) : 1;
     if (part) epi = GPT2__EPI_NONE, out_f32 = 1, D = part, bias = NULL, ldd = O;
     else D = (char *)D + (size_t)P * ldd * (out_f32 ? sizeof(float) : sizeof(T));
     if constexpr (sizeof(T) == 2) {
-        if (gpt2__skinny_use(S, O, nd, I, sp, epi, out_f32))
-            return gpt2__skinny_go<T>(S, S->stream, S->pdl, D, (const T *)W, Xd, (const T *)bias, O, nd, I, out_f32, ldd, sp,
+        if (gpt2__few_row_use(S, O, nd, I, sp, epi, out_f32))
+            return gpt2__few_row_go<T>(S, S->stream, S->pdl, D, (const T *)W, Xd, (const T *)bias, O, nd, I, out_f32, ldd, sp,
                                        epi == GPT2__EPI_BIAS_GELU, amax);
-    } else if (gpt2__skinny_use(S, O, nd, I, sp, epi, out_f32))
-        return gpt2__sk32_run(S->stream, S->pdl, D, (const float *)W, (const float *)Xd, (const float *)bias, O, nd, I, ldd, sp,
-                              epi == GPT2__EPI_BIAS_GELU, gpt2__sk32_cols(O, sp, S->sms));
+    } else if (gpt2__few_row_use(S, O, nd, I, sp, epi, out_f32))
+        return gpt2__few_row32_run(S->stream, S->pdl, D, (const float *)W, (const float *)Xd, (const float *)bias, O, nd, I, ldd, sp,
+                              epi == GPT2__EPI_BIAS_GELU, gpt2__few_row32_cols(O, sp, S->sms));
     return gpt2__decode_lt<T>(S, D, W, Xd, bias, O, nd, I, epi, out_f32, ldd, sp);
 }
 
-/* A model's five decode products as gpt2__skinny_check runs them (qkv with bias; the attention projection in K
+/* A model's five decode products as gpt2__few_row_check runs them (qkv with bias; the attention projection in K
    pieces, fp32; the MLP's first product with bias and GELU; its second in K pieces, fp32; the logits, fp32), on
    layer 0's weights and wte; bench_gpt2 --skinny-det runs the same five. */
-typedef struct gpt2__sk_product { const char *name; int O, I, sp, epi, f32; const void *W, *b; } gpt2__sk_product;
-static void gpt2__sk_products(const gpt2_model *m, const gpt2__cuda_state *S, gpt2__sk_product pr[5]) {
+typedef struct gpt2__few_row_product { const char *name; int O, I, sp, epi, f32; const void *W, *b; } gpt2__few_row_product;
+static void gpt2__few_row_products(const gpt2_model *m, const gpt2__cuda_state *S, gpt2__few_row_product pr[5]) {
     const int C = m->cfg.n_embd, F = m->n_inner;
     const gpt2__cuda_layer *y = &S->layers[0];
-    pr[0] = gpt2__sk_product{"qkv", 3 * C, C, 1, GPT2__EPI_BIAS, 0, y->qkv_w, y->qkv_b};
-    pr[1] = gpt2__sk_product{"proj", C, C, gpt2__decode_splits(C), GPT2__EPI_NONE, 1, y->proj_w, NULL};
-    pr[2] = gpt2__sk_product{"fc", F, C, 1, GPT2__EPI_BIAS_GELU, 0, y->fc_w, y->fc_b};
-    pr[3] = gpt2__sk_product{"fcproj", C, F, gpt2__decode_splits(F), GPT2__EPI_NONE, 1, y->fcp_w, NULL};
-    pr[4] = gpt2__sk_product{"logits", S->ldv, C, 1, GPT2__EPI_NONE, 1, S->wte, NULL};
+    pr[0] = gpt2__few_row_product{"qkv", 3 * C, C, 1, GPT2__EPI_BIAS, 0, y->qkv_w, y->qkv_b};
+    pr[1] = gpt2__few_row_product{"proj", C, C, gpt2__decode_pieces(C), GPT2__EPI_NONE, 1, y->proj_w, NULL};
+    pr[2] = gpt2__few_row_product{"fc", F, C, 1, GPT2__EPI_BIAS_GELU, 0, y->fc_w, y->fc_b};
+    pr[3] = gpt2__few_row_product{"fcproj", C, F, gpt2__decode_pieces(F), GPT2__EPI_NONE, 1, y->fcp_w, NULL};
+    pr[4] = gpt2__few_row_product{"logits", S->ldv, C, 1, GPT2__EPI_NONE, 1, S->wte, NULL};
 }
 
-/* Which decode products gpt2__skinny_kernel may serve: for each of the model's (gpt2__sk_products), it and
-   gpt2__decode_lt run on the same weights (layer 0, wte) and random rows, 1 and GPT2__SK_ROWS of them; only a product
-   whose every output bit agrees is listed in S->sk_ok. In F32 the kernel is gpt2__skinny32_kernel. Nothing is listed
+/* Which decode products gpt2__few_row_kernel may serve: for each of the model's (gpt2__few_row_products), it and
+   gpt2__decode_lt run on the same weights (layer 0, wte) and random rows, 1 and GPT2__FEW_ROW_MAX of them; only a product
+   whose every output bit agrees is listed in S->few_row_ok. In F32 the kernel is gpt2__few_row32_kernel. Nothing is listed
    below sm_80 or when a product does not fit. */
 template <typename T>
-static gpt2_status gpt2__skinny_check(gpt2_model *m, gpt2__cuda_state *S) {
-    S->sk_n = 0;
-    S->sk_miss[0] = 0;
+static gpt2_status gpt2__few_row_check(gpt2_model *m, gpt2__cuda_state *S) {
+    S->few_row_n = 0;
+    S->few_row_miss[0] = 0;
     bool on;
     if constexpr (sizeof(T) == 2)
-        on = S->skinny && gpt2__skinny_enable<T>() && gpt2__skinny_enable<T, GPT2__SK_NW_WIDE>() &&
-             gpt2__skinny_enable<T, GPT2__SK_NW, GPT2__SK_KC, GPT2__SK_ST_SHORT>() &&
-             gpt2__skinny_enable<T, GPT2__SK_NW_WIDE, GPT2__SK_KC, GPT2__SK_ST_SHORT>();
-    else on = S->skinny && gpt2__sk32_enable();
+        on = S->few_row && gpt2__few_row_enable<T>() && gpt2__few_row_enable<T, GPT2__FEW_ROW_NW_WIDE>() &&
+             gpt2__few_row_enable<T, GPT2__FEW_ROW_NW, GPT2__FEW_ROW_KC, GPT2__FEW_ROW_ST_SHORT>() &&
+             gpt2__few_row_enable<T, GPT2__FEW_ROW_NW_WIDE, GPT2__FEW_ROW_KC, GPT2__FEW_ROW_ST_SHORT>();
+    else on = S->few_row && gpt2__few_row32_enable();
     if (!on) { cudaGetLastError(); return GPT2_OK; }
-    const int C = m->cfg.n_embd, F = m->n_inner, R = GPT2__SK_ROWS;
-    gpt2__sk_product pr[5];
-    gpt2__sk_products(m, S, pr);
+    const int C = m->cfg.n_embd, F = m->n_inner, R = GPT2__FEW_ROW_MAX;
+    gpt2__few_row_product pr[5];
+    gpt2__few_row_products(m, S, pr);
     const int Imax = C > F ? C : F;
     size_t dmax = 0;
     for (int k = 0; k < 5; k++) {
@@ -3770,7 +3771,7 @@ static gpt2_status gpt2__skinny_check(gpt2_model *m, gpt2__cuda_state *S) {
     unsigned char *h1 = (unsigned char *)malloc(dmax), *h2 = (unsigned char *)malloc(dmax);
     void *dx = NULL, *d1 = NULL, *d2 = NULL;
     gpt2_status st = GPT2_OK;
-    if (!hx || !h1 || !h2) st = gpt2__fail(GPT2_ERR_OOM, "cannot allocate %zu bytes for the skinny-product check", dmax);
+    if (!hx || !h1 || !h2) st = gpt2__fail(GPT2_ERR_OOM, "cannot allocate %zu bytes for the few-row product check", dmax);
     uint32_t r = 12345u;
     for (size_t i = 0; !st && i < (size_t)R * Imax; i++) {
         r = r * 1664525u + 1013904223u;
@@ -3783,10 +3784,10 @@ static gpt2_status gpt2__skinny_check(gpt2_model *m, gpt2__cuda_state *S) {
     if (!st && (cudaMalloc(&dx, (size_t)R * Imax * sizeof(T)) != cudaSuccess || cudaMalloc(&d1, dmax) != cudaSuccess ||
                 cudaMalloc(&d2, dmax) != cudaSuccess ||
                 cudaMemcpyAsync(dx, hx, (size_t)R * Imax * sizeof(T), cudaMemcpyHostToDevice, S->stream) != cudaSuccess))
-        st = gpt2__fail(GPT2_ERR_DEVICE, "%s:%d: the skinny-product check could not allocate or copy", __FILE__, __LINE__);
+        st = gpt2__fail(GPT2_ERR_DEVICE, "%s:%d: the few-row product check could not allocate or copy", __FILE__, __LINE__);
     for (int k = 0; k < 5 && !st; k++) {
         const int O = pr[k].O, I = pr[k].I, sp = pr[k].sp;
-        if (sizeof(T) == 2 ? !gpt2__skinny_fits(O, R, I, sp, sizeof(T)) : !gpt2__sk32_fits(O, R, I, sp)) continue;
+        if (sizeof(T) == 2 ? !gpt2__few_row_fits(O, R, I, sp, sizeof(T)) : !gpt2__few_row32_fits(O, R, I, sp)) continue;
         int same = 1;
         for (int n = 1; n <= R && same && !st; n += R - 1) {
             const size_t bytes = (size_t)sp * n * O * (pr[k].f32 ? 4 : sizeof(T));
@@ -3794,24 +3795,24 @@ static gpt2_status gpt2__skinny_check(gpt2_model *m, gpt2__cuda_state *S) {
                 st = gpt2__fail(GPT2_ERR_DEVICE, "%s:%d: cudaMemsetAsync failed", __FILE__, __LINE__);
             if (!st) st = gpt2__decode_lt<T>(S, d1, pr[k].W, dx, pr[k].b, O, n, I, pr[k].epi, pr[k].f32, O, sp);
             if constexpr (sizeof(T) == 2) {
-                if (!st) st = gpt2__skinny_go<T>(S, S->stream, 0, d2, (const T *)pr[k].W, (const T *)dx, (const T *)pr[k].b, O, n, I,
+                if (!st) st = gpt2__few_row_go<T>(S, S->stream, 0, d2, (const T *)pr[k].W, (const T *)dx, (const T *)pr[k].b, O, n, I,
                                                   pr[k].f32, O, sp, pr[k].epi == GPT2__EPI_BIAS_GELU);
             } else if (!st)
-                st = gpt2__sk32_run(S->stream, 0, d2, (const float *)pr[k].W, (const float *)dx, pr[k].f32 ? NULL : (const float *)pr[k].b,
-                                    O, n, I, O, sp, pr[k].epi == GPT2__EPI_BIAS_GELU, gpt2__sk32_cols(O, sp, S->sms));
+                st = gpt2__few_row32_run(S->stream, 0, d2, (const float *)pr[k].W, (const float *)dx, pr[k].f32 ? NULL : (const float *)pr[k].b,
+                                    O, n, I, O, sp, pr[k].epi == GPT2__EPI_BIAS_GELU, gpt2__few_row32_cols(O, sp, S->sms));
             if (!st && (cudaStreamSynchronize(S->stream) != cudaSuccess || cudaMemcpy(h1, d1, bytes, cudaMemcpyDeviceToHost) != cudaSuccess ||
                         cudaMemcpy(h2, d2, bytes, cudaMemcpyDeviceToHost) != cudaSuccess))
-                st = gpt2__fail(GPT2_ERR_DEVICE, "%s:%d: the skinny-product check failed: %s", __FILE__, __LINE__,
+                st = gpt2__fail(GPT2_ERR_DEVICE, "%s:%d: the few-row product check failed: %s", __FILE__, __LINE__,
                                 cudaGetErrorString(cudaGetLastError()));
             if (!st) same = !memcmp(h1, h2, bytes);
-            if (!st && !same && !S->sk_miss[0]) {
+            if (!st && !same && !S->few_row_miss[0]) {
                 size_t words = bytes / 4, diff = 0;
                 for (size_t i = 0; i < words; i++) diff += memcmp(h1 + 4 * i, h2 + 4 * i, 4) != 0;
-                snprintf(S->sk_miss, sizeof S->sk_miss, "%dx%d in %d pieces at %d rows: %zu of %zu words differ", O, I, sp, n, diff, words);
+                snprintf(S->few_row_miss, sizeof S->few_row_miss, "%dx%d in %d pieces at %d rows: %zu of %zu words differ", O, I, sp, n, diff, words);
             }
         }
         if (!st && same) {
-            int *e = S->sk_ok[S->sk_n++];
+            int *e = S->few_row_ok[S->few_row_n++];
             e[0] = O; e[1] = I; e[2] = sp; e[3] = pr[k].epi; e[4] = pr[k].f32;
         }
     }
@@ -3844,19 +3845,19 @@ __global__ void gpt2__kv_store_kernel(const T *qkv, T *kc, T *vc, const int *row
     }
 }
 
-/* A decode-attention work item: row r = rows[z] at position p against keys [k0, k1) (split sp of split_len keys),
-   head h, whose cached keys and values are kh, vh ([max_seq][hd] in the row's slot). false: the split starts past p,
+/* A decode-attention work item: row r = rows[z] at position p against keys [k0, k1) (span sp of span_len keys),
+   head h, whose cached keys and values are kh, vh ([max_seq][hd] in the row's slot). false: the span starts past p,
    nothing to do. Shared by gpt2__attn_kernel and gpt2__attn_mma_kernel; gpt2__attn_stream_kernel finds the same
    item with its loads in another order (RESULTS.md item 156). */
 template <typename T> struct gpt2__dec { int r, p, k0, k1, slot; T *kh, *vh; };
 template <typename T>
 static __device__ __forceinline__ bool gpt2__dec_at(gpt2__dec<T> &d, int sp, int h, int z, const int *rows, const int *row_slot,
-                                                    const int *row_pos, T *kc, T *vc, int H, int max_seq, int hd, int split_len) {
+                                                    const int *row_pos, T *kc, T *vc, int H, int max_seq, int hd, int span_len) {
     d.r = rows[z];
     d.p = row_pos[d.r];
-    d.k0 = sp * split_len;
+    d.k0 = sp * span_len;
     if (d.k0 > d.p) return false;
-    d.k1 = min(d.k0 + split_len, d.p + 1);
+    d.k1 = min(d.k0 + span_len, d.p + 1);
     d.slot = row_slot[d.r];
     const size_t head = ((size_t)d.slot * H + h) * max_seq * hd;
     d.kh = kc + head;
@@ -3864,9 +3865,9 @@ static __device__ __forceinline__ bool gpt2__dec_at(gpt2__dec<T> &d, int sp, int
     return true;
 }
 
-/* Block-wide, once a split's record is written: whether this block is the last of the `live` splits of its (row,
+/* Block-wide, once a span's record is written: whether this block is the last of the `live` spans of its (row,
    head) to finish (counter *cnt, which the last one resets to zero); that one then reads the others' records. */
-static __device__ __forceinline__ bool gpt2__split_last(unsigned *cnt, int live) {
+static __device__ __forceinline__ bool gpt2__span_last(unsigned *cnt, int live) {
     __shared__ int last;
     __threadfence();
     __syncthreads();
@@ -3880,21 +3881,21 @@ static __device__ __forceinline__ bool gpt2__split_last(unsigned *cnt, int live)
     return mine;
 }
 
-/* Causal attention of one query row against its slot's cached keys, split along the sequence.
+/* Causal attention of one query row against its slot's cached keys, in spans along the sequence.
    qkv: [N][3C]; kc, vc: this layer's cache [max_batch][H][max_seq][hd]; row r (position p = row_pos[r]) attends to
    positions 0..p of slot row_slot[r].
-   Grid: (n_split, H, n_rows); block: 128 threads. Block (s, h, z) serves row r = rows[z] and covers keys
-   [s*split_len, min((s+1)*split_len, p+1)).
+   Grid: (n_span, H, n_rows); block: 128 threads. Block (s, h, z) serves row r = rows[z] and covers keys
+   [s*span_len, min((s+1)*span_len, p+1)).
    Lanes work in groups of lpk (a power of two <= 32): a group takes U keys at a time, each lane holding up to MAXC
    chunks of VE elements of q, k, v (16-byte loads when VE*sizeof(T) == 16; a warp then reads 32/lpk consecutive
    keys, contiguous in memory), and keeps its own online-softmax state (max m, sum l, output acc) in fp32.
-   The groups are merged through shared memory ((128/lpk)*(hd+2) floats). With one live split (n_split == 1, or
-   p < split_len) the block writes out[r][h*hd..] = softmax(q k^T / sqrt(hd)) v; otherwise it writes its unnormalised (acc[hd], m, l) to
-   part[z][h][s][hd+2], and the last live split of (z, h) to finish (counter count[z*H+h], zero between launches)
-   merges the live splits s <= p/split_len in order: out = sum_s acc_s 2^(m_s-M) / sum_s l_s 2^(m_s-M), M = max m_s.
+   The groups are merged through shared memory ((128/lpk)*(hd+2) floats). With one live span (n_span == 1, or
+   p < span_len) the block writes out[r][h*hd..] = softmax(q k^T / sqrt(hd)) v; otherwise it writes its unnormalised (acc[hd], m, l) to
+   part[z][h][s][hd+2], and the last live span of (z, h) to finish (counter count[z*H+h], zero between launches)
+   merges the live spans s <= p/span_len in order: out = sum_s acc_s 2^(m_s-M) / sum_s l_s 2^(m_s-M), M = max m_s.
    With store set, row r's own key and value (position p) are read from qkv and written to the cache here (the
    caller then skips gpt2__kv_store_kernel for these rows). STG (store set, few rows): the block's cached keys and
-   values before p come into shared memory (2 * split_len * hd of T after the merge buffers) before the PDL wait,
+   values before p come into shared memory (2 * span_len * hd of T after the merge buffers) before the PDL wait,
    and the loop reads them there. Scores are kept in log2 units
    (scale_log2 = log2(e)/sqrt(hd)).
    Matches the attention loop of gpt2__cpu_run. */
@@ -3904,20 +3905,20 @@ __global__ void __launch_bounds__(128) gpt2__attn_kernel(const T *__restrict__ q
                                                            float *__restrict__ part, const int *__restrict__ rows,
                                                            const int *__restrict__ row_slot,
                                                            const int *__restrict__ row_pos, int C, int H, int hd,
-                                                           int max_seq, int split_len, int n_split, int lpk,
+                                                           int max_seq, int span_len, int n_span, int lpk,
                                                            float scale_log2, unsigned *__restrict__ count, int store,
                                                            int prefetch) {
     extern __shared__ float gpt2__attn_sh[];
     const int sp = blockIdx.x, h = blockIdx.y, z = blockIdx.z;
     gpt2__dec<T> it;
-    if (!gpt2__dec_at(it, sp, h, z, rows, row_slot, row_pos, kc, vc, H, max_seq, hd, split_len)) return;
+    if (!gpt2__dec_at(it, sp, h, z, rows, row_slot, row_pos, kc, vc, H, max_seq, hd, span_len)) return;
     const int r = it.r, p = it.p, k0 = it.k0, k1 = it.k1;
     T *kh = it.kh, *vh = it.vh;
     const int G = blockDim.x / lpk; /* groups of lpk lanes */
     /* STG (few rows, each its sequence's only new row: store set): the keys and values before position p, written
        by earlier steps, into shared memory while the kernel before finishes (16-byte copies; the loop below then
        reads them there, in the same order: the same bits) */
-    T *sk = (T *)(gpt2__attn_sh + (size_t)G * hd + 2 * G), *sv = sk + (size_t)split_len * hd;
+    T *sk = (T *)(gpt2__attn_sh + (size_t)G * hd + 2 * G), *sv = sk + (size_t)span_len * hd;
     if (STG) {
         const int cpk = hd * (int)sizeof(T) / 16, n = (min(k1, p) - k0) * cpk; /* 16-byte chunks per key, in all */
         for (int i = threadIdx.x; i < n; i += blockDim.x) {
@@ -4039,23 +4040,23 @@ __global__ void __launch_bounds__(128) gpt2__attn_kernel(const T *__restrict__ q
     for (int i = 0; i < G; i++) M = fmaxf(M, sh_m[i]);
     float L = 0.0f;
     for (int i = 0; i < G; i++) L += sh_l[i] * exp2f(sh_m[i] - M);
-    /* one live split (n_split == 1, or p < split_len): the merge below would give o / L bit for bit, so write it */
-    const bool alone = n_split == 1 || p < split_len;
+    /* one live span (n_span == 1, or p < span_len): the merge below would give o / L bit for bit, so write it */
+    const bool alone = n_span == 1 || p < span_len;
     for (int dd = threadIdx.x; dd < hd; dd += blockDim.x) {
         float o = 0.0f;
         for (int i = 0; i < G; i++) o += sh_o[i * hd + dd] * exp2f(sh_m[i] - M);
         if (alone) gpt2__put(out + (size_t)r * C + (size_t)h * hd + dd, o / L);
-        else part[(((size_t)z * H + h) * n_split + sp) * (hd + 2) + dd] = o;
+        else part[(((size_t)z * H + h) * n_span + sp) * (hd + 2) + dd] = o;
     }
     if (alone) return;
     if (threadIdx.x == 0) {
-        float *pm = part + (((size_t)z * H + h) * n_split + sp) * (hd + 2) + hd;
+        float *pm = part + (((size_t)z * H + h) * n_span + sp) * (hd + 2) + hd;
         pm[0] = M; pm[1] = L;
     }
-    /* the last live split of (row, head) to finish merges them all, in split order (counter reset by it) */
-    const int live = p / split_len + 1;
-    if (!gpt2__split_last(&count[z * H + h], live)) return;
-    const float *ph = part + ((size_t)z * H + h) * n_split * (hd + 2);
+    /* the last live span of (row, head) to finish merges them all, in span order (counter reset by it) */
+    const int live = p / span_len + 1;
+    if (!gpt2__span_last(&count[z * H + h], live)) return;
+    const float *ph = part + ((size_t)z * H + h) * n_span * (hd + 2);
     M = -INFINITY;
     for (int s = 0; s < live; s++) M = fmaxf(M, __ldcg(ph + s * (hd + 2) + hd));
     L = 0.0f;
@@ -4069,15 +4070,15 @@ __global__ void __launch_bounds__(128) gpt2__attn_kernel(const T *__restrict__ q
 
 /* Decode attention on the tensor cores (head size 64, fp16/bf16; what gpt2__attention runs for decode rows when the
    tiled prefill kernel is on, RESULTS.md item 69). Its arithmetic, the same bits in both kernels below whatever the
-   batch: a split's keys [k0, k1) (split_len 256) in 8 chunks of 32 (chunk c: keys k0 + 32c ..), each chunk alone:
+   batch: a span's keys [k0, k1) (span_len 256) in 8 chunks of 32 (chunk c: keys k0 + 32c ..), each chunk alone:
    S = q K^T by mma m16n8k16 with q as row 0 of the A operand (rows 1..15 zero; their results are never read) and K
    as the B operand (lane g = lane/4, t = lane%4 holds key 8i+g's dims 16t..16t+15; k-step s takes dims 16t+4s..+3,
    the same permutation for q), m = max S (log2 units, scale_log2 = log2(e)/sqrt(64), keys past k1 at -inf),
    P = 2^(S-m) rounded to T, l = sum of the rounded P, O = P V by mma with P reused from S's registers as the A
    operand and V as the B operand (lane holds dims 8g..8g+7 of its four keys of a 16-key k-step; output column g of
    n-tile nt is dim 8g+nt, so lane t of row 0 ends with dims 16t..16t+15). The 8 chunk records then merge in
-   order: M = max m_c, w_c = 2^(m_c - M), L = sum l_c w_c, O = sum O_c w_c; one live split writes O / L, else
-   (O, M, L) goes to part[z][h][split][66] and the last live split merges them as gpt2__attn_kernel does.
+   order: M = max m_c, w_c = 2^(m_c - M), L = sum l_c w_c, O = sum O_c w_c; one live span writes O / L, else
+   (O, M, L) goes to part[z][h][span][66] and the last live span merges them as gpt2__attn_kernel does.
    A row's own key and value (position p) come from qkv, and go into the cache here.
    Matches the attention loop of gpt2__cpu_run (P rounded to T as in gpt2__attn_prefill_kernel). */
 template <typename T>
@@ -4157,7 +4158,7 @@ static __device__ __forceinline__ float4 gpt2__lds4(const float *p) {
                  : "memory");
     return v;
 }
-/* the split's 8 chunk records merged in order, for dim dd: L and O (unnormalised), M. sh_m and sh_l are 16-byte
+/* the span's 8 chunk records merged in order, for dim dd: L and O (unnormalised), M. sh_m and sh_l are 16-byte
    aligned shared memory; they are read as four ld.shared.v4 in PTX of our own, because nvcc 13.0 emitted the C
    loads of this merge differently from one build to the next (a plain loop; RESULTS.md item 116) and, as explicit
    float4 loads, differently with unrelated code added elsewhere in the file (item 118) */
@@ -4179,8 +4180,8 @@ static __device__ __forceinline__ void gpt2__amma_merge(const float *sh_o, const
     }
 }
 
-/* the live splits of (row z, head h) merged in order, for dim dd (part: [z][h][split][66]) */
-static __device__ __forceinline__ float gpt2__amma_splits(const float *ph, int live, int dd) {
+/* the live spans of (row z, head h) merged in order, for dim dd (part: [z][h][span][66]) */
+static __device__ __forceinline__ float gpt2__amma_spans(const float *ph, int live, int dd) {
     float M = -INFINITY;
     for (int s = 0; s < live; s++) M = fmaxf(M, __ldcg(ph + s * 66 + 64));
     float L = 0.0f;
@@ -4198,7 +4199,7 @@ static __device__ __forceinline__ void gpt2__amma_q(const T *q, uint32_t *qa) {
     qa[0] = a.x; qa[1] = a.y; qa[2] = a.z; qa[3] = a.w; qa[4] = b.x; qa[5] = b.y; qa[6] = b.z; qa[7] = b.w;
 }
 
-/* Few rows (their cache fits in L2 easily): grid (n_split, H, n_rows), block 256 threads = 8 warps, warp w the split's
+/* Few rows (their cache fits in L2 easily): grid (n_span, H, n_rows), block 256 threads = 8 warps, warp w the span's
    chunk w, its operands straight into registers. STG: the cached keys and values before p come into shared memory
    (2 * 256 * 64 of T after the 8 records) before the PDL wait, while the kernel before finishes, and are read there;
    else prefetch sets an L2 prefetch of them. Then the records merge through shared memory. Tuned on the H100: a
@@ -4211,14 +4212,14 @@ __global__ void __launch_bounds__(256) gpt2__attn_mma_kernel(const T *__restrict
                                                                T *__restrict__ out, float *__restrict__ part,
                                                                const int *__restrict__ rows, const int *__restrict__ row_slot,
                                                                const int *__restrict__ row_pos, int C, int H, int max_seq,
-                                                               int split_len, int n_split, float scale_log2,
+                                                               int span_len, int n_span, float scale_log2,
                                                                unsigned *__restrict__ count, int store, int prefetch, int dup) {
 #if __CUDA_ARCH__ >= 800
     constexpr int HD = 64;
     extern __shared__ float gpt2__amma_sh[];
     const int sp = blockIdx.x, h = blockIdx.y, z = blockIdx.z;
     gpt2__dec<T> it;
-    if (!gpt2__dec_at(it, sp, h, z, rows, row_slot, row_pos, kc, vc, H, max_seq, HD, split_len)) return;
+    if (!gpt2__dec_at(it, sp, h, z, rows, row_slot, row_pos, kc, vc, H, max_seq, HD, span_len)) return;
     const int r = it.r, p = it.p, k0 = it.k0, k1 = it.k1;
     /* pf: the first of this step's keys (dup: the rows before r of its sequence; else p, this row's own) */
     int pf = p;
@@ -4226,7 +4227,7 @@ __global__ void __launch_bounds__(256) gpt2__attn_mma_kernel(const T *__restrict
         for (int rr = r - 1; rr >= 0 && row_slot[rr] == it.slot && row_pos[rr] == pf - 1; rr--) pf--;
     T *kh = it.kh, *vh = it.vh;
     float *sh_o = gpt2__amma_sh, *sh_m = sh_o + 8 * HD, *sh_l = sh_m + 8;
-    T *sk = (T *)(sh_l + 8), *sv = sk + (size_t)split_len * HD;
+    T *sk = (T *)(sh_l + 8), *sv = sk + (size_t)span_len * HD;
     if (STG) {
         const int n = (min(k1, pf) - k0) * (HD * (int)sizeof(T) / 16);
         for (int i = threadIdx.x; i < n; i += blockDim.x) {
@@ -4283,37 +4284,37 @@ __global__ void __launch_bounds__(256) gpt2__attn_mma_kernel(const T *__restrict
     }
     gpt2__amma_keep(o, m, l, sh_o + warp * HD, sh_m + warp, sh_l + warp);
     __syncthreads();
-    const bool alone = n_split == 1 || p < split_len;
+    const bool alone = n_span == 1 || p < span_len;
     if (threadIdx.x < HD) {
         float M, L, O;
         gpt2__amma_merge(sh_o, sh_m, sh_l, threadIdx.x, M, L, O);
         if (alone) gpt2__put(out + (size_t)r * C + (size_t)h * HD + threadIdx.x, O / L);
         else {
-            float *pp = part + (((size_t)z * H + h) * n_split + sp) * (HD + 2);
+            float *pp = part + (((size_t)z * H + h) * n_span + sp) * (HD + 2);
             pp[threadIdx.x] = O;
             if (threadIdx.x == 0) { pp[HD] = M; pp[HD + 1] = L; }
         }
     }
     if (alone) return;
-    const int live = p / split_len + 1;
-    if (!gpt2__split_last(&count[z * H + h], live)) return;
-    const float *ph = part + ((size_t)z * H + h) * n_split * (HD + 2);
-    if (threadIdx.x < HD) gpt2__put(out + (size_t)r * C + (size_t)h * HD + threadIdx.x, gpt2__amma_splits(ph, live, threadIdx.x));
+    const int live = p / span_len + 1;
+    if (!gpt2__span_last(&count[z * H + h], live)) return;
+    const float *ph = part + ((size_t)z * H + h) * n_span * (HD + 2);
+    if (threadIdx.x < HD) gpt2__put(out + (size_t)r * C + (size_t)h * HD + threadIdx.x, gpt2__amma_spans(ph, live, threadIdx.x));
 #endif
 }
 
-/* Many rows: a warp per (row, head, split) item (item = blockIdx.x * WB + warp; split fastest, then head, then row),
+/* Many rows: a warp per (row, head, span) item (item = blockIdx.x * WB + warp; span fastest, then head, then row),
    block 32 WB threads. The warp streams its chunks through its ring of NS stages in shared memory (stage: 32 K rows
    then 32 V rows of 64, the 16-byte piece c of row j at c ^ (j & 7), so the operand reads are free of bank
    conflicts), computes each as gpt2__amma_chunk, keeps the 8 records in shared memory and merges them (lane: dims
-   lane and lane + 32). A chunk arrives by cp.async (16 bytes a lane; zeros past the split's last key; the row's own
+   lane and lane + 32). A chunk arrives by cp.async (16 bytes a lane; zeros past the span's last key; the row's own
    key and value from qkv), or, in the TMA form (sm_90; kmap, vmap: the caches as [L max_batch H][max_seq][64]
    planes, plane0 this layer's first), a whole chunk of 32 keys as two 32 x 64 boxes that one lane copies onto the
    stage's transaction barrier, laid out as above by the tensor maps' 128-byte swizzle; the row's own key and value
-   (which the warp stores into the cache as it starts) then go over the box's row from registers, and the split's
+   (which the warp stores into the cache as it starts) then go over the box's row from registers, and the span's
    last, partial chunk still comes by cp.async (a box would read its keys past the last). The TMA form takes the
    cp.async form's address arithmetic (~290 of its ~600 instructions a chunk) out of the kernel: on 64 SMs of the
-   H100 its attention takes 4% less time, so the split's attention set can shrink to 56 SMs (RESULTS.md item 99).
+   H100 its attention takes 4% less time, so a green step's attention set can shrink to 56 SMs (RESULTS.md item 99).
    Shared memory: WB * NS stages (the first at offset 0, 1024-byte aligned as the swizzle wants), then WB (8 * 64 +
    16) floats of records, then WB * NS barriers. On the H100 (NS 3, WB 2) as fast as gpt2__attn_kernel at 1024 rows
    (RESULTS.md items 66 and 69). The cached keys and values are read with L2's evict-first policy (read once per
@@ -4323,7 +4324,7 @@ __global__ void __launch_bounds__(32 * WB) gpt2__attn_stream_kernel(const T *__r
                                                                   T *__restrict__ out, float *__restrict__ part,
                                                                   const int *__restrict__ rows, const int *__restrict__ row_slot,
                                                                   const int *__restrict__ row_pos, int C, int H, int max_seq,
-                                                                  int split_len, int n_split, int n_items, float scale_log2,
+                                                                  int span_len, int n_span, int n_items, float scale_log2,
                                                                   unsigned *__restrict__ count, int store,
                                                                   const __grid_constant__ gpt2__tmap kmap,
                                                                   const __grid_constant__ gpt2__tmap vmap, int plane0) {
@@ -4339,16 +4340,16 @@ __global__ void __launch_bounds__(32 * WB) gpt2__attn_stream_kernel(const T *__r
         for (int i = 0; i < NS; i++) gpt2__mbar_init(bars + i);
     gpt2__pdl_enter();
     if (item >= n_items) return;
-    const int sp = item % n_split, h = (item / n_split) % H, z = item / (n_split * H);
+    const int sp = item % n_span, h = (item / n_span) % H, z = item / (n_span * H);
     /* gpt2__dec_at's item in two round trips (the row, then its position and slot at once: loads the compiler
        may not sink past the early return), then the first chunks on their way before anything else (q, the own
        key and value) is read (RESULTS.md item 156) */
     const int r = rows[z];
     const int p = gpt2__ld_now(row_pos + r), slot = gpt2__ld_now(row_slot + r);
     const T *q = qkv + (size_t)r * 3 * C + (size_t)h * HD, *kn = q + C, *vn = q + 2 * C;
-    const int k0 = sp * split_len;
+    const int k0 = sp * span_len;
     if (k0 > p || slot < 0) return; /* slot < 0 never: it keeps the slot's load before this branch */
-    const int k1 = min(k0 + split_len, p + 1), nch = (k1 - k0 + 31) / 32, plane = plane0 + slot * H + h;
+    const int k1 = min(k0 + span_len, p + 1), nch = (k1 - k0 + 31) / 32, plane = plane0 + slot * H + h;
     T *kh = kc + ((size_t)slot * H + h) * max_seq * HD, *vh = vc + ((size_t)slot * H + h) * max_seq * HD;
     const int own = store ? p : -1;
     __syncwarp(); /* the barriers' initialisation */
@@ -4414,7 +4415,7 @@ __global__ void __launch_bounds__(32 * WB) gpt2__attn_stream_kernel(const T *__r
                     gpt2__fence_async_smem(); /* before a later copy into this stage */
                 }
             } else if (TMA)
-                gpt2__cp_wait<0>(); /* the split's last, partial chunk: the only cp.async group */
+                gpt2__cp_wait<0>(); /* the span's last, partial chunk: the only cp.async group */
             else
                 gpt2__cp_wait<NS - 1>();
             __syncwarp();
@@ -4441,7 +4442,7 @@ __global__ void __launch_bounds__(32 * WB) gpt2__attn_stream_kernel(const T *__r
         gpt2__amma_keep(o, m, l, rec + c * HD, rec + 8 * HD + c, rec + 8 * HD + 8 + c);
     }
     __syncwarp();
-    const bool alone = n_split == 1 || p < split_len;
+    const bool alone = n_span == 1 || p < span_len;
     float M[2], L[2], O[2];
 #pragma unroll
     for (int e = 0; e < 2; e++) gpt2__amma_merge(rec, rec + 8 * HD, rec + 8 * HD + 8, lane + 32 * e, M[e], L[e], O[e]);
@@ -4450,11 +4451,11 @@ __global__ void __launch_bounds__(32 * WB) gpt2__attn_stream_kernel(const T *__r
         for (int e = 0; e < 2; e++) gpt2__put(out + (size_t)r * C + (size_t)h * HD + lane + 32 * e, O[e] / L[e]);
         return;
     }
-    float *pp = part + (((size_t)z * H + h) * n_split + sp) * (HD + 2);
+    float *pp = part + (((size_t)z * H + h) * n_span + sp) * (HD + 2);
 #pragma unroll
     for (int e = 0; e < 2; e++) pp[lane + 32 * e] = O[e];
     if (lane == 0) { pp[HD] = M[0]; pp[HD + 1] = L[0]; }
-    const int live = p / split_len + 1;
+    const int live = p / span_len + 1;
     __threadfence();
     __syncwarp();
     int last = 0;
@@ -4465,9 +4466,9 @@ __global__ void __launch_bounds__(32 * WB) gpt2__attn_stream_kernel(const T *__r
     last = __shfl_sync(0xffffffffu, last, 0);
     if (!last) return;
     __threadfence();
-    const float *ph = part + ((size_t)z * H + h) * n_split * (HD + 2);
+    const float *ph = part + ((size_t)z * H + h) * n_span * (HD + 2);
 #pragma unroll
-    for (int e = 0; e < 2; e++) gpt2__put(out + (size_t)r * C + (size_t)h * HD + lane + 32 * e, gpt2__amma_splits(ph, live, lane + 32 * e));
+    for (int e = 0; e < 2; e++) gpt2__put(out + (size_t)r * C + (size_t)h * HD + lane + 32 * e, gpt2__amma_spans(ph, live, lane + 32 * e));
 #endif
 }
 
@@ -4552,28 +4553,28 @@ static void gpt2__kv_maps(gpt2_model *m, gpt2__cuda_state *S) {
 #endif
 }
 
-/* Decode attention on the tensor cores over the rows planned in d (n_split splits of 256 keys): few rows (prefetch,
+/* Decode attention on the tensor cores over the rows planned in d (n_span spans of 256 keys): few rows (prefetch,
    as gpt2__attn_launch decides it) gpt2__attn_mma_kernel, staged when each row is its sequence's only new row
    (store) and staging is on; else gpt2__attn_stream_kernel. The same bits either way. */
 template <typename T>
 static gpt2_status gpt2__attn_mma_launch(gpt2__cuda_state *S, const gpt2_model *m, T *kc, T *vc, const gpt2__cuda_meta *d,
-                                         int n_split, int split_len, int store, int prefetch) {
+                                         int n_span, int span_len, int store, int prefetch) {
     const int C = m->cfg.n_embd, H = m->cfg.n_head;
     const float scale_log2 = 1.4426950408889634f / 8.0f; /* log2(e) / sqrt(64) */
     if (prefetch) {
-        const size_t rec = 8 * 66 * sizeof(float), stage = rec + 2 * (size_t)split_len * 64 * sizeof(T);
-        const dim3 grid((unsigned)n_split, (unsigned)H, (unsigned)d->n_att);
+        const size_t rec = 8 * 66 * sizeof(float), stage = rec + 2 * (size_t)span_len * 64 * sizeof(T);
+        const dim3 grid((unsigned)n_span, (unsigned)H, (unsigned)d->n_att);
         if (store && S->att_stage && stage <= (size_t)S->att_stage_smem)
             return gpt2__launch(gpt2__attn_mma_kernel<T, true>, grid, dim3(256), stage, S->stream, S->pdl, (const T *)S->qkv, kc, vc,
                                 (T *)S->att, S->part, (const int *)d->att_rows, (const int *)d->slot, (const int *)d->pos, C, H,
-                                m->max_seq, split_len, n_split, scale_log2, S->att_count, store, prefetch, S->dup_step);
+                                m->max_seq, span_len, n_span, scale_log2, S->att_count, store, prefetch, S->dup_step);
         return gpt2__launch(gpt2__attn_mma_kernel<T, false>, grid, dim3(256), rec, S->stream, S->pdl, (const T *)S->qkv, kc, vc,
                             (T *)S->att, S->part, (const int *)d->att_rows, (const int *)d->slot, (const int *)d->pos, C, H,
-                            m->max_seq, split_len, n_split, scale_log2, S->att_count, store, prefetch, S->dup_step);
+                            m->max_seq, span_len, n_span, scale_log2, S->att_count, store, prefetch, S->dup_step);
     }
-    /* 2 stages a warp (more warps an SM) in a step of parts: split (its attention has fewer SMs) or at short contexts
+    /* 2 stages a warp (more warps an SM) in a step of parts: green (its attention has fewer SMs) or at short contexts
        (RESULTS.md item 98); else att_ns */
-    const int n_items = d->n_att * H * n_split, ns = S->att_stream || S->att_short || S->att_ns == 2 ? 2 : 3;
+    const int n_items = d->n_att * H * n_span, ns = S->att_stream || S->att_short || S->att_ns == 2 ? 2 : 3;
     const int tma = S->kv_tma && S->att_tma;
     gpt2__tmap km, vm;
     memcpy(&km, S->kv_map[0], sizeof km);
@@ -4582,8 +4583,8 @@ static gpt2_status gpt2__attn_mma_launch(gpt2__cuda_state *S, const gpt2_model *
                                 : (tma ? gpt2__attn_stream_kernel<T, 3, GPT2__AMMA_WB, true> : gpt2__attn_stream_kernel<T, 3, GPT2__AMMA_WB, false>),
                         dim3((unsigned)((n_items + GPT2__AMMA_WB - 1) / GPT2__AMMA_WB)),
                         dim3(32 * GPT2__AMMA_WB), gpt2__ring_smem<T>(ns), S->stream, S->pdl, (const T *)S->qkv, kc, vc, (T *)S->att,
-                        S->part, (const int *)d->att_rows, (const int *)d->slot, (const int *)d->pos, C, H, m->max_seq, split_len,
-                        n_split, n_items, scale_log2, S->att_count, store, km, vm, S->att_layer * m->max_batch * H);
+                        S->part, (const int *)d->att_rows, (const int *)d->slot, (const int *)d->pos, C, H, m->max_seq, span_len,
+                        n_span, n_items, scale_log2, S->att_count, store, km, vm, S->att_layer * m->max_batch * H);
 }
 
 /* Whether the decode rows' caches (every row's max_seq keys; a step verifying drafts: every sequence's) fit
@@ -4595,39 +4596,39 @@ static int gpt2__att_prefetch(const gpt2__cuda_state *S, const gpt2_model *m, co
 /* Whether a step verifying drafts (S->dup_step) runs its decode attention on gpt2__attn_mma_kernel, which reads this
    step's keys from qkv; elsewhere gpt2__kv_store_kernel stores every row's K and V first */
 static int gpt2__att_dup_mma(const gpt2__cuda_state *S, const gpt2_model *m, const gpt2__cuda_meta *d) {
-    return S->esize == 2 && S->att_mma && m->cfg.n_embd == 64 * m->cfg.n_head && GPT2__SPLIT_LEN == 256 &&
+    return S->esize == 2 && S->att_mma && m->cfg.n_embd == 64 * m->cfg.n_head && GPT2__SPAN_LEN == 256 &&
            gpt2__att_prefetch(S, m, d, S->esize);
 }
 
 /* Attention for layer l over the rows planned in d: gpt2__attn_prefill_kernel for the prompt tiles, and for the
-   other rows the tensor-core decode kernels (S->att_mma: gpt2__attn_mma_launch) or gpt2__attn_kernel, split along
-   the sequence (the last split of a row merges them).
-   Splits are GPT2__SPLIT_LEN keys whatever the batch: a row computes the same in any batch, graph or eager. */
+   other rows the tensor-core decode kernels (S->att_mma: gpt2__attn_mma_launch) or gpt2__attn_kernel, in spans along
+   the sequence (the last span of a row merges them).
+   Splits are GPT2__SPAN_LEN keys whatever the batch: a row computes the same in any batch, graph or eager. */
 template <typename T, int VE, int MAXC>
 static gpt2_status gpt2__attn_launch(gpt2__cuda_state *S, const gpt2_model *m, T *kc, T *vc, const gpt2__cuda_meta *d,
-                                     int n_split, int split_len, int store) {
+                                     int n_span, int span_len, int store) {
     const int C = m->cfg.n_embd, H = m->cfg.n_head, hd = C / H, nc = hd / VE;
     int lpk = 1;
     while (lpk * MAXC < nc) lpk <<= 1;
     const int G = 128 / lpk;
     const size_t smem = ((size_t)G * hd + 2 * G) * sizeof(float);
     const float scale_log2 = 1.4426950408889634f / sqrtf((float)hd);
-    dim3 grid((unsigned)n_split, (unsigned)H, (unsigned)d->n_att);
+    dim3 grid((unsigned)n_span, (unsigned)H, (unsigned)d->n_att);
     /* L2 prefetch of the cached keys and values when every row's whole cache is at most GPT2__ATT_PREFETCH bytes */
     const int prefetch = gpt2__att_prefetch(S, m, d, sizeof(T));
     if constexpr (sizeof(T) == 2)
-        if (S->att_mma && hd == 64 && split_len == 256) return gpt2__attn_mma_launch<T>(S, m, kc, vc, d, n_split, split_len, store, prefetch);
-    /* and into shared memory, when each row is the only new row of its sequence (store) and a split's keys fit */
-    const size_t stage = smem + 2 * (size_t)split_len * hd * sizeof(T);
+        if (S->att_mma && hd == 64 && span_len == 256) return gpt2__attn_mma_launch<T>(S, m, kc, vc, d, n_span, span_len, store, prefetch);
+    /* and into shared memory, when each row is the only new row of its sequence (store) and a span's keys fit */
+    const size_t stage = smem + 2 * (size_t)span_len * hd * sizeof(T);
     if (VE * sizeof(T) == 16 && prefetch && store && S->att_stage && stage <= (size_t)S->att_stage_smem)
         return gpt2__launch(gpt2__attn_kernel<T, VE, MAXC, VE * sizeof(T) == 16 /* only 16-byte lanes stage */>, grid,
                             dim3(128), stage, S->stream, S->pdl,
                             (const T *)S->qkv, kc, vc, (T *)S->att, S->part, (const int *)d->att_rows, (const int *)d->slot,
-                            (const int *)d->pos, C, H, hd, m->max_seq, split_len, n_split, lpk, scale_log2, S->att_count, store,
+                            (const int *)d->pos, C, H, hd, m->max_seq, span_len, n_span, lpk, scale_log2, S->att_count, store,
                             prefetch);
     return gpt2__launch(gpt2__attn_kernel<T, VE, MAXC, false>, grid, dim3(128), smem, S->stream, S->pdl, (const T *)S->qkv, kc, vc,
                         (T *)S->att, S->part, (const int *)d->att_rows, (const int *)d->slot, (const int *)d->pos, C, H, hd,
-                        m->max_seq, split_len, n_split, lpk, scale_log2, S->att_count, store, prefetch);
+                        m->max_seq, span_len, n_span, lpk, scale_log2, S->att_count, store, prefetch);
 }
 
 /* gpt2__kv_store_kernel over N rows, 16-byte chunks when the head size allows */
@@ -5150,7 +5151,7 @@ static gpt2_status gpt2__attention(gpt2__cuda_state *S, const gpt2_model *m, int
         return st;
     if (d->n_tiles > 0 && (st = gpt2__prefill(S, m, kc, vc, d))) return st;
     if (N < 1) return GPT2_OK;
-    /* in a split step (gpt2__cuda_parts) the part's attention runs in its stream of the attention set, between two
+    /* in a green step (gpt2__cuda_parts) the part's attention runs in its stream of the attention set, between two
        events; no programmatic launch across them */
     const cudaStream_t own = S->stream;
     const int pdl = S->pdl, i = S->att_part;
@@ -5162,12 +5163,12 @@ static gpt2_status gpt2__attention(gpt2__cuda_state *S, const gpt2_model *m, int
         S->stream = S->att_stream;
         S->pdl = 0;
     }
-    /* splits of a fixed length, so a row's result never depends on how many rows share the step */
-    const int split_len = GPT2__SPLIT_LEN, n_split = (m->max_seq + split_len - 1) / split_len;
-    if (hd % VE == 0 && hd / VE <= 32) st = gpt2__attn_launch<T, 16 / sizeof(T), 1>(S, m, kc, vc, d, n_split, split_len, store);
-    else if (hd % VE == 0) st = gpt2__attn_launch<T, 16 / sizeof(T), 4>(S, m, kc, vc, d, n_split, split_len, store);
-    else if (hd <= 32) st = gpt2__attn_launch<T, 1, 1>(S, m, kc, vc, d, n_split, split_len, store);
-    else st = gpt2__attn_launch<T, 1, 8>(S, m, kc, vc, d, n_split, split_len, store);
+    /* spans of a fixed length, so a row's result never depends on how many rows share the step */
+    const int span_len = GPT2__SPAN_LEN, n_span = (m->max_seq + span_len - 1) / span_len;
+    if (hd % VE == 0 && hd / VE <= 32) st = gpt2__attn_launch<T, 16 / sizeof(T), 1>(S, m, kc, vc, d, n_span, span_len, store);
+    else if (hd % VE == 0) st = gpt2__attn_launch<T, 16 / sizeof(T), 4>(S, m, kc, vc, d, n_span, span_len, store);
+    else if (hd <= 32) st = gpt2__attn_launch<T, 1, 1>(S, m, kc, vc, d, n_span, span_len, store);
+    else st = gpt2__attn_launch<T, 1, 8>(S, m, kc, vc, d, n_span, span_len, store);
     S->stream = own;
     S->pdl = pdl;
     if (!st && S->att_stream) {
@@ -5294,7 +5295,7 @@ __global__ void __launch_bounds__(GPT2__SAMPLE_THREADS, GPT2__SAMPLE_MINB) gpt2_
             adv.pos[row]++;
             adv.tok[row] = -1 - row;
             o->draw = pk.draw + 1;
-            if (pk.out) o->out = (int *)((const char *)pk.out + ((const char *)pk.out < adv.lo + adv.span ? adv.span : -adv.span));
+            if (pk.out) o->out = (int *)((const char *)pk.out + ((const char *)pk.out < adv.lo + adv.blob_bytes ? adv.blob_bytes : -adv.blob_bytes));
         }
     }
     float *p = logits + (size_t)row * ld;
@@ -5478,16 +5479,16 @@ static gpt2_status gpt2__cuda_run_t(gpt2_model *m, gpt2__cuda_state *S, const gp
         return st;
     /* decode rows of the two projections into the residual come as K pieces (gpt2__linear with part) */
     gpt2__resid<T> ad = {proj, S->part, NULL, (size_t)(N - P) * C, 1, P, NULL, NULL, 0};
-    /* a step of at most GPT2__LNF_ROWS decode rows leaves each residual + LN inside a layer to the product that reads
-       it (gpt2__lnf: the same bits, one kernel fewer); the residual then alternates between x (read by the MLP's
+    /* a step of at most GPT2__LN_FOLD_ROWS decode rows leaves each residual + LN inside a layer to the product that reads
+       it (gpt2__ln_fold: the same bits, one kernel fewer); the residual then alternates between x (read by the MLP's
        first product) and x2 (read by the next layer's qkv, and by the final norm) */
-    const int fuse = gpt2__lnf_use(S, m, N, P);
+    const int fuse = gpt2__ln_fold_use(S, m, N, P);
     for (int l = 0; l < L; l++) {
         const gpt2__cuda_layer *y = &S->layers[l];
         if (fuse && l > 0) {
-            const gpt2__lnf<T> f = {S->x2, S->x, S->part, ad.stride, gpt2__decode_splits(F), (const T *)S->layers[l - 1].fcp_b,
+            const gpt2__ln_fold<T> f = {S->x2, S->x, S->part, ad.stride, gpt2__decode_pieces(F), (const T *)S->layers[l - 1].fcp_b,
                                     y->ln1_w, y->ln1_b, cf->ln_eps};
-            st = gpt2__lnf_run<T>(S, qkv, y->qkv_w, y->qkv_b, 3 * C, N, C, 0, f);
+            st = gpt2__ln_fold_run<T>(S, qkv, y->qkv_w, y->qkv_b, 3 * C, N, C, 0, f);
         } else st = gpt2__linear<T>(m, S, qkv, y->qkv_w, ln, y->qkv_b, 3 * C, N, P, C, GPT2__EPI_BIAS, 0, 0, NULL);
         if (st) return st;
         if ((st = gpt2__attention<T>(S, m, l, d, N))) return st;
@@ -5508,10 +5509,10 @@ static gpt2_status gpt2__cuda_run_t(gpt2_model *m, gpt2__cuda_state *S, const gp
         }
         if ((st = gpt2__linear<T>(m, S, proj, y->proj_w, al, y->proj_b, C, Nl, Pl, C, GPT2__EPI_BIAS, 0, 0, S->part))) return st;
         ad.bias = (const T *)y->proj_b;
-        ad.splits = gpt2__decode_splits(C);
+        ad.pieces = gpt2__decode_pieces(C);
         if (fuse) {
-            const gpt2__lnf<T> f = {S->x, S->x2, S->part, ad.stride, ad.splits, ad.bias, y->ln2_w, y->ln2_b, cf->ln_eps};
-            st = gpt2__lnf_run<T>(S, fc, y->fc_w, y->fc_b, F, N, C, 1, f);
+            const gpt2__ln_fold<T> f = {S->x, S->x2, S->part, ad.stride, ad.pieces, ad.bias, y->ln2_w, y->ln2_b, cf->ln_eps};
+            st = gpt2__ln_fold_run<T>(S, fc, y->fc_w, y->fc_b, F, N, C, 1, f);
         } else {
             /* prompt rows' x stays: the proj output joins it again in the layer's second pass (gpt2__resid) */
             ad.defer = 1;
@@ -5523,7 +5524,7 @@ static gpt2_status gpt2__cuda_run_t(gpt2_model *m, gpt2__cuda_state *S, const gp
         /* prompt rows into att (free once the proj product has read it): proj's output joins them again below */
         if ((st = gpt2__linear<T>(m, S, att, y->fcp_w, fc, y->fcp_b, C, Nl, Pl, F, GPT2__EPI_BIAS, 0, 0, S->part))) return st;
         ad.bias = (const T *)y->fcp_b;
-        ad.splits = gpt2__decode_splits(F);
+        ad.pieces = gpt2__decode_pieces(F);
         if (fuse && !last) continue;
         ad.add2 = att;
         st = gpt2__residual_ln<T>(S->stream, last ? n_out : N, fuse ? S->x2 : xl, ad, last && !all_rows ? (gat ? d->outc : d->out_row) : NULL, NULL,
@@ -5532,9 +5533,9 @@ static gpt2_status gpt2__cuda_run_t(gpt2_model *m, gpt2__cuda_state *S, const gp
         ad.add2 = NULL;
         if (st) return st;
     }
-    /* logits of few rows on gpt2__skinny_kernel (not inside a step of parts, whose runs share S->amax) leave the
+    /* logits of few rows on gpt2__few_row_kernel (not inside a step of parts, whose runs share S->amax) leave the
        greedy sampler their argmax candidates */
-    const int am = S->esize == 2 && !S->in_parts && n_out <= GPT2__SK_ROWS && S->ldv % 8 == 0 && gpt2__skinny_use(S, S->ldv, n_out, C, 1, GPT2__EPI_NONE, 1);
+    const int am = S->esize == 2 && !S->in_parts && n_out <= GPT2__FEW_ROW_MAX && S->ldv % 8 == 0 && gpt2__few_row_use(S, S->ldv, n_out, C, 1, GPT2__EPI_NONE, 1);
     S->amax_n = am ? S->ldv / 8 : 0;
     return gpt2__linear<T>(m, S, S->logits, S->wte, ln, NULL, S->ldv, n_out, 0, C, GPT2__EPI_NONE, 1, S->ldv, NULL,
                            am ? gpt2__amax{S->amax, cf->n_vocab} : gpt2__amax{NULL, 0});
@@ -5604,13 +5605,13 @@ static int gpt2__att_sms_default(int device) {
 }
 
 /* A step of parts can keep decode attention to SMs of its own: a CUDA green context of `want` SMs (rounded as the
-   driver splits them: multiples of 8 on the H100) for each part's attention, another of the remaining SMs for every
+   driver divides them: multiples of 8 on the H100) for each part's attention, another of the remaining SMs for every
    other kernel of the parts. Without it a part's products wait for SMs that the other part's small attention
    blocks keep taking (a cuBLASLt tile wants a whole SM), so the parts mostly fill each other's tails; with it one
    part's products run beside the other part's attention (RESULTS.md item 98). The driver calls go through the
    runtime's entry points, so nothing links libcuda. want 0 (or a driver without green contexts, or a GPU too small
-   to split) leaves the parts on S->pstream over the whole GPU. Drops the graphs captured before. Returns 1 when
-   split. */
+   to divide) leaves the parts on S->pstream over the whole GPU. Drops the graphs captured before. Returns 1 when
+   the green contexts were made. */
 static int gpt2__green_make(gpt2__cuda_state *S, int want) {
     for (int i = 0; i < GPT2__MAX_GRAPHS; i++)
         if (S->graphs[i].exec) { cudaGraphExecDestroy(S->graphs[i].exec); S->graphs[i].exec = NULL; }
@@ -5683,14 +5684,14 @@ static int gpt2__green_make(gpt2__cuda_state *S, int want) {
 }
 
 /* A pure decode step of N rows as np independent parts (gpt2__part_at), part 0 on S->stream and part i on
-   S->pstream[i] (a split step, S->split_step: every part in its stream of the products' set, its attention in its
+   S->pstream[i] (a green step, S->green_step: every part in its stream of the products' set, its attention in its
    stream of the attention set, gpt2__attention; the last part's work after its last attention back in S->stream,
    and each part samples its own rows), each the whole forward of its rows (gpt2__cuda_run_t over its own slice of every row-indexed buffer,
    its own cuBLASLt workspace). A row computes what it computes in one run of all N rows (every decode kernel's
    arithmetic per row is independent of the rows beside it; test cuda_parts_match_whole), but the parts overlap on
    the GPU: one part's attention, bound by memory (the KV cache), can run beside another's products, bound by the
    tensor cores, where one run of N rows does them in turn, and one part's kernels fill another's tails. Forked
-   from and joined into S->stream, also inside a graph capture. In a split step part 1 starts only once part 0's
+   from and joined into S->stream, also inside a graph capture. In a green step part 1 starts only once part 0's
    first qkv product is done (S->stagger, GPT2__STAGGER: 124M throughput +0.7-1.2%, RESULTS.md item 166), so that
    part 0's attention starts alone while part 1's first products run beside it, not both parts' at once. The host
    wrote out_row and att_rows of each part relative to its first row (gpt2__cuda_launch). */
@@ -5698,10 +5699,10 @@ static gpt2_status gpt2__cuda_parts(gpt2_model *m, const gpt2__cuda_meta *d, int
     gpt2__cuda_state *S = (gpt2__cuda_state *)m->cuda;
     const size_t C = (size_t)m->cfg.n_embd, F = (size_t)m->n_inner, H = (size_t)m->cfg.n_head, es = S->esize;
     const size_t part_per_row = S->part_floats / (size_t)S->max_rows;
-    /* split (gpt2__green_make): every part in its stream of the products' set, its attention in the attention set's */
-    const int split = S->split_step && S->green_sms > 0;
-    /* a split step's part 1 starts once part 0's layer stagger - 1 qkv product is done (gpt2__attention records S->stag) */
-    const int stag = split && S->stagger > 0 && S->stagger <= m->cfg.n_layer;
+    /* green (gpt2__green_make): every part in its stream of the products' set, its attention in the attention set's */
+    const int green = S->green_step && S->green_sms > 0;
+    /* a green step's part 1 starts once part 0's layer stagger - 1 qkv product is done (gpt2__attention records S->stag) */
+    const int stag = green && S->stagger > 0 && S->stagger <= m->cfg.n_layer;
     GPT2__CU(cudaEventRecord(S->fork, S->stream));
     const gpt2__cuda_rows whole = gpt2__rows_of(S);
     S->in_parts = 1;
@@ -5719,24 +5720,24 @@ static gpt2_status gpt2__cuda_parts(gpt2_model *m, const gpt2__cuda_meta *d, int
             part.fc = (char *)part.fc + r * F * es; part.att_count += r * H;
             part.lt_ws = S->plt_ws[i]; part.stream = S->pstream[i];
         }
-        if (split) part.stream = S->gstream[1][i];
-        if (i > 0 || split) GPT2__CU(cudaStreamWaitEvent(part.stream, i == 1 && stag ? S->stag : S->fork, 0));
+        if (green) part.stream = S->gstream[1][i];
+        if (i > 0 || green) GPT2__CU(cudaStreamWaitEvent(part.stream, i == 1 && stag ? S->stag : S->fork, 0));
         gpt2__rows_set(S, &part);
-        S->att_stream = split ? S->gstream[0][i] : NULL;
+        S->att_stream = green ? S->gstream[0][i] : NULL;
         S->att_part = i;
-        /* split: the last part's work after its last attention runs in the step's stream on every SM (nothing is
+        /* green: the last part's work after its last attention runs in the step's stream on every SM (nothing is
            left to run beside it); each part samples its own rows, the first ones while the last part's attention runs */
-        S->tail_stream = split && i + 1 == np ? whole.stream : NULL;
+        S->tail_stream = green && i + 1 == np ? whole.stream : NULL;
         gpt2_status st = gpt2__cuda_run(m, &dp, n, 0, n, 0);
         const cudaStream_t end = S->stream;
         S->att_stream = S->tail_stream = NULL;
         gpt2__rows_set(S, &whole);
-        if (!st && split) st = gpt2__cuda_sample(m, d, N, 0, N, r0, n, end, 0); /* the step-wide rows r0.. */
+        if (!st && green) st = gpt2__cuda_sample(m, d, N, 0, N, r0, n, end, 0); /* the step-wide rows r0.. */
         if (st) { S->in_parts = 0; return st; }
     }
     S->in_parts = 0;
-    for (int i = split ? 0 : 1; i < np; i++) {
-        GPT2__CU(cudaEventRecord(S->pjoin[i], split ? S->gstream[1][i] : S->pstream[i]));
+    for (int i = green ? 0 : 1; i < np; i++) {
+        GPT2__CU(cudaEventRecord(S->pjoin[i], green ? S->gstream[1][i] : S->pstream[i]));
         GPT2__CU(cudaStreamWaitEvent(S->stream, S->pjoin[i], 0));
     }
     return GPT2_OK;
@@ -5749,7 +5750,7 @@ static gpt2_status gpt2__cuda_parts(gpt2_model *m, const gpt2__cuda_meta *d, int
 static gpt2_status gpt2__cuda_step_body(gpt2_model *m, const gpt2__cuda_meta *d, int N, int P, int n, int np) {
     gpt2__cuda_state *S = (gpt2__cuda_state *)m->cuda;
     gpt2_status st;
-    if (np > 1 && S->split_step) return gpt2__cuda_parts(m, d, N, np); /* it samples too */
+    if (np > 1 && S->green_step) return gpt2__cuda_parts(m, d, N, np); /* it samples too */
     if ((st = np > 1 ? gpt2__cuda_parts(m, d, N, np) : gpt2__cuda_run(m, d, N, P, n, 0))) return st;
     return gpt2__cuda_sample(m, d, N, P, n, 0, n, S->stream, np > 1 ? 0 : S->pdl);
 }
@@ -5761,7 +5762,7 @@ static gpt2_status gpt2__cuda_decode_graph(gpt2_model *m, const gpt2__cuda_meta 
     gpt2__cuda_graph *hit = NULL, *victim = &S->graphs[0];
     for (int i = 0; i < GPT2__MAX_GRAPHS && !hit; i++) {
         gpt2__cuda_graph *g = &S->graphs[i];
-        if (g->exec && g->n == n && g->np == np && g->split == S->split_step && g->dup == S->dup_step) hit = g;
+        if (g->exec && g->n == n && g->np == np && g->green_step == S->green_step && g->dup == S->dup_step) hit = g;
         if (!g->exec ? victim->exec != NULL : (victim->exec && g->used < victim->used)) victim = g;
     }
     if (!hit) {
@@ -5783,7 +5784,7 @@ static gpt2_status gpt2__cuda_decode_graph(gpt2_model *m, const gpt2__cuda_meta 
         }
         victim->n = n;
         victim->np = np;
-        victim->split = S->split_step;
+        victim->green_step = S->green_step;
         victim->dup = S->dup_step;
         hit = victim;
     }
@@ -5895,12 +5896,12 @@ static gpt2_status gpt2__cuda_launch(gpt2_model *m, const gpt2__seq *seqs, int n
     /* parts (gpt2__cuda_parts): a part's rows count from its first */
     const int np = dup ? 1 : gpt2__parts_of(S, N, P);
     S->parts_last = np;
-    /* split: attention on SMs of its own where the K/V reads outweigh the products (long contexts; item 98) */
+    /* green: attention on SMs of its own where the K/V reads outweigh the products (long contexts; item 98) */
     long long keys = 0;
     for (int r = 0; np > 1 && r < N; r++) keys += h.pos[r] + 1;
-    const int longer = S->split_ctx > 0 && keys * S->split_ctx >= (long long)N * m->cfg.n_embd;
-    S->split_step = np > 1 && S->green_sms > 0 && longer;
-    S->att_short = np > 1 && !longer && S->split_ctx > 0;
+    const int longer = S->green_ctx > 0 && keys * S->green_ctx >= (long long)N * m->cfg.n_embd;
+    S->green_step = np > 1 && S->green_sms > 0 && longer;
+    S->att_short = np > 1 && !longer && S->green_ctx > 0;
     for (int i = 1; i < np; i++)
         for (int r = gpt2__part_at(N, np, i), r0 = r; r < gpt2__part_at(N, np, i + 1); r++) h.att_rows[r] -= r0, h.out_row[r] -= r0;
     d.n_att = h.n_att;
@@ -6163,8 +6164,8 @@ static gpt2_status gpt2__cuda_init_state(gpt2_model *m, gpt2__cuda_state *S, con
     size_t wbytes = gpt2__align256((size_t)S->ldv * C * es) + gpt2__align256(P * C * es) + 2 * gpt2__align256(C * 4) + L * per_layer;
     /* workspace per fed row: x fp32, ln/att/proj C, qkv 3C, fc F in T, logits V fp32 */
     S->lt_ws_size = (size_t)32 << 20;
-    /* S->part: decode attention's split partials, and (never at the same time) a projection's K pieces */
-    size_t part_per_row = H * (size_t)((m->max_seq + GPT2__SPLIT_LEN - 1) / GPT2__SPLIT_LEN) * (C / H + 2);
+    /* S->part: decode attention's span partials, and (never at the same time) a projection's K pieces */
+    size_t part_per_row = H * (size_t)((m->max_seq + GPT2__SPAN_LEN - 1) / GPT2__SPAN_LEN) * (C / H + 2);
     if (part_per_row < 4 * C) part_per_row = 4 * C;
     size_t fixed = wbytes + GPT2__MAX_PARTS * S->lt_ws_size + ((size_t)64 << 20);
     size_t per_row = C * 4 + (3 * C + 3 * C + F) * es + part_per_row * 4 + 4 * 4 + 64, per_slot_kv = 2 * L * (size_t)m->max_seq * C * es;
@@ -6211,7 +6212,7 @@ static gpt2_status gpt2__cuda_init_state(gpt2_model *m, gpt2__cuda_state *S, con
         GPT2__CU(cudaMalloc(&S->plt_ws[i], S->lt_ws_size));
     }
     S->att_sms = gpt2__att_sms_default(dev);
-    S->split_ctx = GPT2__SPLIT_CTX;
+    S->green_ctx = GPT2__GREEN_CTX;
     S->stagger = GPT2__STAGGER;
     S->att_ns = GPT2__AMMA_NS;
     S->att_tma = GPT2__ATT_TMA;
@@ -6223,15 +6224,15 @@ static gpt2_status gpt2__cuda_init_state(gpt2_model *m, gpt2__cuda_state *S, con
     const size_t R = (size_t)S->max_rows;
     size_t act = gpt2__align256(R * C * 4) + logit_bytes + gpt2__align256(S->part_floats * 4) +
                  3 * gpt2__align256(R * C * es) + gpt2__align256(R * 3 * C * es) + gpt2__align256(R * F * es) +
-                 gpt2__align256(R * H * sizeof(unsigned)) + gpt2__align256((size_t)GPT2__LNF_ROWS * C * 4) +
-                 gpt2__align256((size_t)GPT2__SK_ROWS * (S->ldv / 8) * sizeof(float2));
+                 gpt2__align256(R * H * sizeof(unsigned)) + gpt2__align256((size_t)GPT2__LN_FOLD_ROWS * C * 4) +
+                 gpt2__align256((size_t)GPT2__FEW_ROW_MAX * (S->ldv / 8) * sizeof(float2));
     GPT2__CU(cudaMalloc(&S->act, act));
     char *a = (char *)S->act;
     S->att_count = (unsigned *)a; a += gpt2__align256(R * H * sizeof(unsigned));
     GPT2__CU(cudaMemsetAsync(S->att_count, 0, R * H * sizeof(unsigned), S->stream));
     S->x = (float *)a; a += gpt2__align256(R * C * 4);
-    S->x2 = (float *)a; a += gpt2__align256((size_t)GPT2__LNF_ROWS * C * 4);
-    S->amax = (float2 *)a; a += gpt2__align256((size_t)GPT2__SK_ROWS * (S->ldv / 8) * sizeof(float2));
+    S->x2 = (float *)a; a += gpt2__align256((size_t)GPT2__LN_FOLD_ROWS * C * 4);
+    S->amax = (float2 *)a; a += gpt2__align256((size_t)GPT2__FEW_ROW_MAX * (S->ldv / 8) * sizeof(float2));
     S->logits = (float *)a; a += logit_bytes;
     S->part = (float *)a; a += gpt2__align256(S->part_floats * 4);
     S->ln = a; a += gpt2__align256(R * C * es);
@@ -6306,23 +6307,23 @@ static gpt2_status gpt2__cuda_init_state(gpt2_model *m, gpt2__cuda_state *S, con
     cudaFree(staging);
     if (st) return st;
     GPT2__CU(cudaGetLastError());
-    S->skinny = 1;
-    S->lnf_fit = 1;
+    S->few_row = 1;
+    S->ln_fold_fit = 1;
     S->att_stage = 1;
     if (m->dtype == GPT2_DTYPE_F16) gpt2__attn_stage_enable<__half>(S);
     else if (m->dtype == GPT2_DTYPE_BF16) gpt2__attn_stage_enable<__nv_bfloat16>(S);
     else gpt2__attn_stage_enable<float>(S);
     /* tensor-core decode attention: with the tiled prefill kernel (so sm_80+, F16/BF16, its own key stored by the
-       kernel), head size 64, splits of 256 */
-    if (S->flash && C / H == 64 && GPT2__SPLIT_LEN == 256 && m->dtype != GPT2_DTYPE_F32)
+       kernel), head size 64, spans of 256 */
+    if (S->flash && C / H == 64 && GPT2__SPAN_LEN == 256 && m->dtype != GPT2_DTYPE_F32)
         S->att_mma = m->dtype == GPT2_DTYPE_F16 ? gpt2__attn_mma_enable<__half>(S) : gpt2__attn_mma_enable<__nv_bfloat16>(S);
     if (S->att_mma) {
         if (m->dtype == GPT2_DTYPE_F16) gpt2__kv_maps<__half>(m, S);
         else gpt2__kv_maps<__nv_bfloat16>(m, S);
     }
-    if (m->dtype == GPT2_DTYPE_F16) { S->lnf = gpt2__lnf_enable<__half>(S); return gpt2__skinny_check<__half>(m, S); }
-    if (m->dtype == GPT2_DTYPE_BF16) { S->lnf = gpt2__lnf_enable<__nv_bfloat16>(S); return gpt2__skinny_check<__nv_bfloat16>(m, S); }
-    return gpt2__skinny_check<float>(m, S);
+    if (m->dtype == GPT2_DTYPE_F16) { S->ln_fold = gpt2__ln_fold_enable<__half>(S); return gpt2__few_row_check<__half>(m, S); }
+    if (m->dtype == GPT2_DTYPE_BF16) { S->ln_fold = gpt2__ln_fold_enable<__nv_bfloat16>(S); return gpt2__few_row_check<__nv_bfloat16>(m, S); }
+    return gpt2__few_row_check<float>(m, S);
 }
 
 static gpt2_status gpt2__cuda_init(gpt2_model *m, const gpt2__slot *slots) {

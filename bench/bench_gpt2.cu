@@ -134,9 +134,9 @@ static double measure_gemm_rate(void) {
 static int g_lookahead = 1; /* --no-lookahead: gpt2_generate waits for each step before launching the next */
 static int g_pdl = 1;       /* --no-pdl: no programmatic dependent launches */
 static int g_skinny = 1;    /* --no-skinny: every decode product through cuBLASLt */
-static int g_lnf = 1;       /* --no-lnf: every layer norm a kernel of its own (no gpt2__lnf) */
+static int g_lnf = 1;       /* --no-lnf: every layer norm a kernel of its own (no gpt2__ln_fold) */
 static int g_gather = 1;    /* --no-gather: a prompt step's last layer on every fed row */
-static int g_lnf_fit = 1;   /* --no-lnf-fit: the LN-folded products' full ring, not the FIT ring (gpt2__lnf_stages) */
+static int g_lnf_fit = 1;   /* --no-lnf-fit: the LN-folded products' full ring, not the FIT ring (gpt2__ln_fold_stages) */
 static int g_stage = 1;     /* --no-stage: decode attention reads few rows' cached K/V from global memory (L2) */
 static int g_att_mma = 1;   /* --no-att-mma: decode attention on the CUDA cores (gpt2__attn_kernel) */
 static int g_hold = 1;      /* --no-hold: gpt2_generate feeds an idle engine's decode rows as their prompts end */
@@ -190,9 +190,9 @@ static gpt2_model *random_model(const char *size, gpt2_dtype dt, int max_batch, 
     ((gpt2__cuda_state *)m->cuda)->lookahead = g_lookahead;
     if (!g_pdl) ((gpt2__cuda_state *)m->cuda)->pdl = 0;
     gpt2__cuda_state *S = (gpt2__cuda_state *)m->cuda;
-    if (!g_skinny) S->skinny = 0;
-    if (!g_lnf) S->lnf = 0;
-    if (!g_lnf_fit) S->lnf_fit = 0;
+    if (!g_skinny) S->few_row = 0;
+    if (!g_lnf) S->ln_fold = 0;
+    if (!g_lnf_fit) S->ln_fold_fit = 0;
     if (!g_gather) S->gather = 0;
     if (!g_stage) S->att_stage = 0;
     if (!g_att_mma) S->att_mma = 0;
@@ -202,18 +202,18 @@ static gpt2_model *random_model(const char *size, gpt2_dtype dt, int max_batch, 
     if (g_part_rows >= 0) S->part_rows = g_part_rows;
     if (g_prefill_order >= 0) S->prefill_order = g_prefill_order;
     if (g_att_sms >= 0 && g_att_sms != S->att_sms) { S->att_sms = g_att_sms; gpt2__green_make(S, g_att_sms); }
-    if (g_split_ctx >= 0) S->split_ctx = g_split_ctx;
+    if (g_split_ctx >= 0) S->green_ctx = g_split_ctx;
     if (g_stagger >= 0) S->stagger = g_stagger;
     if (g_att_ns) S->att_ns = g_att_ns;
     if (g_att_tma >= 0) S->att_tma = g_att_tma;
     static int told = 0;
     if (!told++) {
         printf("skinny decode products verified bit-identical to cuBLASLt (%s):", size);
-        for (int i = 0; i < S->sk_n; i++) printf(" %dx%d/%d", S->sk_ok[i][0], S->sk_ok[i][1], S->sk_ok[i][2]);
+        for (int i = 0; i < S->few_row_n; i++) printf(" %dx%d/%d", S->few_row_ok[i][0], S->few_row_ok[i][1], S->few_row_ok[i][2]);
         printf("%s; layer norms folded into products at <= %d rows: %s; decode steps in up to %d parts of >= %d rows, "
                "their attention on %d SMs of its own (0: on every SM); decode attention reads the caches with %s; prompt attention on %s\n",
-               !S->skinny ? " (off: --no-skinny)" : S->sk_n == 0 ? " none" : "", GPT2__LNF_ROWS,
-               S->lnf ? "yes" : !g_lnf ? "no (--no-lnf)" : S->esize != 2 ? "no (F32)" : "no (this GPU)",
+               !S->few_row ? " (off: --no-skinny)" : S->few_row_n == 0 ? " none" : "", GPT2__LN_FOLD_ROWS,
+               S->ln_fold ? "yes" : !g_lnf ? "no (--no-lnf)" : S->esize != 2 ? "no (F32)" : "no (this GPU)",
                S->parts, S->part_rows, S->green_sms, S->kv_tma && S->att_tma ? "TMA" : S->kv_tma ? "cp.async (--att-tma 0)" : "cp.async",
                S->flash_wg ? "wgmma" : S->flash ? (S->esize == 4 ? "CUDA cores, in tiles" : "mma.sync") : "CUDA cores, row by row");
         if (!S->green_sms) printf("no SMs of its own for decode attention: %s\n", S->green_why ? S->green_why : "?");
@@ -321,7 +321,7 @@ template <typename T> static void ph_norms_t(gpt2_model *m) {
         /* a layer's two passes as gpt2__cuda_run_t runs them: prompt rows' first one deferred, the second adding
            the MLP's output (in att) after the projection's */
         const gpt2__resid<T> ad = {(const T *)S->proj, S->part, (const T *)S->layers[l / 2].proj_b,
-                                        (size_t)(g_N - g_P) * C, gpt2__decode_splits(K), g_P, NULL,
+                                        (size_t)(g_N - g_P) * C, gpt2__decode_pieces(K), g_P, NULL,
                                         l & 1 ? (const T *)S->att : NULL, l & 1 ? 0 : 1};
         CHECK(gpt2__residual_ln<T>(S->stream, g_N, S->x, ad, NULL, NULL, NULL, NULL, NULL, S->lnf_w, S->lnf_b, (T *)S->ln, C, 1e-5f, S->pdl) ==
               GPT2_OK);
@@ -379,7 +379,7 @@ static void breakdown(const char *label, gpt2_model *m, int n, int T, const char
     printf("breakdown %-28s", label);
     for (size_t i = 0; i < sizeof ph / sizeof ph[0]; i++) printf("  %s %.3f", ph[i].name, ph[i].ms);
     printf("  (ms)\n");
-    if (S->split_step) { /* the step split: its phases on their own SMs (gpt2__green_make) */
+    if (S->green_step) { /* the step split: its phases on their own SMs (gpt2__green_make) */
         const cudaStream_t own = S->stream;
         S->stream = S->gstream[0][0];
         const double a = time_ms(S->stream, ph_attention, m, 0);
@@ -642,8 +642,8 @@ int main(int argc, char **argv) {
             double bytes = (P - 1024 * C) * es + 2 * L * 192 * C * es;
             const gpt2__cuda_state *S = (const gpt2__cuda_state *)m->cuda;
             printf("%-6s latency     %8.3f ms/token   %.3g GB/token, roofline %.0f%% (%.3f ms)   peak %.1f GB   few-row kernel: %d of 5 products%s%s\n",
-                   size, ms, bytes / 1e9, 100.0 * bytes / bw / (ms * 1e-3), bytes / bw * 1e3, peak_used() / 1e9, S->sk_n,
-                   S->sk_miss[0] ? "; off it: " : "", S->sk_miss);
+                   size, ms, bytes / 1e9, 100.0 * bytes / bw / (ms * 1e-3), bytes / bw * 1e3, peak_used() / 1e9, S->few_row_n,
+                   S->few_row_miss[0] ? "; off it: " : "", S->few_row_miss);
             gpt2_free(m);
         }
     throughput:

@@ -6,14 +6,14 @@
    kns=gpt2__`, or `--kernel-name-exclude kns=nvjet`) it stops at the first cuBLASLt launch with "Internal Sanitizer
    Error: The Sanitizer failed to handle a hardware exception" (compute-sanitizer 2025.3.1, H100; even
    `./test_gpt2 matmul`, which runs cuBLASLt alone). Every test_gpt2 test of the few-row products or of whole steps
-   calls cuBLASLt (gpt2__skinny_check at load, the prompt products), so none of them finishes under racecheck.
+   calls cuBLASLt (gpt2__few_row_check at load, the prompt products), so none of them finishes under racecheck.
 
    What it launches, each as a decode step does (the products in F16 and BF16, sm_80+; F32's product kernel):
-   - gpt2__skinny_kernel through gpt2__skinny_run: the forms a step uses (bias into T; GELU; fp32 K pieces; the
+   - gpt2__few_row_kernel through gpt2__few_row_run: the forms a step uses (bias into T; GELU; fp32 K pieces; the
      logits' argmax candidates), 1 and 2 warps a block, every row count 1..16, on GPT-2's shapes and odd small ones;
-   - the LN-folded form through gpt2__lnf_run: widths 768, 1024, 1280, 1600, 2560 (E 1, 2, 4), 1 and 2 rows, with and
+   - the LN-folded form through gpt2__ln_fold_run: widths 768, 1024, 1280, 1600, 2560 (E 1, 2, 4), 1 and 2 rows, with and
      without GELU, in the FIT ring and the full ring;
-   - F32's few-row product (gpt2__skinny32_kernel) in its three forms, rows 1..16, checked against the host's fused
+   - F32's few-row product (gpt2__few_row32_kernel) in its three forms, rows 1..16, checked against the host's fused
      multiply-add chain bit for bit (GELU within 1e-5);
    - the sampler (gpt2__sample_kernel) at vocabularies 1003 and 50257: greedy (from the logits and from argmax
      candidates), top-k, top-p, both, no cut, with and without a pure decode step's advance record;
@@ -88,32 +88,32 @@ static int same_bytes(const void *a, const void *b, size_t n) {
 /* Every form of the few-row product on one shape: O outputs, K = I in `splits` pieces (fp32 pieces only) */
 template <typename T>
 static void skinny_shape(cudaStream_t st, int pdl, const char *dt, int O, int I, int splits) {
-    T *W = dev_rand<T>((size_t)O * I, 0.05f), *X = dev_rand<T>((size_t)GPT2__SK_ROWS * I, 1.0f), *B = dev_rand<T>((size_t)O, 0.5f);
-    const size_t bytes = (size_t)splits * GPT2__SK_ROWS * O * 4;
+    T *W = dev_rand<T>((size_t)O * I, 0.05f), *X = dev_rand<T>((size_t)GPT2__FEW_ROW_MAX * I, 1.0f), *B = dev_rand<T>((size_t)O, 0.5f);
+    const size_t bytes = (size_t)splits * GPT2__FEW_ROW_MAX * O * 4;
     void *d1, *d2;
     float2 *a1, *a2;
     CK(cudaMalloc(&d1, bytes));
     CK(cudaMalloc(&d2, bytes));
-    CK(cudaMalloc(&a1, (size_t)GPT2__SK_ROWS * (O / 8) * sizeof(float2)));
-    CK(cudaMalloc(&a2, (size_t)GPT2__SK_ROWS * (O / 8) * sizeof(float2)));
+    CK(cudaMalloc(&a1, (size_t)GPT2__FEW_ROW_MAX * (O / 8) * sizeof(float2)));
+    CK(cudaMalloc(&a2, (size_t)GPT2__FEW_ROW_MAX * (O / 8) * sizeof(float2)));
     int launches = 0;
     for (int form = 0; form < 4; form++) { /* bias into T; GELU; fp32 pieces; fp32 one piece + argmax candidates */
         const int f32 = form >= 2, gelu = form == 1, sp = form == 2 ? splits : 1;
         if (form == 2 && splits == 1) continue;
-        if (!gpt2__skinny_fits(O, GPT2__SK_ROWS, I, sp, 2)) continue;
-        for (int n = 1; n <= GPT2__SK_ROWS; n++) {
-            if (few && n != 1 && n != 2 && n != 9 && n != GPT2__SK_ROWS) continue;
+        if (!gpt2__few_row_fits(O, GPT2__FEW_ROW_MAX, I, sp, 2)) continue;
+        for (int n = 1; n <= GPT2__FEW_ROW_MAX; n++) {
+            if (few && n != 1 && n != 2 && n != 9 && n != GPT2__FEW_ROW_MAX) continue;
             const size_t nb = (size_t)sp * n * O * (f32 ? 4 : 2);
             gpt2__amax m1 = {form == 3 ? a1 : NULL, O - 3}, m2 = {form == 3 ? a2 : NULL, O - 3};
             CK(cudaMemsetAsync(d1, 0x11, nb, st));
             CK(cudaMemsetAsync(d2, 0x22, nb, st));
-            ST_OK((gpt2__skinny_run<T>(st, pdl, d1, W, X, B, O, n, I, f32, 0, sp, gelu, m1)));
-            ST_OK((gpt2__skinny_run<T, GPT2__SK_NW_WIDE>(st, pdl, d2, W, X, B, O, n, I, f32, 0, sp, gelu, m2)));
+            ST_OK((gpt2__few_row_run<T>(st, pdl, d1, W, X, B, O, n, I, f32, 0, sp, gelu, m1)));
+            ST_OK((gpt2__few_row_run<T, GPT2__FEW_ROW_NW_WIDE>(st, pdl, d2, W, X, B, O, n, I, f32, 0, sp, gelu, m2)));
             CK(cudaStreamSynchronize(st));
             launches += 2;
             char what[160];
             snprintf(what, sizeof what, "%s skinny %dx%d/%d form %d, %d rows: 1 and %d warps a block differ", dt, O, I, sp, form, n,
-                     GPT2__SK_NW_WIDE);
+                     GPT2__FEW_ROW_NW_WIDE);
             expect(same_bytes(d1, d2, nb), what);
             if (form == 3) expect(same_bytes(a1, a2, (size_t)n * (O / 8) * sizeof(float2)), what);
         }
@@ -122,11 +122,11 @@ static void skinny_shape(cudaStream_t st, int pdl, const char *dt, int O, int I,
     cudaFree(W); cudaFree(X); cudaFree(B); cudaFree(d1); cudaFree(d2); cudaFree(a1); cudaFree(a2);
 }
 
-/* F32's few-row product (gpt2__skinny32_kernel through gpt2__sk32_run) on one shape, in each form (bias; bias and
+/* F32's few-row product (gpt2__few_row32_kernel through gpt2__few_row32_run) on one shape, in each form (bias; bias and
    GELU; fp32 pieces) at 32 and 16 columns a warp: its outputs of the first 256 and the last 32 columns against one fused multiply-add chain per
    output on the host (bit for bit; with GELU within 1e-5, the host's tanhf not being the GPU's) */
 static void skinny32_shape(cudaStream_t st, int pdl, int O, int I, int splits) {
-    const int R = GPT2__SK_ROWS;
+    const int R = GPT2__FEW_ROW_MAX;
     std::vector<float> w((size_t)O * I), x((size_t)R * I), b((size_t)O);
     for (auto &v : w) v = frand(0.05f);
     for (auto &v : x) v = frand(1.0f);
@@ -140,12 +140,12 @@ static void skinny32_shape(cudaStream_t st, int pdl, int O, int I, int splits) {
     int launches = 0;
     for (int form = 0; form < 3; form++) { /* bias; bias and GELU; fp32 pieces */
         const int sp = form == 2 ? splits : 1, Ik = I / sp;
-        if ((form == 2 && splits == 1) || !gpt2__sk32_fits(O, R, I, sp)) continue;
+        if ((form == 2 && splits == 1) || !gpt2__few_row32_fits(O, R, I, sp)) continue;
         for (int n = 1, cols = 32; n <= R; cols = cols == 32 ? 16 : 32, n += cols == 32) { /* 32 and 16 columns a warp */
             if (few && n != 1 && n != 2 && n != 9 && n != R) continue;
             const size_t nb = (size_t)sp * n * O;
             CK(cudaMemsetAsync(D, 0x11, nb * 4, st));
-            ST_OK(gpt2__sk32_run(st, pdl, D, W, X, form == 2 ? NULL : B, O, n, I, 0, sp, form == 1, cols));
+            ST_OK(gpt2__few_row32_run(st, pdl, D, W, X, form == 2 ? NULL : B, O, n, I, 0, sp, form == 1, cols));
             CK(cudaStreamSynchronize(st));
             launches++;
             std::vector<float> d(nb);
@@ -177,7 +177,7 @@ static void skinny32_shape(cudaStream_t st, int pdl, int O, int I, int splits) {
 template <typename T>
 static void lnf_width(gpt2__cuda_state *S, const char *dt, int C) {
     const int pieces = 4;
-    float *x = dev_f((size_t)GPT2__LNF_ROWS * C, 1.0f, 0.0f), *part = dev_f((size_t)pieces * GPT2__LNF_ROWS * C, 0.5f, 0.0f);
+    float *x = dev_f((size_t)GPT2__LN_FOLD_ROWS * C, 1.0f, 0.0f), *part = dev_f((size_t)pieces * GPT2__LN_FOLD_ROWS * C, 0.5f, 0.0f);
     float *g = dev_f((size_t)C, 0.2f, 1.0f), *b = dev_f((size_t)C, 0.2f, 0.0f), *xo[2];
     T *bias = dev_rand<T>((size_t)C, 0.5f);
     int launches = 0;
@@ -185,26 +185,26 @@ static void lnf_width(gpt2__cuda_state *S, const char *dt, int C) {
         const int O = (gelu ? 4 : 3) * C;
         T *W = dev_rand<T>((size_t)O * C, 0.05f), *B = dev_rand<T>((size_t)O, 0.5f), *D[2];
         for (int i = 0; i < 2; i++) {
-            CK(cudaMalloc(&D[i], (size_t)GPT2__LNF_ROWS * O * sizeof(T)));
-            CK(cudaMalloc(&xo[i], (size_t)GPT2__LNF_ROWS * C * sizeof(float)));
+            CK(cudaMalloc(&D[i], (size_t)GPT2__LN_FOLD_ROWS * O * sizeof(T)));
+            CK(cudaMalloc(&xo[i], (size_t)GPT2__LN_FOLD_ROWS * C * sizeof(float)));
         }
-        for (int n = 1; n <= GPT2__LNF_ROWS; n++) {
+        for (int n = 1; n <= GPT2__LN_FOLD_ROWS; n++) {
             int ran = 0;
             for (int fit = 1; fit >= 0; fit--) {
-                S->lnf_fit = fit;
-                if (gpt2__skinny_smem(n, C, sizeof(T), GPT2__LNF_NW, GPT2__SK_KC, gpt2__lnf_ring(S, C)) > (size_t)S->lnf_smem) {
+                S->ln_fold_fit = fit;
+                if (gpt2__few_row_smem(n, C, sizeof(T), GPT2__LN_FOLD_NW, GPT2__FEW_ROW_KC, gpt2__ln_fold_ring(S, C)) > (size_t)S->ln_fold_smem) {
                     printf("%s lnf C %d, %d rows, %s ring: does not fit in this GPU's shared memory, skipped\n", dt, C, n, fit ? "FIT" : "full");
                     continue;
                 }
-                const gpt2__lnf<T> f = {x, xo[fit], part, (size_t)n * C, pieces, bias, g, b, 1e-5f};
+                const gpt2__ln_fold<T> f = {x, xo[fit], part, (size_t)n * C, pieces, bias, g, b, 1e-5f};
                 CK(cudaMemsetAsync(D[fit], 0x11 * (fit + 1), (size_t)n * O * sizeof(T), S->stream));
                 CK(cudaMemsetAsync(xo[fit], 0x11 * (fit + 1), (size_t)n * C * sizeof(float), S->stream));
-                ST_OK(gpt2__lnf_run<T>(S, D[fit], W, B, O, n, C, gelu, f));
+                ST_OK(gpt2__ln_fold_run<T>(S, D[fit], W, B, O, n, C, gelu, f));
                 CK(cudaStreamSynchronize(S->stream));
                 launches++;
                 ran++;
             }
-            if (ran == 2 && gpt2__lnf_stages(C) != GPT2__LNF_ST) { /* the two rings are different kernels only here */
+            if (ran == 2 && gpt2__ln_fold_stages(C) != GPT2__LN_FOLD_ST) { /* the two rings are different kernels only here */
                 char what[160];
                 snprintf(what, sizeof what, "%s lnf C %d O %d, %d rows: the FIT and the full ring differ", dt, C, O, n);
                 expect(same_bytes(D[0], D[1], (size_t)n * O * sizeof(T)) && same_bytes(xo[0], xo[1], (size_t)n * C * sizeof(float)), what);
@@ -213,7 +213,7 @@ static void lnf_width(gpt2__cuda_state *S, const char *dt, int C) {
         cudaFree(W); cudaFree(B);
         for (int i = 0; i < 2; i++) { cudaFree(D[i]); cudaFree(xo[i]); }
     }
-    printf("%s lnf C %4d (ring %d / %d stages): %d launches\n", dt, C, gpt2__lnf_stages(C), GPT2__LNF_ST, launches);
+    printf("%s lnf C %4d (ring %d / %d stages): %d launches\n", dt, C, gpt2__ln_fold_stages(C), GPT2__LN_FOLD_ST, launches);
     cudaFree(x); cudaFree(part); cudaFree(g); cudaFree(b); cudaFree(bias);
 }
 
@@ -229,7 +229,7 @@ static void sampler_vocab(int V) {
     std::vector<gpt2__pick> picks(n);
     for (size_t i = 0; i < logits.size(); i++) logits[i] = 3.0f * frand(1.0f);
     for (int i = 0; i < n; i++) {
-        for (int j = 0; j < na; j++) { /* as gpt2__skinny_kernel leaves them: each 8 columns' largest, lowest index among ties */
+        for (int j = 0; j < na; j++) { /* as gpt2__few_row_kernel leaves them: each 8 columns' largest, lowest index among ties */
             float bv = -INFINITY;
             int bi = 0x7FFFFFFF;
             for (int c = 8 * j; c < 8 * j + 8 && c < V; c++)
@@ -283,8 +283,8 @@ static void sampler_vocab(int V) {
 
 template <typename T>
 static void run_dtype(gpt2__cuda_state *S, const char *dt) {
-    if (!gpt2__skinny_enable<T>() || !gpt2__skinny_enable<T, GPT2__SK_NW_WIDE>()) {
-        printf("%s: gpt2__skinny_kernel cannot run on this GPU (sm_80+ code needed)\n", dt);
+    if (!gpt2__few_row_enable<T>() || !gpt2__few_row_enable<T, GPT2__FEW_ROW_NW_WIDE>()) {
+        printf("%s: gpt2__few_row_kernel cannot run on this GPU (sm_80+ code needed)\n", dt);
         expect(0, "skinny kernel enabled");
         return;
     }
@@ -292,7 +292,7 @@ static void run_dtype(gpt2__cuda_state *S, const char *dt) {
                              {4800, 1600, 1}, {1600, 1600, 4}, {1600, 6400, 4}, {288, 96, 1},  {1000, 400, 2}};
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) /* few: the logits' 50264 columns as 5000 (the same code, fewer blocks) */
         skinny_shape<T>(S->stream, S->pdl, dt, few && shapes[i][0] > 5000 ? 5000 : shapes[i][0], shapes[i][1], shapes[i][2]);
-    if (!gpt2__lnf_enable<T>(S)) {
+    if (!gpt2__ln_fold_enable<T>(S)) {
         printf("%s: the LN-folded products cannot run on this GPU (too little shared memory a block)\n", dt);
         return;
     }
@@ -309,7 +309,7 @@ int main(int argc, char **argv) {
         printf("no CUDA device\n0 checks, 0 failed\n");
         return 0;
     }
-    static gpt2__cuda_state S; /* the few fields these launchers read: device, sms, stream, pdl, lnf_smem, lnf_fit */
+    static gpt2__cuda_state S; /* the few fields these launchers read: device, sms, stream, pdl, ln_fold_smem, ln_fold_fit */
     memset(&S, 0, sizeof S);
     cudaDeviceProp pr;
     CK(cudaGetDeviceProperties(&pr, 0));
@@ -327,7 +327,7 @@ int main(int argc, char **argv) {
         run_dtype<__half>(&S, "F16");
         run_dtype<__nv_bfloat16>(&S, "BF16");
     }
-    if (!gpt2__sk32_enable()) expect(0, "F32 skinny kernel enabled");
+    if (!gpt2__few_row32_enable()) expect(0, "F32 skinny kernel enabled");
     else {
         const int shapes32[][3] = {{2304, 768, 1}, {768, 3072, 4}, {50264, 768, 1}, {1600, 6400, 4}, {104, 96, 1}, {1000, 400, 2}};
         for (size_t i = 0; i < sizeof shapes32 / sizeof shapes32[0]; i++)

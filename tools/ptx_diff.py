@@ -2,6 +2,7 @@
 """ptx_diff.py — which kernels a change to gpt2.cuh really moved, compared as PTX (no GPU needed).
 
 Usage: python3 tools/ptx_diff.py REF [REF2] [--src bench/bench_gpt2.cu] [--arch sm_90a] [--runs N] [--show TEXT]
+                                [--rename FILE]
 
 Builds --src (default bench/bench_gpt2.cu, which instantiates every kernel form the engine launches) to PTX at git
 ref REF and at REF2 (default: the working tree), and lists the kernels whose PTX differs once label numbers and
@@ -10,7 +11,9 @@ emit the same PTX for the same source every time (RESULTS.md item 116: gpt2__att
 loads were written out), and another compiler may do so elsewhere, so with --runs N (default 2) each side is built
 N times and a kernel that already differs between builds of one side is reported as unstable rather than as moved
 by the change. --show TEXT prints the normalized PTX diff (first builds) of each moved kernel whose name contains
-TEXT ("" for all of them).
+TEXT ("" for all of them). --rename FILE names symbols the change renamed: each line "OLD NEW" (# starts a comment)
+replaces OLD by NEW in REF's PTX, in order, before the two sides are compared; both sides' mangled-name length
+prefixes of gpt2__ names are dropped, so a kernel renamed so keeps its name and is compared body for body.
 """
 import argparse
 import difflib
@@ -21,8 +24,12 @@ import sys
 import tempfile
 
 
-def ptx_kernels(text):
+def ptx_kernels(text, renames=(), strip=False):
     """entry name -> normalized body"""
+    for old, new in renames:
+        text = text.replace(old, new)
+    if strip:
+        text = re.sub(r"\d+(?=gpt2__)", "", text)  # the mangled length of a (renamed) name
     out = {}
     for m in re.finditer(r"\.entry (\S+)\(", text):
         name, start = m.group(1), m.start()
@@ -35,7 +42,7 @@ def ptx_kernels(text):
     return out
 
 
-def build(root, src, arch, runs, tmp, tag):
+def build(root, src, arch, runs, tmp, tag, renames=(), strip=False):
     """the kernels of each of `runs` builds of src under root"""
     outs = []
     for i in range(runs):
@@ -45,7 +52,7 @@ def build(root, src, arch, runs, tmp, tag):
         if r.returncode:
             sys.exit(f"nvcc failed for {tag}:\n{r.stderr[-2000:]}")
         with open(ptx) as f:
-            outs.append(ptx_kernels(f.read()))
+            outs.append(ptx_kernels(f.read(), renames, strip))
     return outs
 
 
@@ -62,7 +69,15 @@ def main():
     ap.add_argument("--arch", default="sm_90a")
     ap.add_argument("--runs", type=int, default=2)
     ap.add_argument("--show", default=None, help="print the PTX diff of moved kernels whose name contains this")
+    ap.add_argument("--rename", default=None, help="file of 'OLD NEW' lines: symbols the change renamed")
     a = ap.parse_args()
+    renames = []
+    if a.rename:
+        with open(a.rename) as f:
+            for line in f:
+                w = line.split("#")[0].split()
+                if len(w) == 2:
+                    renames.append((w[0], w[1]))
     top = subprocess.run(["git", "rev-parse", "--show-toplevel"], capture_output=True, text=True, check=True).stdout.strip()
     with tempfile.TemporaryDirectory() as tmp:
         roots = []
@@ -75,8 +90,8 @@ def main():
             arch = subprocess.run(["git", "-C", top, "archive", ref], capture_output=True, check=True).stdout
             subprocess.run(["tar", "-x", "-C", d], input=arch, check=True)
             roots.append(d)
-        A = build(roots[0], a.src, a.arch, a.runs, tmp, "a")
-        B = build(roots[1], a.src, a.arch, a.runs, tmp, "b")
+        A = build(roots[0], a.src, a.arch, a.runs, tmp, "a", renames, bool(a.rename))
+        B = build(roots[1], a.src, a.arch, a.runs, tmp, "b", (), bool(a.rename))
     noisy_a, noisy_b = unstable(A), unstable(B)
     noisy = noisy_a | noisy_b
     a0, b0 = A[0], B[0]
