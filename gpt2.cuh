@@ -187,118 +187,142 @@ GPT2_API int          gpt2_model_max_seq(const gpt2_model *model);
 #define GPT2_SPEC_TOKENS 8 /* gpt2_generate: most draft tokens a decoding request verifies in a step (0: none) */
 #endif
 
-/* The CUDA backend's internal knobs (GPT2__*: not a stable interface; bench and test builds set some). Each is
-   described where it is used; search for its name. */
+/* The CUDA backend's internal knobs (GPT2__*: not a stable interface; tests and bench builds set some). Each one's
+   use is described where it is used; search for its name. */
+
+/* sampler, graphs, cuBLASLt plans */
 #define GPT2__SAMPLE_THREADS 1024
 #define GPT2__PAGE 4096            /* candidates the sampler sorts at once in shared memory */
 #define GPT2__ARGMAX_LD 4          /* 16-byte loads per thread in flight in the sampler's argmax */
 #define GPT2__MAX_GRAPHS 16
 #define GPT2__MAX_GEMMS 256
+
+/* decode attention */
 #ifndef GPT2__SPAN_LEN
-#define GPT2__SPAN_LEN 256        /* keys per block of decode attention */
+#define GPT2__SPAN_LEN 256         /* keys per span: a block of decode attention covers one span of a row's keys */
 #endif
 #define GPT2__ATT_PREFETCH (16 << 20) /* decode attention prefetches the cache into L2 up to this many bytes */
+#ifndef GPT2__ATT_TMA
+#define GPT2__ATT_TMA 1            /* gpt2__attn_stream_kernel reads the caches with TMA where it can */
+#endif
+#ifndef GPT2__AMMA_NS
+#define GPT2__AMMA_NS 3            /* gpt2__attn_stream_kernel: chunks in flight per warp (2 or 3) */
+#endif
+#ifndef GPT2__AMMA_WB
+#define GPT2__AMMA_WB 2            /* gpt2__attn_stream_kernel: warps per block */
+#endif
+#ifndef GPT2__KV_EVICT_FIRST
+#define GPT2__KV_EVICT_FIRST 1     /* decode attention of many rows reads the KV cache with L2's evict-first policy */
+#endif
+
+/* prompt attention */
+#ifndef GPT2__FQ
+#define GPT2__FQ 64                /* query rows per prefill tile: a warp per 16 */
+#endif
+#define GPT2__FK 64                /* keys per step of a prefill tile */
+#define GPT2__F32_NT 256           /* threads of gpt2__attn_prefill32_kernel */
+
+/* few-row products (gpt2__few_row_kernel, F16/BF16; gpt2__few_row32_kernel, F32) */
+#define GPT2__FEW_ROW_MAX 16       /* most decode rows a few-row product takes */
+#ifndef GPT2__FEW_ROW_NW
+#define GPT2__FEW_ROW_NW 1         /* warps per block, 8 output columns each */
+#endif
+#ifndef GPT2__FEW_ROW_NW_WIDE
+#define GPT2__FEW_ROW_NW_WIDE 2    /* warps per block in products that still have two blocks an SM at this many
+                                      (gpt2__few_row_go) */
+#endif
+#ifndef GPT2__FEW_ROW_KC
+#define GPT2__FEW_ROW_KC 128       /* K per ring stage */
+#endif
+#ifndef GPT2__FEW_ROW_ST
+#define GPT2__FEW_ROW_ST 10        /* ring stages */
+#endif
+#ifndef GPT2__FEW_ROW_ST_SHORT
+#define GPT2__FEW_ROW_ST_SHORT 5   /* ring stages in products of several rows whose blocks would not all fit on the GPU
+                                      at once with GPT2__FEW_ROW_ST (gpt2__few_row_go: a step verifying a draft) */
+#endif
+#ifndef GPT2__FEW_ROW_SMEM_MAX
+#define GPT2__FEW_ROW_SMEM_MAX (160 << 10) /* most shared memory a few-row block may take */
+#endif
+#ifndef GPT2__FEW_ROW_EVICT_FIRST
+#define GPT2__FEW_ROW_EVICT_FIRST 1 /* few-row products stream their weights with L2's evict-first policy (the KV cache
+                                       and activations of a batch-1 step stay) */
+#endif
+#ifndef GPT2__FEW_ROW32_ST
+#define GPT2__FEW_ROW32_ST 24      /* F32: ring chunks at 32 columns a warp (2.5 KB each; 24 leave 1558M's 16-row
+                                      products exactly GPT2__FEW_ROW_SMEM_MAX); at 16 columns twice as many */
+#endif
+#ifndef GPT2__FEW_ROW32_G
+#define GPT2__FEW_ROW32_G 4        /* F32: chunks consumed a wait at 32 columns, a divisor of GPT2__FEW_ROW32_ST; at 16
+                                      twice as many */
+#endif
+#ifndef GPT2__FEW_ROW32_NARROW
+#define GPT2__FEW_ROW32_NARROW 5   /* F32: products of fewer than sms * this / 4 blocks at 32 columns run 16 a warp
+                                      (gpt2__few_row32_cols) */
+#endif
+#define GPT2__FEW_ROW32_KC 16      /* F32: K per ring chunk */
+
+/* the layer norm folded into the product that reads it (ln_fold) */
+#ifndef GPT2__LN_FOLD_ROWS
+#define GPT2__LN_FOLD_ROWS 2       /* most decode rows whose residual + layer norm the next product computes */
+#endif
+#ifndef GPT2__LN_FOLD_MAX_C
+#define GPT2__LN_FOLD_MAX_C 4096   /* widest n_embd it serves */
+#endif
+#ifndef GPT2__LN_FOLD_NW
+#define GPT2__LN_FOLD_NW 8         /* warps per block: a thread per thread of gpt2__residual_ln_kernel */
+#endif
+#ifndef GPT2__LN_FOLD_ST
+#define GPT2__LN_FOLD_ST 10        /* ring stages */
+#endif
+#ifndef GPT2__LN_FOLD_FIT_C
+#define GPT2__LN_FOLD_FIT_C 1024   /* from this width on, the FIT form's ring has as many stages as K has chunks where
+                                      that is fewer (gpt2__ln_fold_stages) */
+#endif
+
+/* programmatic dependent launch (sm_90+). GPT2__NO_PDL_TRIGGER, when defined, leaves the early trigger out (an A/B
+   build); GPT2__PDL_EARLY 0 puts each kernel's trigger after its wait (an A/B build) */
+#ifndef GPT2__PDL_EARLY
+#define GPT2__PDL_EARLY 1
+#endif
+
+/* the two-part throughput mode and its green contexts */
 #ifndef GPT2__MAX_PARTS
-#define GPT2__MAX_PARTS 2          /* a decode step runs as up to this many parts at once (gpt2__cuda_parts; streams made), */
+#define GPT2__MAX_PARTS 2          /* most parts a decode step runs as at once (gpt2__cuda_parts; streams made) */
 #endif
 #ifndef GPT2__PARTS
-#define GPT2__PARTS 2              /* by default up to this many (4 measured slower: RESULTS.md item 45), */
+#define GPT2__PARTS 2              /* parts a step runs as by default, at most */
 #endif
 #ifndef GPT2__PART_ROWS
-#define GPT2__PART_ROWS 256        /* each of at least this many rows */
+#define GPT2__PART_ROWS 256        /* least rows of a part */
 #endif
 #ifndef GPT2__ATT_SMS
 #ifdef GPT2_ATT_SMS
 #define GPT2__ATT_SMS GPT2_ATT_SMS
 #else
-#define GPT2__ATT_SMS -1           /* SMs kept for decode attention while a step runs in parts (gpt2__green_make; 0: off; */
-                                   /* -1: by the GPU's memory bandwidth, gpt2__att_sms_default), */
+#define GPT2__ATT_SMS -1           /* SMs kept for decode attention in a green step (gpt2__green_make; 0: no green
+                                      contexts; -1: by the GPU's memory bandwidth, gpt2__att_sms_default) */
 #endif
 #endif
 #ifndef GPT2__GREEN_CTX
-#define GPT2__GREEN_CTX 8          /* in steps whose rows' mean context is at least n_embd / this (RESULTS.md item 98) */
+#define GPT2__GREEN_CTX 8          /* a step of parts runs green when its rows' mean context is at least n_embd / this */
 #endif
 #ifndef GPT2__STAGGER
-#define GPT2__STAGGER 1            /* part 1 of a green step starts once part 0's layer STAGGER - 1 qkv product is done (0: at once) */
+#define GPT2__STAGGER 1            /* part 1 of a green step starts once part 0's layer STAGGER - 1 qkv product is done
+                                      (0: at once) */
 #endif
-#ifndef GPT2__PDL_EARLY
-#define GPT2__PDL_EARLY 1
-#endif
-#ifndef GPT2__KV_EVICT_FIRST
-#define GPT2__KV_EVICT_FIRST 1
-#endif
-#ifndef GPT2__FEW_ROW_EVICT_FIRST
-#define GPT2__FEW_ROW_EVICT_FIRST 1 /* ... and the few-row products their weights (gpt2__few_row_kernel: the KV cache and
-                                  activations of a batch-1 step stay; item 85) */
-#endif
-#ifndef GPT2__FQ
-#define GPT2__FQ 64 /* query rows per prefill tile: a warp per 16 */
-#endif
-#define GPT2__FK 64 /* keys per step */
-#ifndef GPT2__ATT_TMA
-#define GPT2__ATT_TMA 1 /* gpt2__attn_stream_kernel reads the caches with TMA where it can (item 99) */
-#endif
-#ifndef GPT2__AMMA_NS
-#define GPT2__AMMA_NS 3 /* gpt2__attn_stream_kernel: chunks in flight per warp (2 or 3), */
-#endif
-#ifndef GPT2__AMMA_WB
-#define GPT2__AMMA_WB 2 /* gpt2__attn_stream_kernel: warps per block */
-#endif
-#define GPT2__F32_NT 256 /* threads of gpt2__attn_prefill32_kernel */
-#define GPT2__FEW_ROW_MAX 16 /* most decode rows gpt2__few_row_kernel takes */
-#ifndef GPT2__LN_FOLD_ROWS
-#define GPT2__LN_FOLD_ROWS 2 /* most decode rows whose residual + layer norm the next product computes (gpt2__ln_fold) */
-#endif
-#ifndef GPT2__LN_FOLD_MAX_C
-#define GPT2__LN_FOLD_MAX_C 4096 /* ... at widths up to this */
-#endif
-#ifndef GPT2__LN_FOLD_NW
-#define GPT2__LN_FOLD_NW 8   /* warps per block of that product: a thread per thread of gpt2__residual_ln_kernel */
-#endif
-#ifndef GPT2__LN_FOLD_ST
-#define GPT2__LN_FOLD_ST 10  /* ... and its stages */
-#endif
-#ifndef GPT2__FEW_ROW_NW
-#define GPT2__FEW_ROW_NW 1    /* warps per block, 8 output columns each */
-#endif
-#ifndef GPT2__FEW_ROW_NW_WIDE
-#define GPT2__FEW_ROW_NW_WIDE 2 /* ... in products that still have two blocks an SM at this many (gpt2__few_row_go) */
-#endif
-#ifndef GPT2__FEW_ROW_KC
-#define GPT2__FEW_ROW_KC 128  /* K per stage */
-#endif
-#ifndef GPT2__FEW_ROW_ST
-#define GPT2__FEW_ROW_ST 10   /* stages */
-#endif
-#ifndef GPT2__FEW_ROW_ST_SHORT
-#define GPT2__FEW_ROW_ST_SHORT 5 /* ... in products of several rows whose blocks would not all fit on the GPU at once with
-                               GPT2__FEW_ROW_ST (gpt2__few_row_go: a step verifying a draft, RESULTS.md item 146) */
-#endif
-#ifndef GPT2__LN_FOLD_FIT_C
-#define GPT2__LN_FOLD_FIT_C 1024
-#endif
-#ifndef GPT2__FEW_ROW32_ST
-#define GPT2__FEW_ROW32_ST 24 /* ring chunks at 32 columns a warp (2.5 KB each; 24 leave 1558M's 16-row products exactly
-                            GPT2__FEW_ROW_SMEM_MAX: item 124); at 16 columns twice as many, the same bytes */
-#endif
-#ifndef GPT2__FEW_ROW32_G
-#define GPT2__FEW_ROW32_G 4 /* chunks consumed a wait at 32 columns, a divisor of GPT2__FEW_ROW32_ST (RESULTS.md item 124); at 16 twice */
-#endif
-#ifndef GPT2__FEW_ROW32_NARROW
-#define GPT2__FEW_ROW32_NARROW 5 /* products of fewer than sms * this / 4 blocks at 32 columns run 16 a warp (gpt2__few_row32_cols) */
-#endif
-#define GPT2__FEW_ROW32_KC 16
-#ifndef GPT2__FEW_ROW_SMEM_MAX
-#define GPT2__FEW_ROW_SMEM_MAX (160 << 10)
-#endif
+
+/* weight upload */
 #ifndef GPT2__UP_CHUNK
-#define GPT2__UP_CHUNK ((size_t)32 << 20)
+#define GPT2__UP_CHUNK ((size_t)32 << 20) /* bytes of each of the two pinned staging buffers */
 #endif
 #ifndef GPT2__UP_THREADS
-#define GPT2__UP_THREADS 8
+#define GPT2__UP_THREADS 8         /* most OpenMP threads filling them */
 #endif
-#define GPT2__SPEC_ROWS 16 /* most rows of a step that verifies drafts (gpt2__few_row_kernel's rows: one pass over the
-                              weights serves them all) */
+
+/* the engine */
+#define GPT2__SPEC_ROWS 16         /* most rows of a step that verifies drafts (a few-row product's rows: one pass over
+                                      the weights serves them all) */
 
 /* == [GPT2:UTIL] == utilities: platform macros, errors, allocation, files, a small JSON reader =================== */
 
@@ -344,7 +368,7 @@ GPT2_API int          gpt2_model_max_seq(const gpt2_model *model);
 #endif
 /* The CPU backend's products also in an AVX2 build beside the baseline one, the CPU picking at load (GCC's and
    Clang's target_clones, x86-64 Linux, nvcc's host code included; -DGPT2_NO_CLONES: off). AVX2 without FMA: the same
-   operations on 8 lanes instead of 4, so the same bits (RESULTS.md item 139). */
+   operations on 8 lanes instead of 4, so the same bits. */
 #if defined(__has_feature)
 #if __has_feature(thread_sanitizer)
 #define GPT2__TSAN 1
@@ -369,7 +393,7 @@ GPT2_API int          gpt2_model_max_seq(const gpt2_model *model);
    pragma opening its body). Where the target has them (aarch64; x86-64 built with -march=native) the compilers fuse
    some multiply-adds and not others: gpt2__cpu_logits's one-row and many-row forms then rounded differently, so a
    row's logits depended on how many rows ran beside it, and gpt2__sample's logit * (1 / T) - max would not round
-   as the GPU's sampler does (RESULTS.md item 142). The products and attention, the same code for every row, may fuse. */
+   as the GPU's sampler does. The products and attention, the same code for every row, may fuse. */
 #if defined(__clang__)
 #define GPT2__NO_CONTRACT
 #define GPT2__NO_CONTRACT_BODY _Pragma("clang fp contract(off)")
@@ -1943,7 +1967,7 @@ GPT2__CPU_CLONES static void gpt2__cpu_matmul(float *out, const float *in, const
         float acc[RB][CB_MAX];
         for (int r = 0; r < nr; r++)
             for (int c = 0; c < nc; c++) acc[r][c] = b ? b[c0 + c] : 0.0f;
-        switch (nr) { /* measured on a 2-core x86-64 (RESULTS item 136): MU 8 for a few rows, 4 for many */
+        switch (nr) { /* MU 8 for a few rows, 4 for many (the faster on a 2-core x86-64) */
         case 1: GPT2__MM_ROWS(1, 8) break;
         case 2: GPT2__MM_ROWS(2, 8) break;
         case 3: GPT2__MM_ROWS(3, 4) break;
@@ -2277,7 +2301,13 @@ static gpt2_status gpt2__cpu_step(gpt2_model *m, const gpt2__seq *seqs, int n, i
      product that reads it (qkv, the MLP's first) computes it in 256-thread blocks that play
      gpt2__residual_ln_kernel's threads in its order (gpt2__ln_fold_row), so the bits are the same
    - a pure decode step of at least 2 x 256 rows runs as two parts, each the whole forward of its rows on its
-     own stream (gpt2__cuda_parts), so one part's kernels fill the other's tails; the same bits */
+     own stream (gpt2__cuda_parts), so one part's kernels fill the other's tails; the same bits. Where the rows'
+     mean context is long, it is a green step: each part's decode attention runs on SMs of its own (CUDA green
+     contexts, gpt2__green_make) beside the other part's products
+   Words: few-row (a decode product of at most 16 rows on our own kernel), ln_fold (residual + layer norm inside
+   the product that reads it; lnf is only the final layer norm), split-K pieces (a product's K in fp32 partial
+   sums), span (one decode-attention block's share of a row's keys), parts and green steps (above).
+   docs/ARCHITECTURE.md lists every path with when it runs, its switch, its measured gain and the test that pins it. */
 
 /* Every CUDA and cuBLASLt call is checked; a failure returns GPT2_ERR_DEVICE with the call, file and line. */
 #define GPT2__CU(call)                                                                                     \
@@ -2370,10 +2400,10 @@ static __device__ __forceinline__ void gpt2__pdl_trigger(void) {
 }
 /* A kernel's entry into its dependent work: the trigger first, then the wait, so that the next kernel launches while
    this one still waits for the one before. A batch-1 step's kernels then launch as far ahead as the SMs have room
-   for, and a product's weights stream while the kernels before it finish: 0.234 -> 0.229 ms at 124M, 1.664 -> 1.609 at 1558M
-   (RESULTS.md item 109). Only what needs no kernel's output may come before it (weights, constants, cached K/V of
-   earlier steps: the step's first kernel is never a dependent launch, so no step's work starts before the last
-   step's sampler is done). GPT2__PDL_EARLY 0 (bench A/B builds): the wait first, as before. */
+   for, and a product's weights stream while the kernels before it finish. Only what needs no kernel's output may
+   come before it (weights, constants, cached K/V of earlier steps: the step's first kernel is never a dependent
+   launch, so no step's work starts before the last step's sampler is done). GPT2__PDL_EARLY 0 (an A/B build): the
+   wait first. */
 
 static __device__ __forceinline__ void gpt2__pdl_enter(void) {
     if (GPT2__PDL_EARLY) gpt2__pdl_trigger();
@@ -2415,9 +2445,8 @@ static __device__ __forceinline__ void gpt2__cp16(void *dst, const void *src, bo
 }
 /* ... with an L2 policy: a stream read once a step marked to leave L2 first, so that it does not push out what the
    step reads again. Decode attention of many rows reads the KV cache so (the weights both parts read and the
-   activations stay; RESULTS.md item 84). No kernel here issues wgmma and these copies together: in a prototype that
-   did (bench/skinny_wg's lnf_wg), every block stopped on an illegal instruction at such a copy, and ran without
-   the policy (RESULTS.md item 113, cause not found). */
+   activations stay). No kernel here issues wgmma and these copies together: a kernel that did stopped on an illegal
+   instruction at such a copy (cause not found). */
 
 static __device__ __forceinline__ uint64_t gpt2__evict_first(void) {
     uint64_t pol = 0;
@@ -2488,7 +2517,7 @@ static __device__ __forceinline__ void gpt2__fence_async_smem(void) {
 
 /* an int from global memory by the read-only path, as an asm volatile load that the front end keeps in program order
    (ptxas may still sink a load past a branch that does not use it: gpt2__attn_stream_kernel's early return tests
-   the slot for that reason, RESULTS.md item 156) */
+   the slot for that reason) */
 static __device__ __forceinline__ int gpt2__ld_now(const int *p) {
     int v;
     asm volatile("ld.global.nc.b32 %0, [%1];\n" : "=r"(v) : "l"(p));
@@ -2671,10 +2700,10 @@ typedef struct gpt2__cuda_state {
     int pdl;                            /* sm_90+: kernels that follow a kernel use programmatic dependent launch */
     int few_row;                        /* decode products of <= GPT2__FEW_ROW_MAX rows go to gpt2__few_row_kernel where verified
                                            (tests turn it off to compare) */
-    int few_row_n;                           /* verified products: O, I, pieces, epilogue, out_f32 (gpt2__few_row_check) */
+    int few_row_n;                      /* verified products: O, I, pieces, epilogue, out_f32 (gpt2__few_row_check) */
     int few_row_ok[5][5];
-    char few_row_miss[160];                  /* the first product the check kept off the kernel, and how far they disagreed */
-    int ln_fold;                            /* steps of <= GPT2__LN_FOLD_ROWS decode rows fold residual + LN into the next product
+    char few_row_miss[160];             /* the first product the check kept off the kernel, and how far they disagreed */
+    int ln_fold;                        /* steps of <= GPT2__LN_FOLD_ROWS decode rows fold residual + LN into the next product
                                            (gpt2__ln_fold; tests turn it off to compare) */
     float *x2;                          /* [GPT2__LN_FOLD_ROWS][C]: the residual's other buffer on that path */
     int gather;                         /* a step whose prompt rows need logits only at each prompt's last row runs its
@@ -2683,9 +2712,9 @@ typedef struct gpt2__cuda_state {
     float2 *amax;                       /* [GPT2__FEW_ROW_MAX][ldv / 8]: the logits' argmax candidates (gpt2__amax), */
     int amax_n;                         /* ... per row, as the run launched last left them (0: none; the sampler reads
                                            the logits) */
-    int ln_fold_smem;                       /* shared memory a block may have on this GPU (that path's limit) */
-    int ln_fold_fit;                        /* ... with the FIT form's ring (gpt2__ln_fold_stages; on by default: tests and
-                                           bench_gpt2 --no-lnf-fit turn it off before the first step) */
+    int ln_fold_smem;                   /* shared memory a block may have on this GPU (that path's limit) */
+    int ln_fold_fit;                    /* ... with the FIT form's ring (gpt2__ln_fold_stages; on by default: tests and
+                                           bench turn it off before the first step) */
     int part_rows, parts;               /* decode steps run as up to `parts` parts of at least part_rows rows at once
                                            (gpt2__cuda_parts; part_rows 0: never; tests and bench_gpt2 change them) */
     cudaStream_t pstream[GPT2__MAX_PARTS]; /* part i > 0's stream, */
@@ -2724,8 +2753,7 @@ typedef struct gpt2__cuda_state {
                                            before its PDL wait (gpt2__attn_kernel STG; 0: off, tests and bench), up to
                                            att_stage_smem bytes a block */
     int prefill_order;                  /* gpt2__attn_prefill_kernel's block order: 1 heads inner, 0 tiles inner, -1 heads
-                                           inner when the tiles' sequences' K/V fit in half of L2 (RESULTS.md items
-                                           50, 153) */
+                                           inner when the tiles' sequences' K/V fit in half of L2 */
     size_t l2_bytes;                    /* the GPU's L2 cache */
 } gpt2__cuda_state;
 
@@ -2789,7 +2817,7 @@ static gpt2_status gpt2__launch(void (*kernel)(P...), dim3 grid, dim3 block, siz
    ...) + bias, piece k at part + k*stride (gpt2__linear with part). defer: rows r < P are normalised with add[r]
    joined but x keeps its old value, for the layer's second pass to join add[r] again (the same fp32 sum, so the
    same bits) and then add2[r]: a prompt row moves 8 + 14 bytes an element over a layer's two passes instead of
-   12 + 12 (RESULTS.md item 172). For the embedding (tok set), feed names where a negative token id comes from:
+   12 + 12. For the embedding (tok set), feed names where a negative token id comes from:
    tok[r] = -1 - j is feed[j], the token the previous step sampled for its sequence j, still on the GPU. */
 template <typename T> struct gpt2__resid {
     const T *add;
@@ -2984,8 +3012,8 @@ static cublasStatus_t gpt2__lt_batch(cublasLtMatrixLayout_t l, int count, int64_
 
 /* What an algorithm computes per output element, as far as it shows: cuBLASLt kernels of one algorithm id with the same
    split of K (none, or the same count and reduction) add the products in the same order whatever their tile, and give
-   bit-identical results (on the H100 all 302 such pairs of bench_gpt2 --algo-classes were identical, every pair with
-   a different split differed; test cuda_gemm_rows_are_batch_invariant checks it on the device it runs on). */
+   bit-identical results (on the H100 every such pair of the published shapes was identical, every pair with a
+   different split differed; test cuda_gemm_rows_are_batch_invariant checks it on the device it runs on). */
 static void gpt2__algo_class(const cublasLtMatmulAlgo_t *a, int cls[4]) {
     const cublasLtMatmulAlgoConfigAttributes_t at[4] = {CUBLASLT_ALGO_CONFIG_ID, CUBLASLT_ALGO_CONFIG_SPLITK_NUM,
                                                         CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME, CUBLASLT_ALGO_CONFIG_CUSTOM_OPTION};
@@ -3038,7 +3066,7 @@ static gpt2_status gpt2__gemm_run(gpt2__cuda_state *S, cudaDataType_t dt, void *
         GPT2__LT(gpt2__lt_batch(g->d, pieces, (int64_t)N * ldd));
         /* One arithmetic per weight shape and kind of row, whatever the row count N. Different kernels can round
            differently, so a free per-N choice would make a row's result depend on how many other rows share its
-           step (DESIGN.md's determinism rule: a request's tokens must not depend on its batch). The reference is
+           step (and a request's tokens must not depend on its batch). The reference is
            the heuristic's pick for ref rows; for N rows the heuristic's best candidate of the same class
            (gpt2__algo_class: bit-identical results, any tile) runs, else the reference itself. */
         const int N_REF = ref;
@@ -3069,8 +3097,7 @@ static gpt2_status gpt2__gemm_run(gpt2__cuda_state *S, cudaDataType_t dt, void *
                 if (cc[1] <= 1) { res = cand[i]; whole = 1; }
             }
             /* none: the first pick with its split of K taken out, where cuBLASLt accepts that (F32 at 124M-774M:
-               qkv's and the MLP's first class split K; without the split gpt2__few_row32_kernel can reproduce them,
-               RESULTS.md item 123) */
+               qkv's and the MLP's first class split K; without the split gpt2__few_row32_kernel can reproduce them) */
             if (!whole) {
                 cublasLtMatmulHeuristicResult_t one = cand[0], chk1;
                 const int k1 = 1;
@@ -3247,10 +3274,8 @@ typedef struct gpt2__amax { float2 *p; int V; } gpt2__amax;
 
 /* The ring stages of an LN-folded product of width C in its FIT form: GPT2__LN_FOLD_ST, or from width GPT2__LN_FOLD_FIT_C on
    just as many as K has chunks where that is fewer (all of them are issued before the PDL wait either way; the block
-   then leaves the SM more room for the kernels beside it). Measured on the H100 with a run-time ring in every
-   LN-folded product (RESULTS.md item 115): 355M's batch-1 step 0.546 -> 0.525 ms with 8 stages in place of 10;
-   124M's 0.229 -> 0.241-0.244 with 6 or 7, hence the width. The FIT form itself: 355M 0.549 -> 0.525 ms, 124M and
-   1558M unchanged (RESULTS.md item 115); on by default (gpt2__cuda_state.ln_fold_fit). */
+   then leaves the SM more room for the kernels beside it). At width 768 fewer stages were slower on the H100, hence
+   GPT2__LN_FOLD_FIT_C. On by default (gpt2__cuda_state.ln_fold_fit). */
 
 static __host__ __device__ int gpt2__ln_fold_stages(int C) {
     const int nch = (C + GPT2__FEW_ROW_KC - 1) / GPT2__FEW_ROW_KC;
@@ -3258,8 +3283,8 @@ static __host__ __device__ int gpt2__ln_fold_stages(int C) {
 }
 
 /* Decode rows of a linear layer, few of them (n <= GPT2__FEW_ROW_MAX), on the tensor cores, computing what cuBLASLt's
-   pinned algorithm computes for them, bit for bit where gpt2__few_row_check finds it so. On the H100 (bench_gpt2
-   --skinny) cuBLASLt's kernels add each 16-wide slice of K in one MMA, the slices in order, into an fp32 accumulator
+   pinned algorithm computes for them, bit for bit where gpt2__few_row_check finds it so. On the H100 cuBLASLt's
+   kernels add each 16-wide slice of K in one MMA, the slices in order, into an fp32 accumulator
    that starts at 0; this kernel does the same, so a row's result does not depend on which of the two ran it.
    D = X [n][ld I] @ W^T over piece p of K (Ik = I / pieces elements from p*Ik), W [O][I]; as gpt2__gemm_run:
    out_f32: D [p][n][ldd] fp32, the sums alone; else D [n][ldd] in T, sum + bias (T) in fp32, rounded once, and with
@@ -3270,15 +3295,14 @@ static __host__ __device__ int gpt2__ln_fold_stages(int C) {
    per 32 of K (R16 false, n <= 8: one ldmatrix of X feeds two slices; R16: one per slice). All blocks of a GPT-2 product fit on the GPU at once;
    each streams its 8 NW rows of W (L2 evict-first) in slices of KC through a ring of ST cp.async stages, the first ST-1 issued
    before the PDL wait (weights never depend on the kernel before, so they stream while it finishes), then lets
-   the next kernel launch, then reads X's n rows. Tuned on the H100 (bench_gpt2 --skinny, --steps; RESULTS.md).
+   the next kernel launch, then reads X's n rows. Tuned on the H100.
    LNE > 0 (gpt2__ln_fold_run: NW 8, one piece, n <= GPT2__LN_FOLD_ROWS, X unused): X's rows are instead the layer norm of
    the residual rows ln_fold names, computed by the block into shared memory (gpt2__ln_fold_row; LNE chunks per thread as
    gpt2__residual_ln_kernel's E), with the LN's gain, shift and bias loaded before the PDL wait. FIT (with
    gpt2__cuda_state.ln_fold_fit, where gpt2__ln_fold_stages is fewer than ST): a ring of that many stages, a form of its own
-   so that the other products' code stays as it was (a ring sized at run time in every LN-folded product measured
-   0.4% slower at 1558M, whose ring it leaves at ST: RESULTS.md item 115).
+   so that the other products' code stays as it was (a ring sized at run time in every LN-folded product was slower).
    AM (out_f32, one piece, amax.p set): also the argmax candidates of gpt2__amax, a template flag so that the other
-   products' code stays as it was (a run-time test there cost 124M's batch-1 step 0.9%: RESULTS.md item 114). */
+   products' code stays as it was (a run-time test there was slower). */
 
 template <typename T, bool R16, int NW = GPT2__FEW_ROW_NW, int KC = GPT2__FEW_ROW_KC, int ST = GPT2__FEW_ROW_ST, int LNE = 0, bool AM = false,
           bool FIT = false>
@@ -3419,8 +3443,8 @@ __global__ void __launch_bounds__(32 * NW) gpt2__few_row_kernel(const T *__restr
 /* Decode products of at most GPT2__FEW_ROW_MAX rows in F32 on the CUDA cores, with the bits of cuBLASLt's F32 decode
    class where that class adds K in one fused multiply-add chain per output, in order (no split of K inside
    cuBLASLt, which gpt2__gemm_run's reference avoids: on the H100 every F32 decode product of the published
-   shapes; gpt2__few_row_check keeps a product on this kernel only where every output bit agrees, RESULTS.md items
-   121 and 123). D = X [n][I] @ W^T per piece of K as
+   shapes; gpt2__few_row_check keeps a product on this kernel only where every output bit agrees). D = X [n][I] @ W^T
+   per piece of K as
    gpt2__gemm_run: piece p of `gridDim.y` covers [p Ik, (p+1) Ik) into D + p n ldd (fp32, no bias: out_f32), or one
    piece + bias (fp32 add after the chain) then GELU with gelu (gpt2__gelu, as every F32 decode row now applies it).
    Grid: (ceil(O / COLS), pieces); block: one warp, lane l the output column COLS blockIdx.x + l (COLS 32, or 16
@@ -3429,8 +3453,8 @@ __global__ void __launch_bounds__(32 * NW) gpt2__few_row_kernel(const T *__restr
    memory in chunks of 16 k (cp.async, a ring of ST = GPT2__FEW_ROW32_ST * 32 / COLS chunks, 60 KB either way; [COLS][16 + 4]
    floats each, so a lane's 16-byte reads of its own row are free of bank conflicts), the first ST - G issued before
    the PDL wait; X's n rows of the piece follow into shared memory after it. The warp waits once for every G =
-   GPT2__FEW_ROW32_G * 32 / COLS chunks (one wait a chunk spent more on waiting than the chain's 16 fma took: RESULTS.md
-   item 124). Ik a multiple of 16 (gpt2__few_row32_fits). */
+   GPT2__FEW_ROW32_G * 32 / COLS chunks (one wait a chunk spent more on waiting than the chain's 16 fma took).
+   Ik a multiple of 16 (gpt2__few_row32_fits). */
 
 template <int NR, int COLS>
 __global__ void __launch_bounds__(32) gpt2__few_row32_kernel(const float *__restrict__ W, const float *__restrict__ X, float *__restrict__ D,
@@ -3547,8 +3571,7 @@ static gpt2_status gpt2__few_row_run(cudaStream_t st, int pdl, void *D, const T 
 }
 
 /* gpt2__few_row_run with GPT2__FEW_ROW_NW warps a block, or GPT2__FEW_ROW_NW_WIDE where the product still has two blocks an SM
-   at that many (columns / 8 / NW_WIDE blocks per piece): 1558M's batch-1 step 1.615 -> 1.599 ms, other sizes the same
-   or unchanged (RESULTS.md item 111). Each warp's chain is the same either way, so are the bits. */
+   at that many (columns / 8 / NW_WIDE blocks per piece). Each warp's chain is the same either way, so are the bits. */
 template <typename T>
 static gpt2_status gpt2__few_row_go(const gpt2__cuda_state *S, cudaStream_t st, int pdl, void *D, const T *W, const T *X,
                                    const T *bias, int O, int n, int I, int out_f32, int ldd, int pieces, int gelu,
@@ -3586,7 +3609,7 @@ template <int COLS> static int gpt2__few_row32_enable_c(void) {
 static int gpt2__few_row32_enable(void) { return gpt2__few_row32_enable_c<32>() && gpt2__few_row32_enable_c<16>(); }
 /* Columns a warp for a product of O columns in `pieces` pieces on a GPU of sms SMs: 16 where 32 would make fewer
    blocks than 5/4 of the SM count (then twice the warps stream the weights; each column's chain, so its bits, is
-   the same either way: RESULTS.md item 128), else 32 */
+   the same either way), else 32 */
 static int gpt2__few_row32_cols(int O, int pieces, int sms) {
     return 4 * (long long)((O + 31) / 32) * pieces < (long long)sms * GPT2__FEW_ROW32_NARROW ? 16 : 32;
 }
@@ -3685,7 +3708,7 @@ static int gpt2__decode_pieces(int I) {
 /* Decode rows of a linear layer through cuBLASLt (gpt2__gemm_run, the algorithm pinned for GPT2_GEMM_REF_ROWS rows).
    In F16/BF16 the GELU of the MLP's first product is not cuBLASLt's epilogue but the bias alone and then
    gpt2__gelu_kernel: gpt2__few_row_kernel computes exactly that for few rows, while cuBLASLt's GELU rounds
-   differently from any formula found (bench_gpt2 --gelu-match), and a row must compute alike at any row count. */
+   differently from any formula found, and a row must compute alike at any row count. */
 template <typename T>
 static gpt2_status gpt2__decode_lt(gpt2__cuda_state *S, void *D, const void *W, const void *X, const void *bias, int O, int n,
                                    int I, int epi, int out_f32, int ldd, int sp) {
@@ -3731,7 +3754,7 @@ static gpt2_status gpt2__linear(gpt2_model *m, gpt2__cuda_state *S, void *D, con
 
 /* A model's five decode products as gpt2__few_row_check runs them (qkv with bias; the attention projection in K
    pieces, fp32; the MLP's first product with bias and GELU; its second in K pieces, fp32; the logits, fp32), on
-   layer 0's weights and wte; bench_gpt2 --skinny-det runs the same five. */
+   layer 0's weights and wte. */
 typedef struct gpt2__few_row_product { const char *name; int O, I, sp, epi, f32; const void *W, *b; } gpt2__few_row_product;
 static void gpt2__few_row_products(const gpt2_model *m, const gpt2__cuda_state *S, gpt2__few_row_product pr[5]) {
     const int C = m->cfg.n_embd, F = m->n_inner;
@@ -3779,8 +3802,7 @@ static gpt2_status gpt2__few_row_check(gpt2_model *m, gpt2__cuda_state *S) {
     }
     /* the rows go up on S->stream, which the check's products run on: a plain cudaMemcpy from pageable memory may
        return before its DMA lands, and S->stream (non-blocking) does not wait for the legacy stream it runs on, so
-       the reference could read the rows half-written and the check keep a product off the kernel for no reason
-       (RESULTS.md item 127) */
+       the reference could read the rows half-written and the check keep a product off the kernel for no reason */
     if (!st && (cudaMalloc(&dx, (size_t)R * Imax * sizeof(T)) != cudaSuccess || cudaMalloc(&d1, dmax) != cudaSuccess ||
                 cudaMalloc(&d2, dmax) != cudaSuccess ||
                 cudaMemcpyAsync(dx, hx, (size_t)R * Imax * sizeof(T), cudaMemcpyHostToDevice, S->stream) != cudaSuccess))
@@ -3848,7 +3870,7 @@ __global__ void gpt2__kv_store_kernel(const T *qkv, T *kc, T *vc, const int *row
 /* A decode-attention work item: row r = rows[z] at position p against keys [k0, k1) (span sp of span_len keys),
    head h, whose cached keys and values are kh, vh ([max_seq][hd] in the row's slot). false: the span starts past p,
    nothing to do. Shared by gpt2__attn_kernel and gpt2__attn_mma_kernel; gpt2__attn_stream_kernel finds the same
-   item with its loads in another order (RESULTS.md item 156). */
+   item with its loads in another order. */
 template <typename T> struct gpt2__dec { int r, p, k0, k1, slot; T *kh, *vh; };
 template <typename T>
 static __device__ __forceinline__ bool gpt2__dec_at(gpt2__dec<T> &d, int sp, int h, int z, const int *rows, const int *row_slot,
@@ -4069,7 +4091,7 @@ __global__ void __launch_bounds__(128) gpt2__attn_kernel(const T *__restrict__ q
 }
 
 /* Decode attention on the tensor cores (head size 64, fp16/bf16; what gpt2__attention runs for decode rows when the
-   tiled prefill kernel is on, RESULTS.md item 69). Its arithmetic, the same bits in both kernels below whatever the
+   tiled prefill kernel is on). Its arithmetic, the same bits in both kernels below whatever the
    batch: a span's keys [k0, k1) (span_len 256) in 8 chunks of 32 (chunk c: keys k0 + 32c ..), each chunk alone:
    S = q K^T by mma m16n8k16 with q as row 0 of the A operand (rows 1..15 zero; their results are never read) and K
    as the B operand (lane g = lane/4, t = lane%4 holds key 8i+g's dims 16t..16t+15; k-step s takes dims 16t+4s..+3,
@@ -4148,7 +4170,7 @@ static __device__ __forceinline__ void gpt2__amma_keep(const float (*o)[4], floa
 }
 
 /* 16 bytes of shared memory at p (16-byte aligned) as one ld.shared.v4, written out in PTX: a C-level float4 load
-   is the compiler's to split (RESULTS.md items 116 and 118). volatile with a memory clobber, so it stays after the
+   is the compiler's to split. volatile with a memory clobber, so it stays after the
    barrier that publishes what it reads. */
 static __device__ __forceinline__ float4 gpt2__lds4(const float *p) {
     float4 v;
@@ -4160,8 +4182,8 @@ static __device__ __forceinline__ float4 gpt2__lds4(const float *p) {
 }
 /* the span's 8 chunk records merged in order, for dim dd: L and O (unnormalised), M. sh_m and sh_l are 16-byte
    aligned shared memory; they are read as four ld.shared.v4 in PTX of our own, because nvcc 13.0 emitted the C
-   loads of this merge differently from one build to the next (a plain loop; RESULTS.md item 116) and, as explicit
-   float4 loads, differently with unrelated code added elsewhere in the file (item 118) */
+   loads of this merge differently from one build to the next (a plain loop) and, as explicit float4 loads,
+   differently with unrelated code added elsewhere in the file */
 static __device__ __forceinline__ void gpt2__amma_merge(const float *sh_o, const float *sh_m, const float *sh_l, int dd, float &M,
                                                         float &L, float &O) {
     const float4 ma = gpt2__lds4(sh_m), mb = gpt2__lds4(sh_m + 4);
@@ -4202,8 +4224,7 @@ static __device__ __forceinline__ void gpt2__amma_q(const T *q, uint32_t *qa) {
 /* Few rows (their cache fits in L2 easily): grid (n_span, H, n_rows), block 256 threads = 8 warps, warp w the span's
    chunk w, its operands straight into registers. STG: the cached keys and values before p come into shared memory
    (2 * 256 * 64 of T after the 8 records) before the PDL wait, while the kernel before finishes, and are read there;
-   else prefetch sets an L2 prefetch of them. Then the records merge through shared memory. Tuned on the H100: a
-   batch-1 step 8% faster at 124M and 5% at 1558M than with gpt2__attn_kernel (RESULTS.md item 69).
+   else prefetch sets an L2 prefetch of them. Then the records merge through shared memory. Tuned on the H100.
    dup (a step verifying a draft: several rows of one sequence, consecutive rows at consecutive positions pf..): the
    keys from pf on are this step's, read from their rows of qkv (a row stores only its own into the cache), the
    cached ones before pf staged as usual; the same values, so the same bits. */
@@ -4313,12 +4334,11 @@ __global__ void __launch_bounds__(256) gpt2__attn_mma_kernel(const T *__restrict
    stage's transaction barrier, laid out as above by the tensor maps' 128-byte swizzle; the row's own key and value
    (which the warp stores into the cache as it starts) then go over the box's row from registers, and the span's
    last, partial chunk still comes by cp.async (a box would read its keys past the last). The TMA form takes the
-   cp.async form's address arithmetic (~290 of its ~600 instructions a chunk) out of the kernel: on 64 SMs of the
-   H100 its attention takes 4% less time, so a green step's attention set can shrink to 56 SMs (RESULTS.md item 99).
+   cp.async form's address arithmetic (~290 of its ~600 instructions a chunk) out of the kernel, so a green step's
+   attention set can be smaller.
    Shared memory: WB * NS stages (the first at offset 0, 1024-byte aligned as the swizzle wants), then WB (8 * 64 +
-   16) floats of records, then WB * NS barriers. On the H100 (NS 3, WB 2) as fast as gpt2__attn_kernel at 1024 rows
-   (RESULTS.md items 66 and 69). The cached keys and values are read with L2's evict-first policy (read once per
-   step; the step's weights and activations stay: item 84). */
+   16) floats of records, then WB * NS barriers. The cached keys and values are read with L2's evict-first policy
+   (read once per step; the step's weights and activations stay). */
 template <typename T, int NS, int WB, bool TMA>
 __global__ void __launch_bounds__(32 * WB) gpt2__attn_stream_kernel(const T *__restrict__ qkv, T *__restrict__ kc, T *__restrict__ vc,
                                                                   T *__restrict__ out, float *__restrict__ part,
@@ -4343,7 +4363,7 @@ __global__ void __launch_bounds__(32 * WB) gpt2__attn_stream_kernel(const T *__r
     const int sp = item % n_span, h = (item / n_span) % H, z = item / (n_span * H);
     /* gpt2__dec_at's item in two round trips (the row, then its position and slot at once: loads the compiler
        may not sink past the early return), then the first chunks on their way before anything else (q, the own
-       key and value) is read (RESULTS.md item 156) */
+       key and value) is read */
     const int r = rows[z];
     const int p = gpt2__ld_now(row_pos + r), slot = gpt2__ld_now(row_slot + r);
     const T *q = qkv + (size_t)r * 3 * C + (size_t)h * HD, *kn = q + C, *vn = q + 2 * C;
@@ -4572,8 +4592,8 @@ static gpt2_status gpt2__attn_mma_launch(gpt2__cuda_state *S, const gpt2_model *
                             (T *)S->att, S->part, (const int *)d->att_rows, (const int *)d->slot, (const int *)d->pos, C, H,
                             m->max_seq, span_len, n_span, scale_log2, S->att_count, store, prefetch, S->dup_step);
     }
-    /* 2 stages a warp (more warps an SM) in a step of parts: green (its attention has fewer SMs) or at short contexts
-       (RESULTS.md item 98); else att_ns */
+    /* 2 stages a warp (more warps an SM) in a step of parts: green (its attention has fewer SMs) or at short contexts;
+       else att_ns */
     const int n_items = d->n_att * H * n_span, ns = S->att_stream || S->att_short || S->att_ns == 2 ? 2 : 3;
     const int tma = S->kv_tma && S->att_tma;
     gpt2__tmap km, vm;
@@ -4665,11 +4685,10 @@ static constexpr size_t gpt2__prefill_smem() { return (size_t)(GPT2__FQ + 4 * GP
    the keys go from shared memory into the cache (for later steps), then S = Q K^T (mma m16n8k16, fp32) -> online
    softmax per row in fp32 (log2 units; key <= query position) -> P rounded to T, reused in registers as the A
    operand -> O = O * correction + P V (fp32 registers). out[row][h*HD..] = O / l, l the sum of the rounded P.
-   Matches the attention loop of gpt2__cpu_run. Tuned on the H100: RESULTS.md items 50 and 56-63.
+   Matches the attention loop of gpt2__cpu_run. Tuned on the H100.
    Built for sm_90a at HD 64 (WG), both products are one wgmma group each for a warpgroup (gpt2__wg_4), K and V
    staged in the 128-byte swizzle that wgmma reads, a warp taking every step its warpgroup takes: the same bits as
-   the mma.sync form (bench/logits_hash), ~8% less time (RESULTS.md item 107; 128-row tiles of two warpgroups and
-   waiting for P V one step later were slower, item 108). */
+   the mma.sync form, in less time. */
 template <typename T, int HD>
 __global__ void __launch_bounds__(2 * GPT2__FQ, HD <= 64 ? 256 / GPT2__FQ : 1) gpt2__attn_prefill_kernel(const T *__restrict__ qkv, T *__restrict__ kc,
                                                                    T *__restrict__ vc, T *__restrict__ out,
@@ -4875,7 +4894,7 @@ __global__ void __launch_bounds__(2 * GPT2__FQ, HD <= 64 ? 256 / GPT2__FQ : 1) g
 #endif
 }
 
-/* Causal attention for prompt chunks in F32, flash style on the CUDA cores (F32 has no TF32: DESIGN.md), head size HD
+/* Causal attention for prompt chunks in F32, flash style on the CUDA cores (fp32 FMAs: no TF32, whose rounding is not F32's), head size HD
    in {32, 64, 128}: gpt2__attn_prefill_kernel's F32 counterpart, with its tiles (gpt2__plan_attention), its key
    sources (the cache before the run's first row, qkv for the run's own rows) and its store of the tile's own K and
    V into the cache; no score matrix leaves the block.
@@ -4888,7 +4907,7 @@ __global__ void __launch_bounds__(2 * GPT2__FQ, HD <= 64 ? 256 / GPT2__FQ : 1) g
    O = O * correction + P V (FMAs over the keys in order). out[row][h*HD..] = O / l.
    A row's arithmetic involves only its own query and the keys (which 64-key step a key falls in is fixed by its
    position), never the tile's other rows, so a prompt row gives the same bits however its prompt is chunked.
-   Matches the attention loop of gpt2__cpu_run (RESULTS.md item 120). */
+   Matches the attention loop of gpt2__cpu_run. */
 
 template <int HD>
 static constexpr size_t gpt2__prefill32_smem() {
@@ -5066,8 +5085,7 @@ static void gpt2__plan_attention(gpt2__cuda_meta *h, int N, int flash) {
 
 /* The tiled prefill kernels' block order: S->prefill_order when set (tests, bench), else heads inner while the
    step's prompt K/V (elements of es bytes) fit in half of L2 (with every head's tiles at once, the K/V share L2 with
-   the Q reads and the output and cache writes streaming through it: at 124M's 16 x 1024, 50 MB of K/V on an H100's
-   50 MB, tiles inner was 1.1% faster, RESULTS.md item 153) */
+   the Q reads and the output and cache writes streaming through it: beyond that, tiles inner was faster) */
 static int gpt2__prefill_heads_inner(const gpt2__cuda_state *S, const gpt2__cuda_meta *d, int C, size_t es) {
     return S->prefill_order >= 0 ? S->prefill_order : 2.0 * (double)d->tile_keys * C * es <= 0.5 * (double)S->l2_bytes;
 }
@@ -5189,7 +5207,7 @@ static int gpt2__cuda_head_ok(int hd, size_t esize) {
 /* == [GPT2:OP_SAMPLE] == sampling on the GPU (kernel, launcher) ================================================== */
 
 /* The sampler's id for one row: into next (the device's, which a fed step reads) and straight into the host's
-   staging blob (pk.out): a copy after the step would hold the next step back ~11 us on the H100 (RESULTS.md item 74). */
+   staging blob (pk.out): a copy after the step would hold the next step back. */
 static __device__ __forceinline__ void gpt2__put_id(int *next, int row, const gpt2__pick &pk, int id) {
     next[row] = id;
     if (pk.out) {
@@ -5553,8 +5571,8 @@ static gpt2_status gpt2__cuda_run(gpt2_model *m, const gpt2__cuda_meta *d, int N
 /* How many parts a step of N fed rows, P of them prompt rows, runs as (gpt2__cuda_parts; 1: one run). Only pure
    decode steps (P == 0: every row its sequence's only row, att_rows and out_row the identity), as many parts as
    have part_rows rows each, up to `parts`: each part reads every weight, which costs nothing only where a part's
-   products are bound by the tensor cores rather than by their weight reads (~256 rows and more on the H100;
-   RESULTS.md item 45). Part i starts at row gpt2__part_at(N, np, i). */
+   products are bound by the tensor cores rather than by their weight reads (~256 rows and more on the H100).
+   Part i starts at row gpt2__part_at(N, np, i). */
 static int gpt2__parts_of(const gpt2__cuda_state *S, int N, int P) {
     if (S->part_rows <= 0 || P != 0) return 1;
     int np = N / S->part_rows;
@@ -5590,9 +5608,9 @@ static void gpt2__cuda_sync(gpt2__cuda_state *S) {
     }
 }
 
-/* The attention set's size: GPT2__ATT_SMS, or when that is -1 56 SMs on a GPU of under 4 TB/s of memory bandwidth, 64 from it.
-   Measured best, with the TMA reads, on an H100 (3.35 TB/s: 56 against 48 / 64) and an H200 (4.9 TB/s: 64 against
-   48 / 56 / 72); RESULTS.md items 99 and 102. The bandwidth is the memory clock's (double data rate) times the bus. */
+/* The attention set's size: GPT2__ATT_SMS, or when that is -1 56 SMs on a GPU of under 4 TB/s of memory bandwidth,
+   64 from it: the best counts measured, with the TMA reads, on an H100 (3.35 TB/s) and an H200 (4.9 TB/s). The
+   bandwidth is the memory clock's (double data rate) times the bus. */
 static int gpt2__att_sms_default(int device) {
     int khz = 0, bits = 0;
     if (GPT2__ATT_SMS >= 0) return GPT2__ATT_SMS;
@@ -5608,7 +5626,7 @@ static int gpt2__att_sms_default(int device) {
    driver divides them: multiples of 8 on the H100) for each part's attention, another of the remaining SMs for every
    other kernel of the parts. Without it a part's products wait for SMs that the other part's small attention
    blocks keep taking (a cuBLASLt tile wants a whole SM), so the parts mostly fill each other's tails; with it one
-   part's products run beside the other part's attention (RESULTS.md item 98). The driver calls go through the
+   part's products run beside the other part's attention. The driver calls go through the
    runtime's entry points, so nothing links libcuda. want 0 (or a driver without green contexts, or a GPU too small
    to divide) leaves the parts on S->pstream over the whole GPU. Drops the graphs captured before. Returns 1 when
    the green contexts were made. */
@@ -5692,7 +5710,7 @@ static int gpt2__green_make(gpt2__cuda_state *S, int want) {
    the GPU: one part's attention, bound by memory (the KV cache), can run beside another's products, bound by the
    tensor cores, where one run of N rows does them in turn, and one part's kernels fill another's tails. Forked
    from and joined into S->stream, also inside a graph capture. In a green step part 1 starts only once part 0's
-   first qkv product is done (S->stagger, GPT2__STAGGER: 124M throughput +0.7-1.2%, RESULTS.md item 166), so that
+   first qkv product is done (S->stagger, GPT2__STAGGER), so that
    part 0's attention starts alone while part 1's first products run beside it, not both parts' at once. The host
    wrote out_row and att_rows of each part relative to its first row (gpt2__cuda_launch). */
 static gpt2_status gpt2__cuda_parts(gpt2_model *m, const gpt2__cuda_meta *d, int N, int np) {
@@ -5896,7 +5914,7 @@ static gpt2_status gpt2__cuda_launch(gpt2_model *m, const gpt2__seq *seqs, int n
     /* parts (gpt2__cuda_parts): a part's rows count from its first */
     const int np = dup ? 1 : gpt2__parts_of(S, N, P);
     S->parts_last = np;
-    /* green: attention on SMs of its own where the K/V reads outweigh the products (long contexts; item 98) */
+    /* green: attention on SMs of its own where the K/V reads outweigh the products (long contexts) */
     long long keys = 0;
     for (int r = 0; np > 1 && r < N; r++) keys += h.pos[r] + 1;
     const int longer = S->green_ctx > 0 && keys * S->green_ctx >= (long long)N * m->cfg.n_embd;
@@ -6075,9 +6093,8 @@ static int gpt2__resident(const void *p, size_t n) {
 
 /* Copies n bytes, on up to GPT2__UP_THREADS OpenMP threads in 1 MB pieces when the source is all in memory. A
    mapped file's pages that are not yet read come in one thread's order instead: faulting them from several threads
-   at once defeated the kernel's read-ahead (a 1558M load from a file out of the page cache 2.3–2.9 → 2.8–3.4 s).
-   More threads than 8 gain little, and with all of a host's cores in each of two MPI ranks there, the ranks' idle
-   threads spinning between chunks made a 2-rank load 0.9 → 2.5 s (RESULTS item 161). */
+   at once defeats the kernel's read-ahead. More threads than 8 gain little, and with all of a host's cores in each
+   of two MPI ranks, the ranks' idle threads spinning between chunks slow a load. */
 
 static inline int gpt2__up_threads(void) {
 #ifdef _OPENMP
@@ -6196,9 +6213,8 @@ static gpt2_status gpt2__cuda_init_state(gpt2_model *m, gpt2__cuda_state *S, con
     GPT2__CU(cudaEventCreateWithFlags(&S->stag, cudaEventDisableTiming));
     S->part_rows = GPT2__PART_ROWS;
     /* F32 decode steps run as one part. Its products run on the FP32 units and want every SM: kept off the
-       attention's SMs they lose more than the overlap gives, and a second part reads the weights again (H100,
-       throughput 124M / 355M: 73.5k / 29.4k tokens/s in two parts with attention on 56 SMs, 80.4k / 31.6k in two
-       parts on every SM, 82.7k / 31.9k in one; RESULTS.md item 119). Tests still set parts to run F32 in parts. */
+       attention's SMs they lose more than the overlap gives, and a second part reads the weights again. Tests still
+       set parts to run F32 in parts. */
     S->parts = m->dtype == GPT2_DTYPE_F32 ? 1 : GPT2__PARTS;
     S->prefill_order = -1;
     GPT2__LT(cublasLtCreate(&S->lt));
@@ -6591,7 +6607,7 @@ static int gpt2__draft(const gpt2_request *r, int k, int *d) {
    once for the next waiting one. Prompt tokens per step are capped so decode steps stay short.
    Requests admitted into an idle engine (none decoding) hold their decode rows until every admitted
    prompt is fed: no one waits on those steps, and the decode steps that follow carry every row (pure decode steps
-   replay a CUDA graph and run in parts; a step that also feeds prompts does neither). RESULTS.md item 75.
+   replay a CUDA graph and run in parts; a step that also feeds prompts does neither).
    Speculation (m->spec > 0, at most GPT2__SPEC_ROWS / 2 requests decoding and no prompt being fed): a request whose
    context repeats its last tokens (gpt2__draft) also feeds the tokens that followed there, each a decode row of its
    own at the next position, sampled as the draw it would be. Row j's token stands only if every row before it stood
