@@ -162,7 +162,7 @@ GPT2_API int          gpt2_model_max_seq(const gpt2_model *model);
 #define GPT2__CUDA 0
 #endif
 
-/* == [GPT2:CONFIG] == configuration: every tuning knob, each overridable by defining it first ==================== */
+/* == [GPT2:CONFIG] == configuration: every tuning knob in one place (those under #ifndef may be defined first) === */
 
 /* The user's macros (listed in [GPT2:MANUAL]) */
 
@@ -3185,8 +3185,8 @@ static __device__ __forceinline__ float gpt2__ln_fold_sum(float (&p)[V], float *
    thread's gain, shift and bias chunks, loaded before the PDL wait. sh: 8 floats. */
 template <typename T, int NW, int E>
 static __device__ __forceinline__ void gpt2__ln_fold_row(const gpt2__ln_fold<T> &a, int r, int C, T *y, bool write,
-                                                     const float4 (&G)[256 / (32 * NW)][E], const float4 (&B)[256 / (32 * NW)][E],
-                                                     const float4 (&BI)[256 / (32 * NW)][E], float *sh) {
+                                                         const float4 (&G)[256 / (32 * NW)][E], const float4 (&B)[256 / (32 * NW)][E],
+                                                         const float4 (&BI)[256 / (32 * NW)][E], float *sh) {
     constexpr int NT = 32 * NW, V = 256 / NT;
     const int t = threadIdx.x;
     const float *xr = a.x + (size_t)r * C, *pr = a.part + (size_t)r * C;
@@ -3252,7 +3252,7 @@ static __device__ __forceinline__ void gpt2__ln_fold_row(const gpt2__ln_fold<T> 
    loaded before the PDL wait, since they never depend on the kernel before. A block of 32 NW threads, width C. */
 template <typename T, int NW, int E>
 static __device__ __forceinline__ void gpt2__ln_fold_params(const gpt2__ln_fold<T> &a, int C, float4 (&G)[256 / (32 * NW)][E],
-                                                        float4 (&B)[256 / (32 * NW)][E], float4 (&BI)[256 / (32 * NW)][E]) {
+                                                            float4 (&B)[256 / (32 * NW)][E], float4 (&BI)[256 / (32 * NW)][E]) {
     const int t = threadIdx.x;
 #pragma unroll
     for (int k = 0; k < 256 / (32 * NW); k++)
@@ -3307,8 +3307,8 @@ static __host__ __device__ int gpt2__ln_fold_stages(int C) {
 template <typename T, bool R16, int NW = GPT2__FEW_ROW_NW, int KC = GPT2__FEW_ROW_KC, int ST = GPT2__FEW_ROW_ST, int LNE = 0, bool AM = false,
           bool FIT = false>
 __global__ void __launch_bounds__(32 * NW) gpt2__few_row_kernel(const T *__restrict__ W, const T *__restrict__ X, void *__restrict__ D,
-                                                         const T *__restrict__ bias, int O, int n, int I, int Ik, int ldd, int out_f32,
-                                                         int gelu, gpt2__ln_fold<T> ln_fold, gpt2__amax amax) {
+                                                                const T *__restrict__ bias, int O, int n, int I, int Ik, int ldd, int out_f32,
+                                                                int gelu, gpt2__ln_fold<T> ln_fold, gpt2__amax amax) {
 #if __CUDA_ARCH__ >= 800
     constexpr int LDW = KC + 8, COLS = 8 * NW, PER = KC / 32; /* PER: 16-byte copies per thread per stage */
     static_assert(KC % 32 == 0, "a stage holds whole pairs of 16-wide slices");
@@ -3458,7 +3458,7 @@ __global__ void __launch_bounds__(32 * NW) gpt2__few_row_kernel(const T *__restr
 
 template <int NR, int COLS>
 __global__ void __launch_bounds__(32) gpt2__few_row32_kernel(const float *__restrict__ W, const float *__restrict__ X, float *__restrict__ D,
-                                                            const float *__restrict__ bias, int O, int n, int I, int Ik, int ldd, int gelu) {
+                                                             const float *__restrict__ bias, int O, int n, int I, int Ik, int ldd, int gelu) {
     extern __shared__ __align__(16) float gpt2__few_row32_sh[];
     constexpr int KC = GPT2__FEW_ROW32_KC, ST = GPT2__FEW_ROW32_ST * 32 / COLS, G = GPT2__FEW_ROW32_G * 32 / COLS, LD = KC + 4;
     static_assert(ST % G == 0 && ST > G, "GPT2__FEW_ROW32_G divides GPT2__FEW_ROW32_ST");
@@ -3559,7 +3559,7 @@ static int gpt2__few_row_enable(void) {
    bfloat16) by gpt2__few_row_kernel, then with gelu gpt2__gelu; pdl as gpt2__launch. */
 template <typename T, int NW = GPT2__FEW_ROW_NW, int KC = GPT2__FEW_ROW_KC, int ST = GPT2__FEW_ROW_ST>
 static gpt2_status gpt2__few_row_run(cudaStream_t st, int pdl, void *D, const T *W, const T *X, const T *bias, int O, int n,
-                                    int I, int out_f32, int ldd, int pieces, int gelu = 0, gpt2__amax amax = {NULL, 0}) {
+                                     int I, int out_f32, int ldd, int pieces, int gelu = 0, gpt2__amax amax = {NULL, 0}) {
     if (ldd < O) ldd = O;
     const int Ik = I / pieces;
     const bool am = out_f32 && pieces == 1 && amax.p;
@@ -3574,8 +3574,8 @@ static gpt2_status gpt2__few_row_run(cudaStream_t st, int pdl, void *D, const T 
    at that many (columns / 8 / NW_WIDE blocks per piece). Each warp's chain is the same either way, so are the bits. */
 template <typename T>
 static gpt2_status gpt2__few_row_go(const gpt2__cuda_state *S, cudaStream_t st, int pdl, void *D, const T *W, const T *X,
-                                   const T *bias, int O, int n, int I, int out_f32, int ldd, int pieces, int gelu,
-                                   gpt2__amax amax = {NULL, 0}) {
+                                    const T *bias, int O, int n, int I, int out_f32, int ldd, int pieces, int gelu,
+                                    gpt2__amax amax = {NULL, 0}) {
     const bool wide = (long long)(O / (8 * GPT2__FEW_ROW_NW_WIDE)) * pieces >= 2LL * S->sms &&
                       gpt2__few_row_smem(GPT2__FEW_ROW_MAX, I / pieces, sizeof(T), GPT2__FEW_ROW_NW_WIDE) <= GPT2__FEW_ROW_SMEM_MAX;
     const int nw = wide ? GPT2__FEW_ROW_NW_WIDE : GPT2__FEW_ROW_NW;
@@ -3614,7 +3614,7 @@ static int gpt2__few_row32_cols(int O, int pieces, int sms) {
     return 4 * (long long)((O + 31) / 32) * pieces < (long long)sms * GPT2__FEW_ROW32_NARROW ? 16 : 32;
 }
 static gpt2_status gpt2__few_row32_run(cudaStream_t st, int pdl, void *D, const float *W, const float *X, const float *bias, int O, int n,
-                                  int I, int ldd, int pieces, int gelu, int cols) {
+                                       int I, int ldd, int pieces, int gelu, int cols) {
     if (ldd < O) ldd = O;
     const int Ik = I / pieces;
     void (*k)(const float *, const float *, float *, const float *, int, int, int, int, int, int) =
@@ -3655,7 +3655,7 @@ static int gpt2__ln_fold_ring(const gpt2__cuda_state *S, int C) { return S->ln_f
 /* D [n][O] (T) = LN(residual rows) @ W^T + bias (then GELU with gelu), the residual rows updated into ln_fold.xo */
 template <typename T>
 static gpt2_status gpt2__ln_fold_run(gpt2__cuda_state *S, void *D, const void *W, const void *bias, int O, int n, int C, int gelu,
-                                 gpt2__ln_fold<T> ln_fold) {
+                                     gpt2__ln_fold<T> ln_fold) {
     if constexpr (sizeof(T) != 2) return gpt2__fail(GPT2_ERR_ARG, "%s:%d: gpt2__ln_fold has no F32 form", __FILE__, __LINE__);
     else {
     const int st = gpt2__ln_fold_ring(S, C);
