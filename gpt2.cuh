@@ -639,13 +639,24 @@ static int gpt2__json_member(gpt2__json *j, int *first, char *key, size_t cap, s
     return 1;
 }
 
-/* == [GPT2:MODEL] == the model (config, weights, state) and its loader (config.json + model.safetensors) ========= */
+/* == [GPT2:MODEL] == the model (config, weights, state) and its loader (config.json + checkpoint files) ======== */
 
 #if GPT2__CUDA
 #define GPT2__HD __host__ __device__
 #else
 #define GPT2__HD
 #endif
+
+/* config.json's switches that change the computation, each 0 for GPT-2's own choice. activation_function's names
+   (Hugging Face's ACT2FN): gelu_new, gelu_pytorch_tanh and gelu_fast are one formula (the tanh form, with constants
+   equal in float32); gelu is the exact erf form. */
+enum { GPT2__ACT_GELU_TANH = 0, GPT2__ACT_GELU_ERF, GPT2__ACT_QUICK_GELU, GPT2__ACT_RELU };
+typedef struct gpt2__arch {
+    int act;                         /* the MLP's activation: GPT2__ACT_* */
+    int attn_unscaled;               /* scale_attn_weights false: scores not divided by sqrt(head size) */
+    int attn_by_layer;               /* scale_attn_by_inverse_layer_idx: layer l's scores also divided by l + 1 */
+    int untied;                      /* tie_word_embeddings false: logits from lm_head.weight, not wte */
+} gpt2__arch;
 
 /* One transformer block's weights, float32 on the host (the CPU backend's; NULL under the CUDA backend, which keeps
    its weights on the GPU only). GPT-2's Conv1D stores [in][out]. */
@@ -659,7 +670,8 @@ typedef struct gpt2__layer {
 } gpt2__layer;
 
 typedef struct gpt2__weights {
-    float *wte;                      /* [V][C], also the (tied) output projection */
+    float *wte;                      /* [V][C] */
+    float *lm_head;                  /* [V][C]: the output projection, wte itself when tied */
     float *wpe;                      /* [n_ctx][C] */
     gpt2__layer *layers;             /* [n_layer] */
     float *lnf_w, *lnf_b;            /* [C] */
@@ -677,6 +689,7 @@ typedef struct gpt2__cpu {
 struct gpt2_model {
     gpt2_config cfg;
     int n_inner;                     /* MLP width: config's n_inner, else 4 * n_embd */
+    gpt2__arch arch;                 /* the activation and attention switches of config.json */
     gpt2_backend backend;            /* resolved: CPU or CUDA */
     gpt2_dtype dtype;                /* resolved */
     int device;
@@ -731,13 +744,15 @@ static float gpt2__bf16_to_f32(uint16_t h) {
 }
 
 /* Reads the model's config.json. Keys are HF's GPT2Config names; absent keys take HF's defaults. */
-static gpt2_status gpt2__parse_config(const char *text, size_t len, const char *file, gpt2_config *cfg, int *n_inner) {
+static gpt2_status gpt2__parse_config(const char *text, size_t len, const char *file, gpt2_config *cfg, int *n_inner,
+                                      gpt2__arch *arch) {
     gpt2__json j = {text, text, text + len, file, 0};
     double n_layer = -1, n_head = -1, n_embd = -1, n_pos = -1, n_ctx = -1, vocab = -1, eps = 1e-5, inner = -1;
     int first = 1, r;
     char key[64];
     size_t klen;
     gpt2_status st;
+    memset(arch, 0, sizeof *arch);
     while ((r = gpt2__json_member(&j, &first, key, sizeof key, &klen)) == 1) {
         double *num = !strcmp(key, "n_layer") ? &n_layer : !strcmp(key, "n_head") ? &n_head :
                       !strcmp(key, "n_embd") ? &n_embd : !strcmp(key, "n_positions") ? &n_pos :
@@ -754,18 +769,28 @@ static gpt2_status gpt2__parse_config(const char *text, size_t len, const char *
             if (n >= sizeof act) return gpt2__fail(GPT2_ERR_FORMAT, "%s: activation_function is too long", file);
             gpt2__json_string(&j, act, NULL);
             act[n] = 0;
-            if (strcmp(act, "gelu_new") && strcmp(act, "gelu_pytorch_tanh"))
-                return gpt2__fail(GPT2_ERR_FORMAT, "%s: activation_function \"%s\" is not supported (expected gelu_new)", file, act);
+            static const struct { const char *name; int act; } acts[] = {
+                {"gelu_new", GPT2__ACT_GELU_TANH}, {"gelu_pytorch_tanh", GPT2__ACT_GELU_TANH}, {"gelu_fast", GPT2__ACT_GELU_TANH},
+                {"gelu", GPT2__ACT_GELU_ERF}, {"quick_gelu", GPT2__ACT_QUICK_GELU}, {"relu", GPT2__ACT_RELU}};
+            size_t a = 0;
+            while (a < sizeof acts / sizeof acts[0] && strcmp(act, acts[a].name)) a++;
+            if (a == sizeof acts / sizeof acts[0])
+                return gpt2__fail(GPT2_ERR_FORMAT, "%s: activation_function \"%s\" is not supported (expected gelu_new, "
+                                  "gelu_pytorch_tanh, gelu_fast, gelu, quick_gelu or relu)", file, act);
+            arch->act = acts[a].act;
             continue;
         }
-        /* switches that change the computation: each value we do not run is refused by name, never ignored */
-        const char *refused = !strcmp(key, "scale_attn_by_inverse_layer_idx") || !strcmp(key, "add_cross_attention") ? "true"
-                            : !strcmp(key, "scale_attn_weights") || !strcmp(key, "tie_word_embeddings") ? "false" : NULL;
-        if (refused) {
+        /* switches that change the computation: read as booleans, never ignored */
+        int *flag = !strcmp(key, "scale_attn_weights") ? &arch->attn_unscaled : !strcmp(key, "tie_word_embeddings") ? &arch->untied
+                  : !strcmp(key, "scale_attn_by_inverse_layer_idx") ? &arch->attn_by_layer : NULL;
+        if (flag || !strcmp(key, "add_cross_attention")) {
             gpt2__json_ws(&j);
-            size_t n = strlen(refused);
-            if ((size_t)(j.end - j.p) >= n && !memcmp(j.p, refused, n))
-                return gpt2__fail(GPT2_ERR_FORMAT, "%s: %s = %s is not supported", file, key, refused);
+            int t = j.end - j.p >= 4 && !memcmp(j.p, "true", 4), f = j.end - j.p >= 5 && !memcmp(j.p, "false", 5);
+            if (!t && !f) return gpt2__fail(GPT2_ERR_FORMAT, "%s: %s is not true or false", file, key);
+            j.p += t ? 4 : 5;
+            if (!flag && t) return gpt2__fail(GPT2_ERR_FORMAT, "%s: add_cross_attention = true is not supported", file);
+            if (flag) *flag = flag == &arch->attn_by_layer ? t : f; /* the two others are on by default: set when false */
+            continue;
         }
         if ((st = gpt2__json_skip(&j))) return st;
     }
@@ -803,6 +828,7 @@ typedef struct gpt2__slot {
     const unsigned char *src;
     char dtype;
     int found;
+    int optional;          /* may be absent (lm_head.weight beside a tied head) */
 } gpt2__slot;
 
 /* The slots' order: wte, wpe, then each layer's twelve tensors in this order, then ln_f's weight and bias. */
@@ -815,7 +841,7 @@ enum { GPT2__T_LN1_W, GPT2__T_LN1_B, GPT2__T_QKV_W, GPT2__T_QKV_B, GPT2__T_PROJ_
 
 static void gpt2__slot_set(gpt2__slot *s, const char *name, int ndim, size_t d0, size_t d1, float *dst) {
     snprintf(s->name, sizeof s->name, "%s", name);
-    s->ndim = ndim; s->shape[0] = d0; s->shape[1] = d1; s->dst = dst; s->src = NULL; s->dtype = 0; s->found = 0;
+    s->ndim = ndim; s->shape[0] = d0; s->shape[1] = d1; s->dst = dst; s->src = NULL; s->dtype = 0; s->found = 0; s->optional = 0;
 }
 
 /* Lists the tensors a checkpoint must provide and, when host is set (the CPU backend), lays out their float32
@@ -827,14 +853,14 @@ static gpt2_status gpt2__weights_layout(gpt2_model *m, size_t file_len, const ch
     size_t P = (size_t)m->cfg.n_ctx, F = (size_t)m->n_inner;
     /* all factors are bounded by the config checks, so these products fit in 64 bits */
     size_t per_layer = 2 * C + C * 3 * C + 3 * C + C * C + C + 2 * C + C * F + F + F * C + C;
-    size_t total = V * C + P * C + L * per_layer + 2 * C;
+    size_t total = V * C + P * C + L * per_layer + 2 * C + (m->arch.untied ? V * C : 0);
     if (total > file_len / 2)
         return gpt2__fail(GPT2_ERR_FORMAT, "%s: the config describes %zu parameters (at least %zu bytes), the file has %zu bytes",
                           file, total, 2 * total, file_len);
     gpt2__weights *w = &m->w;
     w->arena = host ? (float *)gpt2__alloc(total * sizeof(float)) : NULL;
     w->layers = (gpt2__layer *)gpt2__zalloc(L * sizeof(gpt2__layer));
-    gpt2__slot *s = (gpt2__slot *)gpt2__zalloc((L * GPT2__T_PER_LAYER + 4) * sizeof(gpt2__slot));
+    gpt2__slot *s = (gpt2__slot *)gpt2__zalloc((L * GPT2__T_PER_LAYER + 5) * sizeof(gpt2__slot));
     if ((host && !w->arena) || !w->layers || !s) {
         GPT2_FREE(s);
         return gpt2__fail(GPT2_ERR_OOM, "cannot allocate %zu MB for the weights", (host ? total * 4 : 0) >> 20);
@@ -867,6 +893,13 @@ static gpt2_status gpt2__weights_layout(gpt2_model *m, size_t file_len, const ch
     }
     GPT2__TAKE(w->lnf_w, "ln_f.weight", 1, C, 1);
     GPT2__TAKE(w->lnf_b, "ln_f.bias", 1, C, 1);
+    if (m->arch.untied) GPT2__TAKE(w->lm_head, "lm_head.weight", 2, V, C); /* the slot after ln_f's two */
+    else { /* tied: a file's lm_head.weight must equal wte (Hugging Face versions disagree on which one a differing
+              copy replaces), so it is read, to be compared, and not kept */
+        w->lm_head = w->wte;
+        gpt2__slot_set(&s[n], "lm_head.weight", 2, V, C, NULL);
+        s[n++].optional = 1;
+    }
 #undef GPT2__TAKE
     *slots_out = s;
     *n_slots = n;
@@ -874,7 +907,8 @@ static gpt2_status gpt2__weights_layout(gpt2_model *m, size_t file_len, const ch
 }
 
 /* Tensors a checkpoint may carry that the model does not use: the causal-mask buffers
-   (h.N.attn.bias / h.N.attn.masked_bias, matched as whole names) and the tied lm_head. */
+   (h.N.attn.bias / h.N.attn.masked_bias, matched as whole names) and lm_head.weight when the head is tied (Hugging
+   Face then ties it to wte whatever the file holds; an untied head has a slot of its own, found before this). */
 static int gpt2__ignored_tensor(const char *name) {
     if (!strcmp(name, "lm_head.weight")) return 1;
     if (strncmp(name, "h.", 2)) return 0;
@@ -986,7 +1020,30 @@ static gpt2_status gpt2__read_safetensors(const unsigned char *data, size_t len,
     }
     if (r < 0) return GPT2_ERR_FORMAT;
     for (int i = 0; i < n_slots; i++)
-        if (!slots[i].found) return gpt2__fail(GPT2_ERR_FORMAT, "%s: tensor \"%s\" is missing", file, slots[i].name);
+        if (!slots[i].found && !slots[i].optional) return gpt2__fail(GPT2_ERR_FORMAT, "%s: tensor \"%s\" is missing", file, slots[i].name);
+    return GPT2_OK;
+}
+
+/* Element i of a slot's tensor as float32 */
+static float gpt2__slot_value(const gpt2__slot *s, size_t i) {
+    const unsigned char *b = s->src + i * (s->dtype == 'F' ? 4 : 2);
+    if (s->dtype == 'F') { float f; memcpy(&f, b, 4); return f; }
+    uint16_t h = (uint16_t)(b[0] | (b[1] << 8));
+    return s->dtype == 'B' ? gpt2__bf16_to_f32(h) : gpt2__f16_to_f32(h);
+}
+
+/* A tied head with an lm_head.weight in the file: it must hold wte's values. Hugging Face's versions disagree on
+   which of two differing matrices a tied model runs, so such a file is refused rather than guessed. */
+static gpt2_status gpt2__tied_head_check(const gpt2__slot *slots, int n_slots, const char *file) {
+    const gpt2__slot *wte = &slots[GPT2__SLOT_WTE], *head = &slots[n_slots - 1];
+    if (!head->optional || !head->found) return GPT2_OK;
+    const size_t count = wte->shape[0] * wte->shape[1];
+    int same = head->dtype == wte->dtype && !memcmp(head->src, wte->src, count * (wte->dtype == 'F' ? 4 : 2));
+    for (size_t i = 0; !same && i < count; i++)
+        if (gpt2__slot_value(head, i) != gpt2__slot_value(wte, i))
+            return gpt2__fail(GPT2_ERR_FORMAT, "%s: lm_head.weight differs from wte.weight (element %zu) but the head is tied "
+                              "(tie_word_embeddings true or absent in config.json): set tie_word_embeddings false to run "
+                              "lm_head.weight as its own matrix, or leave it out of the file", file, i);
     return GPT2_OK;
 }
 
@@ -995,6 +1052,7 @@ static gpt2_status gpt2__read_safetensors(const unsigned char *data, size_t len,
 static void gpt2__slots_to_host(const gpt2__slot *slots, int n_slots) {
     for (int k = 0; k < n_slots; k++) {
         const gpt2__slot *s = &slots[k];
+        if (!s->dst) continue; /* read only to be checked */
         const long long count = (long long)(s->shape[0] * s->shape[1]);
         const unsigned char *src = s->src;
         float *dst = s->dst;
@@ -1009,6 +1067,1242 @@ static void gpt2__slots_to_host(const gpt2__slot *slots, int n_slots) {
             }
         }
     }
+}
+
+/* ---- checkpoint files: model.safetensors, its shards, pytorch_model.bin (a restricted reader) */
+
+#if defined(_WIN32)
+static gpt2_status gpt2__map_file(const char *path, unsigned char **data, size_t *len, int *mapped) {
+    *mapped = 0;
+    return gpt2__read_file(path, (char **)data, len);
+}
+static void gpt2__unmap_file(unsigned char *data, size_t len, int mapped) { (void)len; (void)mapped; GPT2_FREE(data); }
+#else
+#include <sys/mman.h>
+#include <fcntl.h>
+#include <unistd.h>
+/* Maps a file read-only (the safetensors data is only read once, to convert); falls back to reading. */
+static gpt2_status gpt2__map_file(const char *path, unsigned char **data, size_t *len, int *mapped) {
+    *mapped = 0;
+    int fd = open(path, O_RDONLY);
+    if (fd < 0) return gpt2__fail(GPT2_ERR_IO, "%s: cannot open (%s)", path, strerror(errno));
+    struct stat sb;
+    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) { close(fd); return gpt2__fail(GPT2_ERR_IO, "%s: not a regular file", path); }
+    *len = (size_t)sb.st_size;
+    if (*len == 0) { close(fd); *data = NULL; return GPT2_OK; }
+    void *p = mmap(NULL, *len, PROT_READ, MAP_PRIVATE, fd, 0);
+    close(fd);
+    if (p == MAP_FAILED) return gpt2__read_file(path, (char **)data, len);
+    *data = (unsigned char *)p;
+    *mapped = 1;
+    return GPT2_OK;
+}
+static void gpt2__unmap_file(unsigned char *data, size_t len, int mapped) {
+    if (mapped) munmap(data, len); else GPT2_FREE(data);
+}
+#endif
+
+/* ---------------------------------------------------------------- loader: PyTorch's zip checkpoints (pytorch_model.bin) */
+
+/* torch.save (since 1.6) writes a zip whose entries are stored, not compressed: ARCHIVE/data.pkl (a pickle of
+   the state dict), ARCHIVE/data/KEY (each storage's raw bytes), ARCHIVE/byteorder, ARCHIVE/version and a few
+   more. The reader below parses the zip's central directory, checks every local header against it, and reads
+   data.pkl with a restricted unpickler: it knows only the opcodes and globals PyTorch writes for a state dict,
+   builds plain values from them, and never calls or imports anything. Every count it reads is bounded. */
+
+#define GPT2__ZIP_MAX_ENTRIES 65536
+#define GPT2__PK_MAX_PICKLE ((size_t)64 << 20) /* data.pkl: a 48-layer model's is about 100 KB */
+#define GPT2__PK_MAX_OBJECTS (1 << 21)
+#define GPT2__PK_MAX_MEMO (1 << 20)
+#define GPT2__PK_MAX_STACK (1 << 16)
+#define GPT2__PK_MAX_MARKS 64
+#define GPT2__PK_MAX_DEPTH 32
+#define GPT2__PK_MAX_STRING 65536
+#define GPT2__PK_MAX_TENSORS 65536
+
+static uint64_t gpt2__le(const unsigned char *p, int n) {
+    uint64_t v = 0;
+    for (int i = n - 1; i >= 0; i--) v = (v << 8) | p[i];
+    return v;
+}
+
+/* One zip entry: its name (in the central directory, not NUL-terminated) and where its bytes lie. */
+typedef struct gpt2__zip_entry {
+    const char *name;
+    size_t name_len, header, data, size;
+} gpt2__zip_entry;
+
+static int gpt2__zip_by_offset(const void *a, const void *b) {
+    size_t x = ((const gpt2__zip_entry *)a)->header, y = ((const gpt2__zip_entry *)b)->header;
+    return x < y ? -1 : x > y;
+}
+
+static int gpt2__name_cmp(const char *a, size_t an, const char *b, size_t bn) {
+    int c = memcmp(a, b, an < bn ? an : bn);
+    return c ? c : an < bn ? -1 : an > bn;
+}
+
+static int gpt2__zip_by_name(const void *a, const void *b) {
+    const gpt2__zip_entry *x = (const gpt2__zip_entry *)a, *y = (const gpt2__zip_entry *)b;
+    return gpt2__name_cmp(x->name, x->name_len, y->name, y->name_len);
+}
+
+/* The entry named name (len n) in entries sorted by name, or NULL. */
+static const gpt2__zip_entry *gpt2__zip_find(const gpt2__zip_entry *e, int n_entries, const char *name, size_t n) {
+    int lo = 0, hi = n_entries;
+    while (lo < hi) {
+        int mid = lo + (hi - lo) / 2, c = gpt2__name_cmp(e[mid].name, e[mid].name_len, name, n);
+        if (!c) return &e[mid];
+        if (c < 0) lo = mid + 1; else hi = mid;
+    }
+    return NULL;
+}
+
+/* The zip64 extended-information extra field (id 1) holds, in this order, the 64-bit value of each of the
+   uncompressed size, compressed size and header offset whose 32-bit field is 0xFFFFFFFF. Returns 0 when the
+   extra fields are malformed or a needed value is absent. */
+static int gpt2__zip64_extra(const unsigned char *x, size_t xlen, uint64_t *usize, uint64_t *csize, uint64_t *off) {
+    uint64_t *want[3] = {usize, csize, off};
+    int need = 0;
+    for (int i = 0; i < 3; i++) need |= want[i] && *want[i] == 0xFFFFFFFFu;
+    while (xlen >= 4) {
+        size_t id = (size_t)gpt2__le(x, 2), n = (size_t)gpt2__le(x + 2, 2);
+        if (n > xlen - 4) return 0;
+        if (id == 1) {
+            const unsigned char *p = x + 4;
+            size_t left = n;
+            for (int i = 0; i < 3; i++) {
+                if (!want[i] || *want[i] != 0xFFFFFFFFu) continue;
+                if (left < 8) return 0;
+                *want[i] = gpt2__le(p, 8);
+                p += 8;
+                left -= 8;
+            }
+            need = 0;
+        }
+        x += 4 + n;
+        xlen -= 4 + n;
+    }
+    return xlen == 0 && !need;
+}
+
+/* Parses a zip's central directory into *entries (sorted by name; the caller frees). Every entry must be
+   stored (method 0), unencrypted, agree with its local header (name, method, sizes) and lie, with its local
+   header, inside the file before the central directory, without overlapping another entry. */
+static gpt2_status gpt2__zip_read(const unsigned char *data, size_t len, const char *file, gpt2__zip_entry **entries,
+                                  int *n_entries) {
+    *entries = NULL;
+    *n_entries = 0;
+    if (len < 22) return gpt2__fail(GPT2_ERR_FORMAT, "%s: %zu bytes is too short for a zip file", file, len);
+    size_t eocd = 0;
+    int found = 0;
+    for (size_t i = len - 22;; i--) {
+        if (gpt2__le(data + i, 4) == 0x06054b50u && i + 22 + gpt2__le(data + i + 20, 2) == len) { eocd = i; found = 1; break; }
+        if (i == 0 || len - 22 - i >= 65535) break;
+    }
+    if (!found) return gpt2__fail(GPT2_ERR_FORMAT, "%s: no zip end-of-central-directory record (the file is truncated or not a zip)", file);
+    const unsigned char *e = data + eocd;
+    uint64_t count = gpt2__le(e + 10, 2), cd_size = gpt2__le(e + 12, 4), cd_off = gpt2__le(e + 16, 4);
+    uint64_t disks = gpt2__le(e + 4, 2) | gpt2__le(e + 6, 2), limit = eocd;
+    if (eocd >= 20 && gpt2__le(e - 20, 4) == 0x07064b50u) { /* zip64: the locator, then the zip64 record it points at */
+        uint64_t z = gpt2__le(e - 12, 8);
+        if (gpt2__le(e - 16, 4) != 0 || gpt2__le(e - 4, 4) > 1 || eocd - 20 < 56 || z > eocd - 20 - 56 ||
+            gpt2__le(data + z, 4) != 0x06064b50u)
+            return gpt2__fail(GPT2_ERR_FORMAT, "%s: bad zip64 end-of-central-directory locator", file);
+        const unsigned char *z64 = data + z;
+        disks = gpt2__le(z64 + 16, 4) | gpt2__le(z64 + 20, 4);
+        count = gpt2__le(z64 + 32, 8);
+        cd_size = gpt2__le(z64 + 40, 8);
+        cd_off = gpt2__le(z64 + 48, 8);
+        limit = z;
+    } else if (count == 0xFFFF || cd_size == 0xFFFFFFFFu || cd_off == 0xFFFFFFFFu) {
+        return gpt2__fail(GPT2_ERR_FORMAT, "%s: the zip needs a zip64 record and has none", file);
+    }
+    if (disks) return gpt2__fail(GPT2_ERR_FORMAT, "%s: a zip split over several disks is not supported", file);
+    if (count == 0 || count > GPT2__ZIP_MAX_ENTRIES)
+        return gpt2__fail(GPT2_ERR_FORMAT, "%s: the zip has %llu entries (expected 1..%d)", file, (unsigned long long)count,
+                          GPT2__ZIP_MAX_ENTRIES);
+    if (cd_off > limit || cd_size > limit - cd_off)
+        return gpt2__fail(GPT2_ERR_FORMAT, "%s: the zip's central directory [%llu, +%llu) lies outside the file", file,
+                          (unsigned long long)cd_off, (unsigned long long)cd_size);
+    gpt2__zip_entry *t = (gpt2__zip_entry *)gpt2__zalloc((size_t)count * sizeof *t);
+    if (!t) return gpt2__fail(GPT2_ERR_OOM, "%s: cannot allocate the zip directory", file);
+    const unsigned char *p = data + cd_off, *end = p + cd_size;
+    gpt2_status st = GPT2_OK;
+    for (uint64_t i = 0; i < count && !st; i++) {
+        if (end - p < 46 || gpt2__le(p, 4) != 0x02014b50u) {
+            st = gpt2__fail(GPT2_ERR_FORMAT, "%s: zip central directory entry %llu is malformed", file, (unsigned long long)i);
+            break;
+        }
+        size_t flags = (size_t)gpt2__le(p + 8, 2), method = (size_t)gpt2__le(p + 10, 2);
+        uint64_t csize = gpt2__le(p + 20, 4), usize = gpt2__le(p + 24, 4), off = gpt2__le(p + 42, 4);
+        size_t nlen = (size_t)gpt2__le(p + 28, 2), xlen = (size_t)gpt2__le(p + 30, 2), clen = (size_t)gpt2__le(p + 32, 2);
+        size_t disk = (size_t)gpt2__le(p + 34, 2);
+        if ((size_t)(end - p) - 46 < nlen + xlen + clen) {
+            st = gpt2__fail(GPT2_ERR_FORMAT, "%s: zip central directory entry %llu runs past the directory", file, (unsigned long long)i);
+            break;
+        }
+        const char *name = (const char *)p + 46;
+        int nm = nlen > 200 ? 200 : (int)nlen;
+        if (!nlen || memchr(name, 0, nlen)) {
+            st = gpt2__fail(GPT2_ERR_FORMAT, "%s: zip entry %llu has an empty or malformed name", file, (unsigned long long)i);
+            break;
+        }
+        if (!gpt2__zip64_extra(p + 46 + nlen, xlen, &usize, &csize, &off) || (disk != 0 && disk != 0xFFFF)) {
+            st = gpt2__fail(GPT2_ERR_FORMAT, "%s: zip entry \"%.*s\" has a malformed extra field", file, nm, name);
+            break;
+        }
+        if (flags & 1) { st = gpt2__fail(GPT2_ERR_FORMAT, "%s: zip entry \"%.*s\" is encrypted", file, nm, name); break; }
+        if (method != 0) {
+            st = gpt2__fail(GPT2_ERR_FORMAT, "%s: zip entry \"%.*s\" is compressed (method %zu); torch.save stores entries "
+                                             "uncompressed", file, nm, name, method);
+            break;
+        }
+        if (csize != usize) {
+            st = gpt2__fail(GPT2_ERR_FORMAT, "%s: zip entry \"%.*s\" is stored with %llu bytes but says it holds %llu", file, nm,
+                            name, (unsigned long long)csize, (unsigned long long)usize);
+            break;
+        }
+        /* the local header: where the data starts, and the same name, method and sizes */
+        if (off > cd_off || cd_off - off < 30 || gpt2__le(data + off, 4) != 0x04034b50u) {
+            st = gpt2__fail(GPT2_ERR_FORMAT, "%s: zip entry \"%.*s\": no local header at offset %llu", file, nm, name,
+                            (unsigned long long)off);
+            break;
+        }
+        const unsigned char *h = data + off;
+        size_t lflags = (size_t)gpt2__le(h + 6, 2), lmethod = (size_t)gpt2__le(h + 8, 2);
+        uint64_t lcsize = gpt2__le(h + 18, 4), lusize = gpt2__le(h + 22, 4);
+        size_t lnlen = (size_t)gpt2__le(h + 26, 2), lxlen = (size_t)gpt2__le(h + 28, 2);
+        uint64_t at = off + 30 + lnlen + lxlen;
+        if (at > cd_off || usize > cd_off - at) {
+            st = gpt2__fail(GPT2_ERR_FORMAT, "%s: zip entry \"%.*s\" of %llu bytes at offset %llu runs past the entries' "
+                                             "area (%llu bytes)", file, nm, name, (unsigned long long)usize,
+                            (unsigned long long)off, (unsigned long long)cd_off);
+            break;
+        }
+        int sizes_ok = lcsize == 0 && lusize == 0 && (lflags & 8); /* sizes in a data descriptor after the data */
+        if (!sizes_ok) {
+            if (!gpt2__zip64_extra(h + 30 + lnlen, lxlen, &lusize, &lcsize, NULL)) lusize = lcsize = 0xFFFFFFFFu + (uint64_t)1;
+            sizes_ok = lcsize == usize && lusize == usize;
+        }
+        if (lnlen != nlen || memcmp(h + 30, name, nlen) || lmethod != method || !sizes_ok) {
+            st = gpt2__fail(GPT2_ERR_FORMAT, "%s: zip entry \"%.*s\": its local header disagrees with the central directory "
+                                             "(name, method or size)", file, nm, name);
+            break;
+        }
+        t[i].name = name;
+        t[i].name_len = nlen;
+        t[i].header = (size_t)off;
+        t[i].data = (size_t)at;
+        t[i].size = (size_t)usize;
+        p += 46 + nlen + xlen + clen;
+    }
+    if (!st && p != end) st = gpt2__fail(GPT2_ERR_FORMAT, "%s: the zip's central directory size disagrees with its entries", file);
+    if (!st) {
+        qsort(t, (size_t)count, sizeof *t, gpt2__zip_by_offset);
+        for (uint64_t i = 0; i + 1 < count && !st; i++)
+            if (t[i].data + t[i].size > t[i + 1].header)
+                st = gpt2__fail(GPT2_ERR_FORMAT, "%s: zip entries \"%.*s\" and \"%.*s\" overlap", file,
+                                t[i].name_len > 200 ? 200 : (int)t[i].name_len, t[i].name,
+                                t[i + 1].name_len > 200 ? 200 : (int)t[i + 1].name_len, t[i + 1].name);
+    }
+    if (!st) {
+        qsort(t, (size_t)count, sizeof *t, gpt2__zip_by_name);
+        for (uint64_t i = 0; i + 1 < count && !st; i++)
+            if (!gpt2__zip_by_name(&t[i], &t[i + 1]))
+                st = gpt2__fail(GPT2_ERR_FORMAT, "%s: zip entry \"%.*s\" appears twice", file,
+                                t[i].name_len > 200 ? 200 : (int)t[i].name_len, t[i].name);
+    }
+    if (st) { GPT2_FREE(t); return st; }
+    *entries = t;
+    *n_entries = (int)count;
+    return GPT2_OK;
+}
+
+/* The restricted unpickler's values. Containers hold object indices; nothing is ever called. */
+enum { GPT2__PK_NONE, GPT2__PK_BOOL, GPT2__PK_INT, GPT2__PK_STR, GPT2__PK_TUPLE, GPT2__PK_LIST, GPT2__PK_DICT,
+       GPT2__PK_GLOBAL, GPT2__PK_STORAGE, GPT2__PK_TENSOR };
+/* the globals a state dict names: OrderedDict, the tensor and parameter rebuilders, then the storage types */
+enum { GPT2__PK_ORDERED_DICT = 1, GPT2__PK_REBUILD_TENSOR, GPT2__PK_REBUILD_PARAMETER, GPT2__PK_STORAGE_TYPE };
+
+/* Storage types by name: dtype for the slots ('F', 'H', 'B'; 0: a dtype the model cannot use, allowed for the
+   tensors it ignores, such as the causal-mask buffers older transformers saved as bool or uint8). */
+static const struct { const char *name, *dtype_name; char dtype; unsigned char esize; } gpt2__pt_storages[] = {
+    {"FloatStorage", "float32", 'F', 4}, {"HalfStorage", "float16", 'H', 2}, {"BFloat16Storage", "bfloat16", 'B', 2},
+    {"DoubleStorage", "float64", 0, 8}, {"LongStorage", "int64", 0, 8},      {"IntStorage", "int32", 0, 4},
+    {"ShortStorage", "int16", 0, 2},    {"CharStorage", "int8", 0, 1},       {"ByteStorage", "uint8", 0, 1},
+    {"BoolStorage", "bool", 0, 1}};
+#define GPT2__PT_N_STORAGES ((int)(sizeof gpt2__pt_storages / sizeof gpt2__pt_storages[0]))
+
+typedef struct gpt2__pk_obj {
+    unsigned char type, sub; /* sub: a global's id; a storage's type index; 1 for a dict made by OrderedDict() */
+    unsigned short depth;    /* nesting of containers, bounded */
+    int n, cap, *items;      /* tuple, list: n items; dict: n pairs as key, value, key, value, ... */
+    int64_t i;               /* int, bool; storage: element count; tensor: index in the tensor table */
+    const unsigned char *s;  /* str (UTF-8, not NUL-terminated) or a storage's key */
+    size_t slen;
+} gpt2__pk_obj;
+
+/* A tensor as _rebuild_tensor_v2 describes it: a view of a storage, row-major when contiguous is set. */
+typedef struct gpt2__pk_tensor {
+    int storage, ndim, contiguous;
+    int64_t offset, numel, shape[8];
+} gpt2__pk_tensor;
+
+typedef struct gpt2__pk {
+    const unsigned char *d;
+    size_t len, pos, op; /* op: the offset of the opcode being read, for messages */
+    const char *file;
+    gpt2__pk_obj *obj;
+    int n_obj, cap_obj;
+    int stack[GPT2__PK_MAX_STACK], sp;
+    int marks[GPT2__PK_MAX_MARKS], n_marks;
+    int *memo;
+    size_t n_memo, n_memoized; /* the memo's size; how many of its entries are set (MEMOIZE's next index) */
+    gpt2__pk_tensor *t;
+    int n_t, cap_t;
+    gpt2_status new_failed; /* why gpt2__pk_new last returned -1 */
+} gpt2__pk;
+
+static gpt2_status gpt2__pk_err(gpt2__pk *u, const char *fmt, ...) GPT2__PRINTF(2, 3);
+static gpt2_status gpt2__pk_err(gpt2__pk *u, const char *fmt, ...) {
+    char what[320];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(what, sizeof what, fmt, ap);
+    va_end(ap);
+    return gpt2__fail(GPT2_ERR_FORMAT, "%s: data.pkl at byte %zu: %s", u->file, u->op, what);
+}
+
+/* Grows *p (an array of *cap elements of size esz) to hold at least need, doubling, up to max. */
+static int gpt2__grow(void **p, int *cap, int need, int max, size_t esz) {
+    if (need <= *cap) return 1;
+    if (need > max) return 0;
+    int c = *cap ? *cap : 8;
+    while (c < need) c = c > max / 2 ? max : 2 * c;
+    void *q = gpt2__alloc((size_t)c * esz);
+    if (!q) return 0;
+    if (*cap) memcpy(q, *p, (size_t)*cap * esz);
+    GPT2_FREE(*p);
+    *p = q;
+    *cap = c;
+    return 1;
+}
+
+/* A new object of the given type: its index, or -1 after recording why. */
+static int gpt2__pk_new(gpt2__pk *u, int type) {
+    if (!gpt2__grow((void **)&u->obj, &u->cap_obj, u->n_obj + 1, GPT2__PK_MAX_OBJECTS, sizeof(gpt2__pk_obj))) {
+        u->new_failed = u->n_obj + 1 > GPT2__PK_MAX_OBJECTS ? gpt2__pk_err(u, "more than %d objects", GPT2__PK_MAX_OBJECTS)
+                                                            : gpt2__fail(GPT2_ERR_OOM, "%s: cannot allocate the unpickler's objects", u->file);
+        return -1;
+    }
+    gpt2__pk_obj *o = &u->obj[u->n_obj];
+    memset(o, 0, sizeof *o);
+    o->type = (unsigned char)type;
+    return u->n_obj++;
+}
+
+static gpt2_status gpt2__pk_push(gpt2__pk *u, int k) {
+    if (k < 0) return u->new_failed;
+    if (u->sp >= GPT2__PK_MAX_STACK) return gpt2__pk_err(u, "the stack is deeper than %d", GPT2__PK_MAX_STACK);
+    u->stack[u->sp++] = k;
+    return GPT2_OK;
+}
+
+/* How many values lie above the innermost mark (the only ones an opcode may pop). */
+static int gpt2__pk_avail(const gpt2__pk *u) { return u->sp - (u->n_marks ? u->marks[u->n_marks - 1] : 0); }
+
+/* Appends n object indices to container c, keeping its nesting depth bounded. */
+static gpt2_status gpt2__pk_append(gpt2__pk *u, int c, const int *items, int n) {
+    gpt2__pk_obj *o = &u->obj[c];
+    if (!gpt2__grow((void **)&o->items, &o->cap, o->n + n, INT32_MAX / 2, sizeof(int)))
+        return gpt2__fail(GPT2_ERR_OOM, "%s: cannot allocate the unpickler's containers", u->file);
+    for (int k = 0; k < n; k++) {
+        o->items[o->n++] = items[k];
+        int d = u->obj[items[k]].depth + 1;
+        if (d > o->depth) o->depth = (unsigned short)(d > GPT2__PK_MAX_DEPTH + 1 ? GPT2__PK_MAX_DEPTH + 1 : d);
+    }
+    if (o->depth > GPT2__PK_MAX_DEPTH) return gpt2__pk_err(u, "values nested more than %d deep", GPT2__PK_MAX_DEPTH);
+    return GPT2_OK;
+}
+
+/* A tuple of the top n values (which are popped). */
+static gpt2_status gpt2__pk_tuple(gpt2__pk *u, int n) {
+    if (gpt2__pk_avail(u) < n) return gpt2__pk_err(u, "stack underflow");
+    int k = gpt2__pk_new(u, GPT2__PK_TUPLE);
+    if (k < 0) return gpt2__pk_push(u, k);
+    u->sp -= n;
+    gpt2_status st = gpt2__pk_append(u, k, u->stack + u->sp, n);
+    return st ? st : gpt2__pk_push(u, k);
+}
+
+static int gpt2__pk_is_int(const gpt2__pk *u, int k) { return u->obj[k].type == GPT2__PK_INT; }
+
+/* Names an opcode PyTorch does not write, for the message refusing it. */
+static const char *gpt2__pk_opname(int op) {
+    static const struct { unsigned char op; const char *name; } names[] = {
+        {0x81, "NEWOBJ"}, {0x92, "NEWOBJ_EX"}, {'i', "INST"}, {'o', "OBJ"}, {'P', "PERSID"},
+        {'G', "BINFLOAT"}, {'F', "FLOAT"}, {'I', "INT"}, {'L', "LONG"}, {0x8b, "LONG4"}, {'S', "STRING"},
+        {'T', "BINSTRING"}, {'U', "SHORT_BINSTRING"}, {'V', "UNICODE"}, {'B', "BINBYTES"}, {'C', "SHORT_BINBYTES"},
+        {0x8e, "BINBYTES8"}, {0x8d, "BINUNICODE8"}, {0x96, "BYTEARRAY8"}, {0x82, "EXT1"}, {0x83, "EXT2"}, {0x84, "EXT4"},
+        {'0', "POP"}, {'1', "POP_MARK"}, {'2', "DUP"}, {'g', "GET"}, {'p', "PUT"}, {'d', "DICT"}, {'l', "LIST"},
+        {0x8f, "EMPTY_SET"}, {0x90, "ADDITEMS"}, {0x91, "FROZENSET"}, {0x97, "NEXT_BUFFER"}, {0x98, "READONLY_BUFFER"}};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (names[i].op == op) return names[i].name;
+    return "unknown";
+}
+
+/* Pushes the global module.name, if it is one a state dict uses (GLOBAL reads the two names from the opcode's
+   text, STACK_GLOBAL, protocol 4's form, pops them as strings). */
+static gpt2_status gpt2__pk_global(gpt2__pk *u, int from_stack) {
+    const char *lines[2];
+    size_t lens[2];
+    for (int l = 0; l < 2; l++) {
+        if (from_stack) {
+            if (gpt2__pk_avail(u) < 2 - l) return gpt2__pk_err(u, "stack underflow");
+            const gpt2__pk_obj *o = &u->obj[u->stack[u->sp - 2 + l]];
+            if (o->type != GPT2__PK_STR) return gpt2__pk_err(u, "STACK_GLOBAL with names that are not strings");
+            lines[l] = (const char *)o->s;
+            lens[l] = o->slen;
+            continue;
+        }
+        const unsigned char *nl = (const unsigned char *)memchr(u->d + u->pos, '\n', u->len - u->pos < 256 ? u->len - u->pos : 256);
+        if (!nl) return gpt2__pk_err(u, "GLOBAL without a newline-terminated name within 256 bytes");
+        lines[l] = (const char *)u->d + u->pos;
+        lens[l] = (size_t)(nl - (u->d + u->pos));
+        u->pos += lens[l] + 1;
+    }
+    if (from_stack) u->sp -= 2;
+    int id = 0;
+#define GPT2__IS(l, s) (lens[l] == sizeof(s) - 1 && !memcmp(lines[l], s, sizeof(s) - 1))
+    if (GPT2__IS(0, "collections") && GPT2__IS(1, "OrderedDict")) id = GPT2__PK_ORDERED_DICT;
+    else if (GPT2__IS(0, "torch._utils") && GPT2__IS(1, "_rebuild_tensor_v2")) id = GPT2__PK_REBUILD_TENSOR;
+    else if (GPT2__IS(0, "torch._utils") && GPT2__IS(1, "_rebuild_parameter")) id = GPT2__PK_REBUILD_PARAMETER;
+    else if (GPT2__IS(0, "torch"))
+        for (int s = 0; s < GPT2__PT_N_STORAGES && !id; s++)
+            if (lens[1] == strlen(gpt2__pt_storages[s].name) && !memcmp(lines[1], gpt2__pt_storages[s].name, lens[1]))
+                id = GPT2__PK_STORAGE_TYPE + s;
+#undef GPT2__IS
+    if (!id) {
+        char shown[2][64];
+        for (int l = 0; l < 2; l++) { /* printable ASCII only, cut at 60 bytes */
+            size_t n = 0;
+            for (size_t i = 0; i < lens[l] && n < 60; i++) shown[l][n++] = lines[l][i] >= 0x20 && lines[l][i] < 0x7f ? lines[l][i] : '?';
+            shown[l][n] = 0;
+        }
+        return gpt2__pk_err(u, "global %s.%s is not allowed (a state dict names only collections.OrderedDict, "
+                               "torch._utils._rebuild_tensor_v2 and torch's storage types)", shown[0], shown[1]);
+    }
+    int k = gpt2__pk_new(u, GPT2__PK_GLOBAL);
+    if (k >= 0) u->obj[k].sub = (unsigned char)id;
+    return gpt2__pk_push(u, k);
+}
+
+/* BINPERSID: ('storage', storage type, key, location, numel) names the storage in entry data/KEY. */
+static gpt2_status gpt2__pk_persid(gpt2__pk *u) {
+    if (gpt2__pk_avail(u) < 1) return gpt2__pk_err(u, "stack underflow");
+    const gpt2__pk_obj *pid = &u->obj[u->stack[--u->sp]];
+    if (pid->type != GPT2__PK_TUPLE || pid->n != 5) return gpt2__pk_err(u, "a persistent id that is not a 5-tuple");
+    const gpt2__pk_obj *tag = &u->obj[pid->items[0]], *type = &u->obj[pid->items[1]], *key = &u->obj[pid->items[2]];
+    const gpt2__pk_obj *loc = &u->obj[pid->items[3]], *numel = &u->obj[pid->items[4]];
+    if (tag->type != GPT2__PK_STR || tag->slen != 7 || memcmp(tag->s, "storage", 7))
+        return gpt2__pk_err(u, "a persistent id that is not a storage");
+    if (type->type != GPT2__PK_GLOBAL || type->sub < GPT2__PK_STORAGE_TYPE)
+        return gpt2__pk_err(u, "a storage whose type is not one of torch's storage types");
+    if (key->type != GPT2__PK_STR || key->slen == 0 || key->slen > 64 || memchr(key->s, 0, key->slen) ||
+        loc->type != GPT2__PK_STR || numel->type != GPT2__PK_INT || numel->i < 0)
+        return gpt2__pk_err(u, "a storage with a malformed key, location or size");
+    gpt2__pk_obj storage; /* (copied before gpt2__pk_new may move the objects) */
+    memset(&storage, 0, sizeof storage);
+    storage.type = GPT2__PK_STORAGE;
+    storage.sub = (unsigned char)(type->sub - GPT2__PK_STORAGE_TYPE);
+    storage.s = key->s;
+    storage.slen = key->slen;
+    storage.i = numel->i;
+    int k = gpt2__pk_new(u, GPT2__PK_STORAGE);
+    if (k >= 0) u->obj[k] = storage;
+    return gpt2__pk_push(u, k);
+}
+
+/* _rebuild_tensor_v2(storage, storage_offset, size, stride, requires_grad, backward_hooks[, metadata]) */
+static gpt2_status gpt2__pk_rebuild_tensor(gpt2__pk *u, const gpt2__pk_obj *args) {
+    if (args->n != 6 && args->n != 7) return gpt2__pk_err(u, "_rebuild_tensor_v2 with %d arguments (expected 6 or 7)", args->n);
+    const int *a = args->items;
+    const gpt2__pk_obj *size = &u->obj[a[2]], *stride = &u->obj[a[3]];
+    if (u->obj[a[0]].type != GPT2__PK_STORAGE || !gpt2__pk_is_int(u, a[1]) || u->obj[a[1]].i < 0 ||
+        size->type != GPT2__PK_TUPLE || stride->type != GPT2__PK_TUPLE || size->n != stride->n || size->n > 8 ||
+        u->obj[a[4]].type != GPT2__PK_BOOL)
+        return gpt2__pk_err(u, "_rebuild_tensor_v2 with malformed arguments (storage, offset, size, stride, requires_grad)");
+    if (u->n_t >= GPT2__PK_MAX_TENSORS) return gpt2__pk_err(u, "more than %d tensors", GPT2__PK_MAX_TENSORS);
+    if (!gpt2__grow((void **)&u->t, &u->cap_t, u->n_t + 1, GPT2__PK_MAX_TENSORS, sizeof(gpt2__pk_tensor)))
+        return gpt2__fail(GPT2_ERR_OOM, "%s: cannot allocate the tensor table", u->file);
+    gpt2__pk_tensor *t = &u->t[u->n_t];
+    memset(t, 0, sizeof *t);
+    t->storage = a[0];
+    t->offset = u->obj[a[1]].i;
+    t->ndim = size->n;
+    t->numel = 1;
+    t->contiguous = 1;
+    int64_t expect = 1;
+    for (int d = size->n - 1; d >= 0; d--) {
+        const gpt2__pk_obj *n = &u->obj[size->items[d]], *s = &u->obj[stride->items[d]];
+        if (n->type != GPT2__PK_INT || s->type != GPT2__PK_INT || n->i < 0 || n->i > ((int64_t)1 << 40))
+            return gpt2__pk_err(u, "a tensor's size or stride is not a small non-negative integer");
+        t->shape[d] = n->i;
+        if (n->i != 1 && s->i != expect) t->contiguous = 0; /* as torch's is_contiguous: size-1 dims have any stride */
+        if (expect > ((int64_t)1 << 40) || (t->numel && t->numel > ((int64_t)1 << 40))) /* products stay below 2^80 */
+            return gpt2__pk_err(u, "a tensor of more than 2^40 elements");
+        expect *= n->i;
+        t->numel *= n->i;
+    }
+    if (t->numel > ((int64_t)1 << 40)) return gpt2__pk_err(u, "a tensor of more than 2^40 elements");
+    int k = gpt2__pk_new(u, GPT2__PK_TENSOR);
+    if (k >= 0) u->obj[k].i = u->n_t++;
+    return gpt2__pk_push(u, k);
+}
+
+static gpt2_status gpt2__pk_reduce(gpt2__pk *u) {
+    if (gpt2__pk_avail(u) < 2) return gpt2__pk_err(u, "stack underflow");
+    const gpt2__pk_obj *args = &u->obj[u->stack[u->sp - 1]], *f = &u->obj[u->stack[u->sp - 2]];
+    u->sp -= 2;
+    if (f->type != GPT2__PK_GLOBAL) return gpt2__pk_err(u, "REDUCE on a value that is not a global");
+    if (args->type != GPT2__PK_TUPLE) return gpt2__pk_err(u, "REDUCE with arguments that are not a tuple");
+    if (f->sub == GPT2__PK_ORDERED_DICT) {
+        if (args->n != 0) return gpt2__pk_err(u, "OrderedDict called with arguments");
+        int k = gpt2__pk_new(u, GPT2__PK_DICT);
+        if (k >= 0) u->obj[k].sub = 1;
+        return gpt2__pk_push(u, k);
+    }
+    if (f->sub == GPT2__PK_REBUILD_TENSOR) return gpt2__pk_rebuild_tensor(u, args);
+    if (f->sub == GPT2__PK_REBUILD_PARAMETER) { /* _rebuild_parameter(data, requires_grad, backward_hooks) */
+        if (args->n != 3 || u->obj[args->items[0]].type != GPT2__PK_TENSOR || u->obj[args->items[1]].type != GPT2__PK_BOOL)
+            return gpt2__pk_err(u, "_rebuild_parameter with malformed arguments");
+        return gpt2__pk_push(u, args->items[0]);
+    }
+    return gpt2__pk_err(u, "REDUCE calls torch.%s, which is a storage type, not a function", gpt2__pt_storages[f->sub - GPT2__PK_STORAGE_TYPE].name);
+}
+
+/* Runs data.pkl; on success *result is the state dict's object (a dict). */
+static gpt2_status gpt2__pk_run(gpt2__pk *u, int *result) {
+    gpt2_status st = GPT2_OK;
+    for (;;) {
+        if (u->pos >= u->len) return gpt2__fail(GPT2_ERR_FORMAT, "%s: data.pkl ends without STOP (truncated)", u->file);
+        u->op = u->pos;
+        int op = u->d[u->pos++];
+        size_t left = u->len - u->pos;
+        uint64_t n = 0;
+        int k;
+        switch (op) {
+        case 0x80: /* PROTO */
+            if (left < 1 || u->d[u->pos] > 5) return gpt2__pk_err(u, "bad PROTO");
+            u->pos++;
+            break;
+        case 0x95: /* FRAME: a length hint */
+            if (left < 8 || gpt2__le(u->d + u->pos, 8) > left - 8) return gpt2__pk_err(u, "FRAME past the end");
+            u->pos += 8;
+            break;
+        case '(': /* MARK */
+            if (u->n_marks >= GPT2__PK_MAX_MARKS) return gpt2__pk_err(u, "marks nested more than %d deep", GPT2__PK_MAX_MARKS);
+            u->marks[u->n_marks++] = u->sp;
+            break;
+        case '}': st = gpt2__pk_push(u, gpt2__pk_new(u, GPT2__PK_DICT)); break;
+        case ']': st = gpt2__pk_push(u, gpt2__pk_new(u, GPT2__PK_LIST)); break;
+        case ')': st = gpt2__pk_push(u, gpt2__pk_new(u, GPT2__PK_TUPLE)); break;
+        case 'N': st = gpt2__pk_push(u, gpt2__pk_new(u, GPT2__PK_NONE)); break;
+        case 0x88: case 0x89: /* NEWTRUE, NEWFALSE */
+            if ((k = gpt2__pk_new(u, GPT2__PK_BOOL)) >= 0) u->obj[k].i = op == 0x88;
+            st = gpt2__pk_push(u, k);
+            break;
+        case 'X': case 0x8c: { /* BINUNICODE (4-byte length), SHORT_BINUNICODE (1-byte length) */
+            int w = op == 'X' ? 4 : 1;
+            if (left < (size_t)w) return gpt2__pk_err(u, "string length past the end");
+            n = gpt2__le(u->d + u->pos, w);
+            if (n > GPT2__PK_MAX_STRING) return gpt2__pk_err(u, "a string of %llu bytes (the limit is %d)", (unsigned long long)n, GPT2__PK_MAX_STRING);
+            if (n > left - (size_t)w) return gpt2__pk_err(u, "a string of %llu bytes runs past the end", (unsigned long long)n);
+            if ((k = gpt2__pk_new(u, GPT2__PK_STR)) >= 0) { u->obj[k].s = u->d + u->pos + w; u->obj[k].slen = (size_t)n; }
+            u->pos += (size_t)w + (size_t)n;
+            st = gpt2__pk_push(u, k);
+            break;
+        }
+        case 'J': case 'K': case 'M': { /* BININT (int32), BININT1 (uint8), BININT2 (uint16) */
+            int w = op == 'J' ? 4 : op == 'K' ? 1 : 2;
+            if (left < (size_t)w) return gpt2__pk_err(u, "integer past the end");
+            if ((k = gpt2__pk_new(u, GPT2__PK_INT)) >= 0)
+                u->obj[k].i = op == 'J' ? (int64_t)(int32_t)(uint32_t)gpt2__le(u->d + u->pos, 4) : (int64_t)gpt2__le(u->d + u->pos, w);
+            u->pos += (size_t)w;
+            st = gpt2__pk_push(u, k);
+            break;
+        }
+        case 0x8a: { /* LONG1: n bytes, little-endian two's complement; up to 8 here */
+            if (left < 1 || (n = u->d[u->pos]) > left - 1) return gpt2__pk_err(u, "LONG1 past the end");
+            if (n > 8) return gpt2__pk_err(u, "an integer of %u bytes (at most 8 are read)", (unsigned)n);
+            uint64_t v = n ? gpt2__le(u->d + u->pos + 1, (int)n) : 0;
+            if (n && n < 8 && (u->d[u->pos + n] & 0x80)) v |= ~(uint64_t)0 << (8 * n); /* sign-extend */
+            if ((k = gpt2__pk_new(u, GPT2__PK_INT)) >= 0) u->obj[k].i = (int64_t)v;
+            u->pos += 1 + (size_t)n;
+            st = gpt2__pk_push(u, k);
+            break;
+        }
+        case 't': /* TUPLE: everything above the mark */
+            if (!u->n_marks) return gpt2__pk_err(u, "TUPLE without a MARK");
+            k = gpt2__pk_avail(u);
+            u->n_marks--;
+            st = gpt2__pk_tuple(u, k);
+            break;
+        case 0x85: case 0x86: case 0x87: st = gpt2__pk_tuple(u, op - 0x84); break; /* TUPLE1..3 */
+        case 'q': case 'r': case 0x94: { /* BINPUT (1-byte index), LONG_BINPUT (4-byte), MEMOIZE (the next index) */
+            int w = op == 'q' ? 1 : op == 'r' ? 4 : 0;
+            if (left < (size_t)w) return gpt2__pk_err(u, "memo index past the end");
+            n = w ? gpt2__le(u->d + u->pos, w) : u->n_memoized;
+            u->pos += (size_t)w;
+            if (n >= GPT2__PK_MAX_MEMO || n >= u->len)
+                return gpt2__pk_err(u, "memo index %llu is over the limit (%d, and the pickle's size)", (unsigned long long)n, GPT2__PK_MAX_MEMO);
+            if (gpt2__pk_avail(u) < 1) return gpt2__pk_err(u, "memoizing an empty stack");
+            if (n >= u->n_memo) {
+                int cap = (int)u->n_memo;
+                if (!gpt2__grow((void **)&u->memo, &cap, (int)n + 1, GPT2__PK_MAX_MEMO, sizeof(int)))
+                    return gpt2__fail(GPT2_ERR_OOM, "%s: cannot allocate the unpickler's memo", u->file);
+                for (size_t i = u->n_memo; i < (size_t)cap; i++) u->memo[i] = -1;
+                u->n_memo = (size_t)cap;
+            }
+            u->n_memoized += u->memo[n] < 0;
+            u->memo[n] = u->stack[u->sp - 1];
+            break;
+        }
+        case 'h': case 'j': { /* BINGET, LONG_BINGET */
+            int w = op == 'h' ? 1 : 4;
+            if (left < (size_t)w) return gpt2__pk_err(u, "memo index past the end");
+            n = gpt2__le(u->d + u->pos, w);
+            u->pos += (size_t)w;
+            if (n >= u->n_memo || u->memo[n] < 0) return gpt2__pk_err(u, "memo index %llu was never set", (unsigned long long)n);
+            st = gpt2__pk_push(u, u->memo[n]);
+            break;
+        }
+        case 'u': case 'e': { /* SETITEMS (key, value pairs), APPENDS: the values above the mark into the container below it */
+            if (!u->n_marks) return gpt2__pk_err(u, "%s without a MARK", op == 'u' ? "SETITEMS" : "APPENDS");
+            int base = u->marks[--u->n_marks];
+            k = u->sp - base;
+            if (base < 1 || (u->n_marks && base - 1 < u->marks[u->n_marks - 1])) return gpt2__pk_err(u, "stack underflow");
+            gpt2__pk_obj *c = &u->obj[u->stack[base - 1]];
+            if (c->type != (op == 'u' ? GPT2__PK_DICT : GPT2__PK_LIST))
+                return gpt2__pk_err(u, "%s on a value that is not a %s", op == 'u' ? "SETITEMS" : "APPENDS", op == 'u' ? "dict" : "list");
+            if (op == 'u' && (k & 1)) return gpt2__pk_err(u, "SETITEMS with a key and no value");
+            st = gpt2__pk_append(u, u->stack[base - 1], u->stack + base, k);
+            u->sp = base;
+            break;
+        }
+        case 's': case 'a': { /* SETITEM (key, value), APPEND (value) */
+            int m = op == 's' ? 2 : 1;
+            if (gpt2__pk_avail(u) < m + 1) return gpt2__pk_err(u, "stack underflow");
+            int c = u->stack[u->sp - m - 1];
+            if (u->obj[c].type != (op == 's' ? GPT2__PK_DICT : GPT2__PK_LIST))
+                return gpt2__pk_err(u, "%s on a value that is not a %s", op == 's' ? "SETITEM" : "APPEND", op == 's' ? "dict" : "list");
+            st = gpt2__pk_append(u, c, u->stack + u->sp - m, m);
+            u->sp -= m;
+            break;
+        }
+        case 'b': { /* BUILD: only an OrderedDict's own attributes (a state dict's _metadata), which are not needed */
+            if (gpt2__pk_avail(u) < 2) return gpt2__pk_err(u, "stack underflow");
+            const gpt2__pk_obj *state = &u->obj[u->stack[u->sp - 1]], *target = &u->obj[u->stack[u->sp - 2]];
+            if (target->type != GPT2__PK_DICT || target->sub != 1 || state->type != GPT2__PK_DICT)
+                return gpt2__pk_err(u, "BUILD on something other than an OrderedDict's attributes");
+            u->sp--;
+            break;
+        }
+        case 'c': case 0x93: st = gpt2__pk_global(u, op == 0x93); break; /* GLOBAL, STACK_GLOBAL */
+        case 'Q': st = gpt2__pk_persid(u); break;
+        case 'R': st = gpt2__pk_reduce(u); break;
+        case '.': /* STOP */
+            if (u->n_marks || u->sp != 1) return gpt2__pk_err(u, "STOP with %d values and %d marks left (expected one value)", u->sp, u->n_marks);
+            if (u->obj[u->stack[0]].type != GPT2__PK_DICT) return gpt2__pk_err(u, "the pickle holds no dict (not a state dict)");
+            *result = u->stack[0];
+            return GPT2_OK;
+        default:
+            return gpt2__pk_err(u, "opcode 0x%02X (%s) is not one PyTorch writes for a state dict", op, gpt2__pk_opname(op));
+        }
+        if (st) return st;
+    }
+}
+
+static void gpt2__pk_free(gpt2__pk *u) {
+    for (int i = 0; i < u->n_obj; i++) GPT2_FREE(u->obj[i].items);
+    GPT2_FREE(u->obj);
+    GPT2_FREE(u->memo);
+    GPT2_FREE(u->t);
+}
+
+/* A PyTorch checkpoint opened: its entries, its unpickled state dict, and the archive's name prefix. */
+typedef struct gpt2__pt {
+    const unsigned char *data;
+    const char *file;
+    gpt2__zip_entry *e;
+    int n_e;
+    const char *prefix; /* "ARCHIVE/" (not NUL-terminated) */
+    size_t prefix_len;
+    gpt2__pk *u;
+    int dict; /* the state dict's object */
+} gpt2__pt;
+
+static int gpt2__pt_count(const gpt2__pt *pt) { return pt->u->obj[pt->dict].n / 2; }
+
+static void gpt2__pt_close(gpt2__pt *pt) {
+    if (pt->u) gpt2__pk_free(pt->u);
+    GPT2_FREE(pt->u);
+    GPT2_FREE(pt->e);
+    memset(pt, 0, sizeof *pt);
+}
+
+static gpt2_status gpt2__pt_open(gpt2__pt *pt, const unsigned char *data, size_t len, const char *file) {
+    memset(pt, 0, sizeof *pt);
+    pt->data = data;
+    pt->file = file;
+    if (len >= 2 && data[0] == 0x80 && data[1] <= 5)
+        return gpt2__fail(GPT2_ERR_FORMAT, "%s: saved by torch < 1.6 (legacy format): re-save with torch.save(..., "
+                                           "_use_new_zipfile_serialization=True) or convert to safetensors", file);
+    if (len < 4 || gpt2__le(data, 4) != 0x04034b50u)
+        return gpt2__fail(GPT2_ERR_FORMAT, "%s: not a PyTorch checkpoint (torch.save writes a zip file; this does not start as one)", file);
+    gpt2_status st = gpt2__zip_read(data, len, file, &pt->e, &pt->n_e);
+    if (st) return st;
+    /* the one ARCHIVE/data.pkl */
+    const gpt2__zip_entry *pkl = NULL;
+    for (int i = 0; i < pt->n_e; i++) {
+        const gpt2__zip_entry *e = &pt->e[i];
+        const char *slash = (const char *)memchr(e->name, '/', e->name_len);
+        if (!slash || (size_t)(slash - e->name) + 9 != e->name_len || memcmp(slash, "/data.pkl", 9)) continue;
+        if (pkl) { st = gpt2__fail(GPT2_ERR_FORMAT, "%s: the zip holds two data.pkl entries", file); break; }
+        pkl = e;
+    }
+    if (!st && !pkl) st = gpt2__fail(GPT2_ERR_FORMAT, "%s: a zip without ARCHIVE/data.pkl (not a torch.save checkpoint)", file);
+    if (st) { gpt2__pt_close(pt); return st; }
+    pt->prefix = pkl->name;
+    pt->prefix_len = pkl->name_len - 8;
+    /* byteorder, when present, must be little */
+    char bo[64];
+    if ((size_t)snprintf(bo, sizeof bo, "%.*sbyteorder", (int)pt->prefix_len, pt->prefix) < sizeof bo) {
+        const gpt2__zip_entry *b = gpt2__zip_find(pt->e, pt->n_e, bo, strlen(bo));
+        if (b && !((b->size == 6 || (b->size == 7 && data[b->data + 6] == '\n')) && !memcmp(data + b->data, "little", 6))) {
+            gpt2__pt_close(pt);
+            return gpt2__fail(GPT2_ERR_FORMAT, "%s: saved with byteorder other than \"little\" (big-endian tensors are not supported)", file);
+        }
+    }
+    if (pkl->size > GPT2__PK_MAX_PICKLE) {
+        gpt2__pt_close(pt);
+        return gpt2__fail(GPT2_ERR_FORMAT, "%s: data.pkl is %zu bytes, over the %zu-byte limit", file, pkl->size, GPT2__PK_MAX_PICKLE);
+    }
+    pt->u = (gpt2__pk *)gpt2__zalloc(sizeof *pt->u);
+    if (!pt->u) { gpt2__pt_close(pt); return gpt2__fail(GPT2_ERR_OOM, "%s: cannot allocate the unpickler", file); }
+    pt->u->d = data + pkl->data;
+    pt->u->len = pkl->size;
+    pt->u->file = file;
+    st = gpt2__pk_run(pt->u, &pt->dict);
+    if (!st && gpt2__pt_count(pt) > GPT2__PK_MAX_TENSORS)
+        st = gpt2__fail(GPT2_ERR_FORMAT, "%s: the state dict has %d entries (the limit is %d)", file, gpt2__pt_count(pt), GPT2__PK_MAX_TENSORS);
+    if (st) { gpt2__pt_close(pt); return st; }
+    return GPT2_OK;
+}
+
+/* The state dict's k-th pair: its name into name[256] (NUL-terminated) and its tensor. */
+static gpt2_status gpt2__pt_item(const gpt2__pt *pt, int k, char *name, const gpt2__pk_tensor **t) {
+    const gpt2__pk *u = pt->u;
+    const gpt2__pk_obj *d = &u->obj[pt->dict];
+    const gpt2__pk_obj *key = &u->obj[d->items[2 * k]], *v = &u->obj[d->items[2 * k + 1]];
+    if (key->type != GPT2__PK_STR) return gpt2__fail(GPT2_ERR_FORMAT, "%s: the state dict's key %d is not a string", pt->file, k);
+    if (key->slen >= 256 || memchr(key->s, 0, key->slen))
+        return gpt2__fail(GPT2_ERR_FORMAT, "%s: the state dict's key %d (%zu bytes) is not a tensor name", pt->file, k, key->slen);
+    memcpy(name, key->s, key->slen);
+    name[key->slen] = 0;
+    if (v->type != GPT2__PK_TENSOR) return gpt2__fail(GPT2_ERR_FORMAT, "%s: the state dict's \"%s\" is not a tensor", pt->file, name);
+    *t = &u->t[v->i];
+    return GPT2_OK;
+}
+
+/* Checks one tensor against its storage's entry (named, sized and in bounds, row-major) and returns where its
+   bytes start and the storage type's index. */
+static gpt2_status gpt2__pt_locate(const gpt2__pt *pt, const char *name, const gpt2__pk_tensor *t, const unsigned char **src,
+                                   int *type) {
+    const gpt2__pk_obj *s = &pt->u->obj[t->storage];
+    char entry[160];
+    snprintf(entry, sizeof entry, "%.*sdata/%.*s", (int)pt->prefix_len, pt->prefix, (int)s->slen, (const char *)s->s);
+    const gpt2__zip_entry *e = gpt2__zip_find(pt->e, pt->n_e, entry, strlen(entry));
+    if (!e) return gpt2__fail(GPT2_ERR_FORMAT, "%s: tensor \"%s\": its storage's entry %s is missing", pt->file, name, entry);
+    size_t esize = gpt2__pt_storages[s->sub].esize, bytes;
+    if (!gpt2__mul_ok((size_t)s->i, esize, &bytes) || bytes != e->size)
+        return gpt2__fail(GPT2_ERR_FORMAT, "%s: tensor \"%s\": entry %s holds %zu bytes, the pickle says %lld elements of %zu bytes",
+                          pt->file, name, entry, e->size, (long long)s->i, esize);
+    if (!t->contiguous)
+        return gpt2__fail(GPT2_ERR_FORMAT, "%s: tensor \"%s\" is not contiguous (its strides are not row-major); "
+                                           "save tensor.contiguous()", pt->file, name);
+    if (t->offset > s->i || t->numel > s->i - t->offset)
+        return gpt2__fail(GPT2_ERR_FORMAT, "%s: tensor \"%s\": elements [%lld, +%lld) lie outside its storage of %lld elements",
+                          pt->file, name, (long long)t->offset, (long long)t->numel, (long long)s->i);
+    *src = pt->data + e->data + (size_t)t->offset * esize;
+    *type = s->sub;
+    return GPT2_OK;
+}
+
+/* As gpt2__read_safetensors, for a checkpoint saved by torch.save (PyTorch's zip format): fills every slot's
+   src, dtype and found from the state dict; names may carry the "transformer." prefix; the ignored tensors
+   (causal-mask buffers, lm_head.weight) may have any dtype; every tensor of a slot must have its exact shape. */
+static gpt2_status gpt2__read_pytorch_zip(const unsigned char *data, size_t len, const char *file, gpt2__slot *slots, int n_slots) {
+    gpt2__pt pt;
+    gpt2_status st = gpt2__pt_open(&pt, data, len, file);
+    if (st) return st;
+    char name[256];
+    for (int k = 0, n = gpt2__pt_count(&pt); k < n && !st; k++) {
+        const gpt2__pk_tensor *t = NULL;
+        const unsigned char *src = NULL;
+        int type = 0;
+        if ((st = gpt2__pt_item(&pt, k, name, &t)) || (st = gpt2__pt_locate(&pt, name, t, &src, &type))) break;
+        const char *key = strncmp(name, "transformer.", 12) ? name : name + 12;
+        gpt2__slot *s = NULL;
+        for (int i = 0; i < n_slots && !s; i++) if (!strcmp(slots[i].name, key)) s = &slots[i];
+        if (!s) {
+            if (!gpt2__ignored_tensor(key))
+                st = gpt2__fail(GPT2_ERR_FORMAT, "%s: unexpected tensor \"%s\" (not part of a GPT-2 model with this config)", file, name);
+            continue;
+        }
+        if (s->found) { st = gpt2__fail(GPT2_ERR_FORMAT, "%s: tensor \"%s\" appears twice", file, name); break; }
+        if (!gpt2__pt_storages[type].dtype) {
+            st = gpt2__fail(GPT2_ERR_FORMAT, "%s: tensor \"%s\" has dtype %s (expected float32, float16 or bfloat16)", file, name,
+                            gpt2__pt_storages[type].dtype_name);
+            break;
+        }
+        int shape_ok = t->ndim == s->ndim;
+        for (int d = 0; shape_ok && d < t->ndim; d++) shape_ok = (uint64_t)t->shape[d] == (uint64_t)s->shape[d];
+        if (!shape_ok) {
+            char got[96] = "";
+            size_t at = 0;
+            for (int d = 0; d < t->ndim && at < sizeof got; d++) {
+                int w = snprintf(got + at, sizeof got - at, d ? ", %lld" : "%lld", (long long)t->shape[d]);
+                at = w < 0 ? sizeof got : at + (size_t)w;
+            }
+            if (s->ndim == 1)
+                st = gpt2__fail(GPT2_ERR_FORMAT, "%s: tensor \"%s\" has shape [%s], expected [%zu] from config.json", file, name, got, s->shape[0]);
+            else
+                st = gpt2__fail(GPT2_ERR_FORMAT, "%s: tensor \"%s\" has shape [%s], expected [%zu, %zu] from config.json", file,
+                                name, got, s->shape[0], s->shape[1]);
+            break;
+        }
+        s->src = src;
+        s->dtype = gpt2__pt_storages[type].dtype;
+        s->found = 1;
+    }
+    gpt2__pt_close(&pt);
+    if (st) return st;
+    for (int i = 0; i < n_slots; i++)
+        if (!slots[i].found && !slots[i].optional) return gpt2__fail(GPT2_ERR_FORMAT, "%s: tensor \"%s\" is missing", file, slots[i].name);
+    return GPT2_OK;
+}
+
+/* ---------------------------------------------------------------- loader: a model's checkpoint files */
+
+/* A growable list of tensor names (each allocated). */
+typedef struct gpt2__names { char **v; int n, cap; } gpt2__names;
+
+static void gpt2__names_free(gpt2__names *l) {
+    for (int i = 0; i < l->n; i++) GPT2_FREE(l->v[i]);
+    GPT2_FREE(l->v);
+    memset(l, 0, sizeof *l);
+}
+
+static gpt2_status gpt2__names_add(gpt2__names *l, const char *s) {
+    size_t n = strlen(s);
+    char *c = (char *)gpt2__alloc(n + 1);
+    if (!c || !gpt2__grow((void **)&l->v, &l->cap, l->n + 1, INT32_MAX / 2, sizeof(char *))) {
+        GPT2_FREE(c);
+        return gpt2__fail(GPT2_ERR_OOM, "cannot allocate a list of tensor names");
+    }
+    memcpy(c, s, n + 1);
+    l->v[l->n++] = c;
+    return GPT2_OK;
+}
+
+/* The tensor names a safetensors header lists (its entries are checked later, by gpt2__read_safetensors). */
+static gpt2_status gpt2__safetensors_names(const unsigned char *data, size_t len, const char *file, gpt2__names *out) {
+    if (len < 8) return gpt2__fail(GPT2_ERR_FORMAT, "%s: file is %zu bytes, too short for a safetensors header", file, len);
+    uint64_t hlen = gpt2__le(data, 8);
+    if (hlen > len - 8 || hlen > ((uint64_t)100 << 20))
+        return gpt2__fail(GPT2_ERR_FORMAT, "%s: header length %llu exceeds the file size %zu or the 100 MB limit", file,
+                          (unsigned long long)hlen, len);
+    gpt2__json j = {(const char *)data + 8, (const char *)data + 8, (const char *)data + 8 + hlen, file, 0};
+    int first = 1, r;
+    char name[256];
+    size_t nlen;
+    gpt2_status st;
+    while ((r = gpt2__json_member(&j, &first, name, sizeof name, &nlen)) == 1) {
+        if (nlen >= sizeof name || strlen(name) != nlen)
+            return gpt2__fail(GPT2_ERR_FORMAT, "%s: tensor name of %zu bytes is too long or holds a NUL", file, nlen);
+        if ((st = gpt2__json_skip(&j))) return st;
+        if (out->n >= GPT2__PK_MAX_TENSORS) return gpt2__fail(GPT2_ERR_FORMAT, "%s: more than %d tensors", file, GPT2__PK_MAX_TENSORS);
+        if (strcmp(name, "__metadata__") && (st = gpt2__names_add(out, name))) return st;
+    }
+    return r < 0 ? GPT2_ERR_FORMAT : GPT2_OK;
+}
+
+static gpt2_status gpt2__pytorch_names(const unsigned char *data, size_t len, const char *file, gpt2__names *out) {
+    gpt2__pt pt;
+    gpt2_status st = gpt2__pt_open(&pt, data, len, file);
+    char name[256];
+    const gpt2__pk_tensor *t = NULL;
+    for (int k = 0, n = st ? 0 : gpt2__pt_count(&pt); k < n && !st; k++)
+        if (!(st = gpt2__pt_item(&pt, k, name, &t))) st = gpt2__names_add(out, name);
+    gpt2__pt_close(&pt);
+    return st;
+}
+
+/* One file of a checkpoint, mapped; fmt 'S' safetensors, 'P' PyTorch zip. */
+typedef struct gpt2__ckpt_file {
+    char *path;
+    unsigned char *data;
+    size_t len;
+    int mapped; /* as gpt2__map_file says; -1: memory the caller owns */
+    char fmt;
+} gpt2__ckpt_file;
+
+/* A model's weights: one file, or the shards an index's weight_map names (sorted by tensor name here). */
+typedef struct gpt2__ckpt {
+    char name[4096]; /* the file or the index, for messages */
+    gpt2__ckpt_file *files;
+    int n_files, sharded;
+    char **wm_name; /* the weight_map: tensor name -> index into files */
+    int *wm_file, n_wm;
+} gpt2__ckpt;
+
+static void gpt2__ckpt_close(gpt2__ckpt *ck) {
+    for (int i = 0; i < ck->n_files; i++) {
+        gpt2__ckpt_file *f = &ck->files[i];
+        if (f->data && f->mapped >= 0) gpt2__unmap_file(f->data, f->len, f->mapped);
+        GPT2_FREE(f->path);
+    }
+    for (int i = 0; i < ck->n_wm; i++) GPT2_FREE(ck->wm_name[i]);
+    GPT2_FREE(ck->files);
+    GPT2_FREE(ck->wm_name);
+    GPT2_FREE(ck->wm_file);
+    memset(ck, 0, sizeof *ck);
+}
+
+/* Total bytes of the checkpoint's files (the loader's check that the file can hold the config's parameters). */
+static size_t gpt2__ckpt_bytes(const gpt2__ckpt *ck) {
+    size_t total = 0;
+    for (int i = 0; i < ck->n_files; i++) total = ck->files[i].len > (size_t)-1 - total ? (size_t)-1 : total + ck->files[i].len;
+    return total;
+}
+
+static int gpt2__ends_with(const char *s, const char *suffix) {
+    size_t n = strlen(s), m = strlen(suffix);
+    return n >= m && !strcmp(s + n - m, suffix);
+}
+
+/* A checkpoint of one image already in memory (not owned: gpt2_mpi_load's received bytes, a fuzzer's input). */
+static gpt2_status gpt2__ckpt_memory(gpt2__ckpt *ck, const unsigned char *data, size_t len, const char *name, char fmt) {
+    memset(ck, 0, sizeof *ck);
+    snprintf(ck->name, sizeof ck->name, "%s", name);
+    ck->files = (gpt2__ckpt_file *)gpt2__zalloc(sizeof *ck->files);
+    if (!ck->files) return gpt2__fail(GPT2_ERR_OOM, "cannot allocate the checkpoint");
+    ck->n_files = 1;
+    ck->files[0].data = (unsigned char *)data;
+    ck->files[0].len = len;
+    ck->files[0].mapped = -1;
+    ck->files[0].fmt = fmt;
+    return GPT2_OK;
+}
+
+/* Maps path as the checkpoint's next file. */
+static gpt2_status gpt2__ckpt_add(gpt2__ckpt *ck, const char *path, char fmt) {
+    gpt2__ckpt_file *f = &ck->files[ck->n_files];
+    size_t n = strlen(path);
+    f->path = (char *)gpt2__alloc(n + 1);
+    if (!f->path) return gpt2__fail(GPT2_ERR_OOM, "cannot allocate a file name");
+    memcpy(f->path, path, n + 1);
+    f->fmt = fmt;
+    ck->n_files++;
+    return gpt2__map_file(path, &f->data, &f->len, &f->mapped);
+}
+
+/* qsort / bsearch comparators: over an array of strings, and over an array of pointers to strings */
+static int gpt2__str_cmp(const void *a, const void *b) { return strcmp(*(const char *const *)a, *(const char *const *)b); }
+static int gpt2__str_ptr_cmp(const void *a, const void *b) { return strcmp(**(char *const *const *)a, **(char *const *const *)b); }
+
+/* Checks a shard's file name from an index: a plain name in the index's directory. */
+static int gpt2__plain_file_name(const char *s) {
+    return *s && !strchr(s, '/') && !strchr(s, '\\') && !strchr(s, ':') && !strstr(s, "..");
+}
+
+/* Shards named NAME-0000K-of-0000N.EXT (save_pretrained's names): when every shard is so named, with one NAME,
+   N and EXT, the weight_map must name all N of them. A name "NAME-K-of-N.EXT" is split as prefix "NAME-",
+   K, and the tail "-of-N.EXT". */
+static int gpt2__shard_name(const char *base, size_t *k_at, size_t *k_len, long *k, long *n) {
+    const char *of = strstr(base, "-of-"), *p;
+    if (!of) return 0;
+    char *end;
+    *n = strtol(of + 4, &end, 10);
+    if (end == of + 4 || *end != '.' || *n < 1 || *n > 99999) return 0;
+    for (p = of; p > base && p[-1] >= '0' && p[-1] <= '9'; p--) {}
+    if (p == of || p == base || p[-1] != '-' || of - p > 6) return 0;
+    *k = strtol(p, NULL, 10);
+    *k_at = (size_t)(p - base);
+    *k_len = (size_t)(of - p);
+    return 1;
+}
+
+static gpt2_status gpt2__shard_series(const gpt2__ckpt *ck) {
+    const char *first = strrchr(ck->files[0].path, '/') + 1;
+    size_t at0, len0;
+    long k, n0, n;
+    if (!gpt2__shard_name(first, &at0, &len0, &k, &n0)) return GPT2_OK;
+    unsigned char *have = (unsigned char *)gpt2__zalloc((size_t)n0 + 1);
+    if (!have) return gpt2__fail(GPT2_ERR_OOM, "cannot allocate the shards' list");
+    int series = 1;
+    for (int f = 0; f < ck->n_files && series; f++) {
+        const char *b = strrchr(ck->files[f].path, '/') + 1;
+        size_t at, len;
+        series = gpt2__shard_name(b, &at, &len, &k, &n) && n == n0 && at == at0 && !strncmp(b, first, at) &&
+                 !strcmp(b + at + len, first + at0 + len0);
+        if (series && (k < 1 || k > n0)) {
+            GPT2_FREE(have);
+            return gpt2__fail(GPT2_ERR_FORMAT, "%s: the weight_map names shard %s, numbered outside 1..%ld", ck->name, b, n0);
+        }
+        if (series) have[k] = 1;
+    }
+    long missing = 0;
+    for (long i = 1; series && i <= n0 && !missing; i++) if (!have[i]) missing = i;
+    GPT2_FREE(have);
+    if (missing)
+        return gpt2__fail(GPT2_ERR_FORMAT, "%s: the weight_map names no tensor in shard %ld of %ld (%.*s%0*ld%s)", ck->name, missing, n0,
+                          (int)at0, first, (int)len0, missing, first + at0 + len0);
+    return GPT2_OK;
+}
+
+/* Reads an index ({"metadata": ..., "weight_map": {tensor: shard}}) and maps each shard it names once. */
+static gpt2_status gpt2__ckpt_index(gpt2__ckpt *ck, const char *index_path, const char *dir, char fmt) {
+    char *text;
+    size_t len;
+    gpt2_status st = gpt2__read_file(index_path, &text, &len);
+    if (st) return st;
+    snprintf(ck->name, sizeof ck->name, "%s", index_path);
+    ck->sharded = 1;
+    gpt2__names names, shards;
+    memset(&names, 0, sizeof names);
+    memset(&shards, 0, sizeof shards);
+    gpt2__json j = {text, text, text + len, ck->name, 0};
+    int first = 1, r = 0, have_map = 0;
+    char key[256], shard[256];
+    size_t klen;
+    while (!st && (r = gpt2__json_member(&j, &first, key, sizeof key, &klen)) == 1) {
+        if (klen >= sizeof key || strcmp(key, "weight_map")) { st = gpt2__json_skip(&j); continue; }
+        have_map = 1;
+        int f2 = 1, r2 = 0;
+        while (!st && (r2 = gpt2__json_member(&j, &f2, key, sizeof key, &klen)) == 1) {
+            size_t sn;
+            gpt2__json k = j;
+            if (klen >= sizeof key || strlen(key) != klen) {
+                st = gpt2__fail(GPT2_ERR_FORMAT, "%s: a weight_map tensor name of %zu bytes is too long or holds a NUL", ck->name, klen);
+            } else if ((st = gpt2__json_string(&k, NULL, &sn))) {
+            } else if (sn >= sizeof shard) {
+                st = gpt2__fail(GPT2_ERR_FORMAT, "%s: the weight_map's shard for \"%s\" is a name of %zu bytes", ck->name, key, sn);
+            } else {
+                gpt2__json_string(&j, shard, NULL);
+                shard[sn] = 0;
+                if (strlen(shard) != sn || !gpt2__plain_file_name(shard))
+                    st = gpt2__fail(GPT2_ERR_FORMAT, "%s: the weight_map puts \"%s\" in \"%s\", which is not a plain file name "
+                                                     "in the index's directory", ck->name, key, shard);
+                else if (names.n >= GPT2__PK_MAX_TENSORS)
+                    st = gpt2__fail(GPT2_ERR_FORMAT, "%s: the weight_map names more than %d tensors", ck->name, GPT2__PK_MAX_TENSORS);
+                else if (!(st = gpt2__names_add(&names, key)))
+                    st = gpt2__names_add(&shards, shard);
+            }
+        }
+        if (!st && r2 < 0) st = GPT2_ERR_FORMAT;
+    }
+    if (!st && r < 0) st = GPT2_ERR_FORMAT;
+    GPT2_FREE(text);
+    if (!st && (!have_map || !names.n)) st = gpt2__fail(GPT2_ERR_FORMAT, "%s: no weight_map (or an empty one)", ck->name);
+    /* sort the tensors by name (refusing a name given twice); number the distinct shards */
+    int n = names.n;
+    char ***by_name = NULL, ***by_shard = NULL;
+    if (!st) {
+        by_name = (char ***)gpt2__alloc((size_t)n * sizeof *by_name);
+        by_shard = (char ***)gpt2__alloc((size_t)n * sizeof *by_shard);
+        ck->wm_name = (char **)gpt2__zalloc((size_t)n * sizeof(char *));
+        ck->wm_file = (int *)gpt2__alloc((size_t)n * sizeof(int));
+        ck->files = (gpt2__ckpt_file *)gpt2__zalloc((size_t)n * sizeof *ck->files);
+        if (!by_name || !by_shard || !ck->wm_name || !ck->wm_file || !ck->files) st = gpt2__fail(GPT2_ERR_OOM, "cannot allocate the weight_map");
+    }
+    if (!st) {
+        for (int i = 0; i < n; i++) { by_name[i] = &names.v[i]; by_shard[i] = &shards.v[i]; }
+        qsort(by_name, (size_t)n, sizeof *by_name, gpt2__str_ptr_cmp);
+        qsort(by_shard, (size_t)n, sizeof *by_shard, gpt2__str_ptr_cmp);
+        for (int i = 0; i + 1 < n && !st; i++)
+            if (!strcmp(*by_name[i], *by_name[i + 1]))
+                st = gpt2__fail(GPT2_ERR_FORMAT, "%s: the weight_map names \"%s\" twice", ck->name, *by_name[i]);
+    }
+    /* the shards, each mapped once; shard_of[i]: the file of names.v[i] */
+    int *shard_of = st ? NULL : (int *)gpt2__alloc((size_t)n * sizeof(int));
+    if (!st && !shard_of) st = gpt2__fail(GPT2_ERR_OOM, "cannot allocate the weight_map");
+    char path[4096];
+    for (int i = 0; i < n && !st; i++) {
+        if (i == 0 || strcmp(*by_shard[i], *by_shard[i - 1])) {
+            if (!gpt2__join(path, sizeof path, dir, *by_shard[i])) { st = gpt2__fail(GPT2_ERR_ARG, "%s: path is too long", dir); break; }
+            if ((st = gpt2__ckpt_add(ck, path, fmt))) {
+                char why[GPT2_MAX_ERROR];
+                snprintf(why, sizeof why, "%s", gpt2__error);
+                st = gpt2__fail(st, "%s: shard \"%s\" of the weight_map: %s", ck->name, *by_shard[i], why);
+                break;
+            }
+        }
+        shard_of[by_shard[i] - shards.v] = ck->n_files - 1;
+    }
+    if (!st) st = gpt2__shard_series(ck);
+    if (!st) {
+        for (int i = 0; i < n; i++) {
+            int at = (int)(by_name[i] - names.v);
+            ck->wm_name[i] = names.v[at];
+            ck->wm_file[i] = shard_of[at];
+            names.v[at] = NULL;
+        }
+        ck->n_wm = n;
+    }
+    GPT2_FREE(shard_of);
+    GPT2_FREE(by_name);
+    GPT2_FREE(by_shard);
+    for (int i = 0; i < names.n; i++) GPT2_FREE(names.v[i]);
+    GPT2_FREE(names.v);
+    gpt2__names_free(&shards);
+    return st;
+}
+
+/* Opens a model's weights: path is a directory, a .safetensors / .bin file, or an index (*.index.json).
+   In a directory, the first of model.safetensors, model.safetensors.index.json, pytorch_model.bin,
+   pytorch_model.bin.index.json that exists. */
+static gpt2_status gpt2__ckpt_open(gpt2__ckpt *ck, const char *path) {
+    memset(ck, 0, sizeof *ck);
+    static const struct { const char *name; char fmt; int index; } layout[] = {
+        {"model.safetensors", 'S', 0}, {"model.safetensors.index.json", 'S', 1},
+        {"pytorch_model.bin", 'P', 0}, {"pytorch_model.bin.index.json", 'P', 1}};
+    char file[4096], dir[4096];
+    char fmt = 0;
+    int index = 0;
+    struct stat sb;
+    if (strlen(path) + 40 >= sizeof file) return gpt2__fail(GPT2_ERR_ARG, "%s: path is too long", path);
+    if (gpt2__is_dir(path)) {
+        snprintf(dir, sizeof dir, "%s", path);
+        for (size_t i = 0; i < sizeof layout / sizeof layout[0] && !fmt; i++) {
+            gpt2__join(file, sizeof file, path, layout[i].name);
+            if (stat(file, &sb) == 0) { fmt = layout[i].fmt; index = layout[i].index; }
+        }
+        if (!fmt) {
+            const char *other = NULL;
+            gpt2__join(file, sizeof file, path, "tf_model.h5");
+            if (stat(file, &sb) == 0) other = "tf_model.h5 (TensorFlow)";
+            gpt2__join(file, sizeof file, path, "flax_model.msgpack");
+            if (!other && stat(file, &sb) == 0) other = "flax_model.msgpack (Flax)";
+            if (other)
+                return gpt2__fail(GPT2_ERR_IO, "%s: holds %s weights only; gpt2.cuh reads model.safetensors or pytorch_model.bin: "
+                                               "convert with transformers (from_pretrained(dir, from_%s=True)."
+                                               "save_pretrained(dir, safe_serialization=True))", path, other, other[0] == 't' ? "tf" : "flax");
+            return gpt2__fail(GPT2_ERR_IO, "%s: no model.safetensors, model.safetensors.index.json, pytorch_model.bin or "
+                                           "pytorch_model.bin.index.json", path);
+        }
+    } else {
+        snprintf(file, sizeof file, "%s", path);
+        const char *slash = strrchr(path, '/');
+        if (slash) snprintf(dir, sizeof dir, "%.*s", (int)(slash - path), path);
+        else snprintf(dir, sizeof dir, ".");
+        index = gpt2__ends_with(path, ".index.json");
+        if (index) fmt = strstr(slash ? slash : path, ".safetensors") ? 'S' : 'P';
+        else if (gpt2__ends_with(path, ".safetensors")) fmt = 'S';
+        else if (gpt2__ends_with(path, ".bin") || gpt2__ends_with(path, ".pt") || gpt2__ends_with(path, ".pth")) fmt = 'P';
+        else { /* sniff: a zip is torch.save's, a pickle torch's legacy format, anything else safetensors */
+            unsigned char head[4] = {0};
+            FILE *f = fopen(path, "rb");
+            size_t got = f ? fread(head, 1, 4, f) : 0;
+            if (f) fclose(f);
+            fmt = (got == 4 && gpt2__le(head, 4) == 0x04034b50u) || (got >= 1 && head[0] == 0x80) ? 'P' : 'S';
+        }
+    }
+    gpt2_status st;
+    if (index) st = gpt2__ckpt_index(ck, file, dir, fmt);
+    else {
+        snprintf(ck->name, sizeof ck->name, "%s", file);
+        ck->files = (gpt2__ckpt_file *)gpt2__zalloc(sizeof *ck->files);
+        st = ck->files ? gpt2__ckpt_add(ck, file, fmt) : gpt2__fail(GPT2_ERR_OOM, "cannot allocate the checkpoint");
+    }
+    if (st) gpt2__ckpt_close(ck);
+    return st;
+}
+
+static gpt2_status gpt2__ckpt_read_file(const gpt2__ckpt_file *f, const char *name, gpt2__slot *slots, int n_slots) {
+    return f->fmt == 'P' ? gpt2__read_pytorch_zip(f->data, f->len, name, slots, n_slots)
+                         : gpt2__read_safetensors(f->data, f->len, name, slots, n_slots);
+}
+
+/* Fills every slot from the checkpoint. Sharded: every tensor a shard holds is in the weight_map under that
+   shard, every weight_map entry is in its shard, no tensor is in two shards, and each slot's tensor is found
+   exactly once, in the shard the weight_map names; then each shard is read for its own slots. */
+static gpt2_status gpt2__ckpt_read(gpt2__ckpt *ck, gpt2__slot *slots, int n_slots) {
+    if (!ck->sharded) return gpt2__ckpt_read_file(&ck->files[0], ck->files[0].path ? ck->files[0].path : ck->name, slots, n_slots);
+    gpt2_status st = GPT2_OK;
+    int *seen = (int *)gpt2__alloc((size_t)ck->n_wm * sizeof(int));
+    int *slot_wm = (int *)gpt2__alloc((size_t)n_slots * sizeof(int));
+    gpt2__slot *sub = (gpt2__slot *)gpt2__alloc((size_t)n_slots * sizeof(gpt2__slot));
+    int *sub_of = (int *)gpt2__alloc((size_t)n_slots * sizeof(int));
+    if (!seen || !slot_wm || !sub || !sub_of) st = gpt2__fail(GPT2_ERR_OOM, "cannot allocate the shards' bookkeeping");
+    for (int i = 0; !st && i < ck->n_wm; i++) seen[i] = -1;
+    for (int f = 0; f < ck->n_files && !st; f++) {
+        const gpt2__ckpt_file *cf = &ck->files[f];
+        gpt2__names names;
+        memset(&names, 0, sizeof names);
+        st = cf->fmt == 'P' ? gpt2__pytorch_names(cf->data, cf->len, cf->path, &names)
+                            : gpt2__safetensors_names(cf->data, cf->len, cf->path, &names);
+        for (int k = 0; k < names.n && !st; k++) {
+            const char *key = names.v[k];
+            char *const *hit = (char *const *)bsearch(&key, ck->wm_name, (size_t)ck->n_wm, sizeof(char *), gpt2__str_cmp);
+            int w = hit ? (int)(hit - ck->wm_name) : -1;
+            if (w < 0)
+                st = gpt2__fail(GPT2_ERR_FORMAT, "%s: tensor \"%s\" is not in the weight_map of %s", cf->path, key, ck->name);
+            else if (seen[w] == f)
+                st = gpt2__fail(GPT2_ERR_FORMAT, "%s: tensor \"%s\" appears twice", cf->path, key);
+            else if (seen[w] >= 0)
+                st = gpt2__fail(GPT2_ERR_FORMAT, "%s: tensor \"%s\" is in both %s and %s", ck->name, key, ck->files[seen[w]].path, cf->path);
+            else if (ck->wm_file[w] != f)
+                st = gpt2__fail(GPT2_ERR_FORMAT, "%s: tensor \"%s\" is in %s, but the weight_map puts it in %s", ck->name, key,
+                                cf->path, ck->files[ck->wm_file[w]].path);
+            else seen[w] = f;
+        }
+        gpt2__names_free(&names);
+    }
+    for (int i = 0; i < ck->n_wm && !st; i++)
+        if (seen[i] < 0)
+            st = gpt2__fail(GPT2_ERR_FORMAT, "%s: the weight_map puts \"%s\" in %s, which does not hold it", ck->name, ck->wm_name[i],
+                            ck->files[ck->wm_file[i]].path);
+    /* each slot's entry in the weight_map (with or without the "transformer." prefix), exactly one */
+    for (int s = 0; s < n_slots && !st; s++) slot_wm[s] = -1;
+    for (int i = 0; i < ck->n_wm && !st; i++) {
+        const char *key = strncmp(ck->wm_name[i], "transformer.", 12) ? ck->wm_name[i] : ck->wm_name[i] + 12;
+        for (int s = 0; s < n_slots; s++) {
+            if (strcmp(slots[s].name, key)) continue;
+            if (slot_wm[s] >= 0)
+                st = gpt2__fail(GPT2_ERR_FORMAT, "%s: the weight_map names tensor \"%s\" twice (as \"%s\" and \"%s\")", ck->name,
+                                slots[s].name, ck->wm_name[slot_wm[s]], ck->wm_name[i]);
+            slot_wm[s] = i;
+            break;
+        }
+    }
+    for (int s = 0; s < n_slots && !st; s++)
+        if (slot_wm[s] < 0 && !slots[s].optional) st = gpt2__fail(GPT2_ERR_FORMAT, "%s: tensor \"%s\" is missing (not in the weight_map)", ck->name, slots[s].name);
+    /* each shard read for its own slots: the reader checks their shapes and dtypes, and that it finds them all */
+    for (int f = 0; f < ck->n_files && !st; f++) {
+        int n = 0;
+        for (int s = 0; s < n_slots; s++)
+            if (slot_wm[s] >= 0 && ck->wm_file[slot_wm[s]] == f) { sub[n] = slots[s]; sub_of[n++] = s; }
+        st = gpt2__ckpt_read_file(&ck->files[f], ck->files[f].path, sub, n);
+        for (int k = 0; k < n && !st; k++) slots[sub_of[k]] = sub[k];
+    }
+    GPT2_FREE(seen);
+    GPT2_FREE(slot_wm);
+    GPT2_FREE(sub);
+    GPT2_FREE(sub_of);
+    return st;
 }
 
 /* == [GPT2:TOKENIZER] == tokenizer: GPT-2 byte-level BPE ========================================================= */
@@ -2049,12 +3343,19 @@ static void gpt2__cpu_layernorm(float *out, const float *in, const float *g, con
     }
 }
 
-/* gelu_new (HF NewGELUActivation): 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), in place */
-static void gpt2__cpu_gelu(float *x, size_t n) {
+/* The MLP's activation, in place, as Hugging Face's ACT2FN computes it:
+   GPT2__ACT_GELU_TANH  gelu_new: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
+   GPT2__ACT_GELU_ERF   gelu: 0.5 x (1 + erf(x / sqrt(2)))
+   GPT2__ACT_QUICK_GELU quick_gelu: x sigmoid(1.702 x)
+   GPT2__ACT_RELU       relu: max(x, 0) */
+static void gpt2__cpu_activation(float *x, size_t n, int act) {
     GPT2__OMP(omp parallel for schedule(static) if (n > 100000))
     for (long i = 0; i < (long)n; i++) {
         float v = x[i];
-        x[i] = 0.5f * v * (1.0f + tanhf(0.7978845608028654f * (v + 0.044715f * v * v * v)));
+        if (act == GPT2__ACT_GELU_TANH) x[i] = 0.5f * v * (1.0f + tanhf(0.7978845608028654f * (v + 0.044715f * v * v * v)));
+        else if (act == GPT2__ACT_GELU_ERF) x[i] = 0.5f * v * (1.0f + erff(v * 0.70710678118654752f));
+        else if (act == GPT2__ACT_QUICK_GELU) x[i] = v / (1.0f + expf(-1.702f * v));
+        else x[i] = v > 0.0f ? v : 0.0f;
     }
 }
 
@@ -2120,7 +3421,7 @@ static gpt2_status gpt2__cpu_init(gpt2_model *m) {
 /* The forward pass over a ragged batch: seqs[s] feeds seqs[s].n_tok tokens at positions seqs[s].pos..
    into KV slot seqs[s].slot. Row r of the activations is token r of the concatenation.
    logits: with all_rows, [N][V] for every fed token; else [n][V] for each sequence's last token.
-   Matches HF GPT2LMHeadModel.forward (pre-LN blocks, gelu_new, tied lm_head). */
+   Matches HF GPT2LMHeadModel.forward (pre-LN blocks; the activation, attention scale and head config.json names). */
 static gpt2_status gpt2__cpu_run(gpt2_model *m, const gpt2__seq *seqs, int n, int all_rows, float *logits) {
     const gpt2_config *cf = &m->cfg;
     const int C = cf->n_embd, H = cf->n_head, hd = C / H, F = m->n_inner, V = cf->n_vocab;
@@ -2156,9 +3457,12 @@ static gpt2_status gpt2__cpu_run(gpt2_model *m, const gpt2__seq *seqs, int n, in
     if (!row_pos) { GPT2_FREE(buf); GPT2_FREE(row_seq); return gpt2__fail(GPT2_ERR_OOM, "CPU forward: out of memory"); }
     for (int s = 0, r = 0; s < n; s++)
         for (int t = 0; t < seqs[s].n_tok; t++, r++) row_pos[r] = seqs[s].pos + t;
-    const float scale = 1.0f / sqrtf((float)hd);
     for (int l = 0; l < cf->n_layer; l++) {
         const gpt2__layer *y = &w->layers[l];
+        /* the scores' scale: 1 / sqrt(head size) unless scale_attn_weights is false, over l + 1 with
+           scale_attn_by_inverse_layer_idx */
+        float scale = m->arch.attn_unscaled ? 1.0f : 1.0f / sqrtf((float)hd);
+        if (m->arch.attn_by_layer) scale /= (float)(l + 1);
         gpt2__cpu_layernorm(ln, x, y->ln1_w, y->ln1_b, N, C, cf->ln_eps);
         gpt2__cpu_matmul(qkv, ln, y->qkv_w, y->qkv_b, N, C, 3 * C);
         /* K and V of every fed row into the cache: K transposed, a head per thread, element i of every row in turn,
@@ -2226,14 +3530,14 @@ static gpt2_status gpt2__cpu_run(gpt2_model *m, const gpt2__seq *seqs, int n, in
         for (size_t i = 0; i < (size_t)N * C; i++) x[i] += ln[i];
         gpt2__cpu_layernorm(ln, x, y->ln2_w, y->ln2_b, N, C, cf->ln_eps);
         gpt2__cpu_matmul(fc, ln, y->fc_w, y->fc_b, N, C, F);
-        gpt2__cpu_gelu(fc, (size_t)N * F);
+        gpt2__cpu_activation(fc, (size_t)N * F, m->arch.act);
         gpt2__cpu_matmul(ln, fc, y->fc_proj_w, y->fc_proj_b, N, F, C);
         for (size_t i = 0; i < (size_t)N * C; i++) x[i] += ln[i];
     }
     /* final layer norm of the rows whose logits are wanted (all of them now), then logits = row @ wte^T */
     const int n_out = N;
     gpt2__cpu_layernorm(ln, x, w->lnf_w, w->lnf_b, n_out, C, cf->ln_eps);
-    gpt2__cpu_logits(logits, ln, w->wte, n_out, C, V, qkv /* free now */);
+    gpt2__cpu_logits(logits, ln, w->lm_head, n_out, C, V, qkv /* free now */);
     GPT2_FREE(buf); GPT2_FREE(row_seq); GPT2_FREE(row_pos);
     return GPT2_OK;
 }
@@ -6390,11 +7694,10 @@ static const char *gpt2__dtype_name(gpt2_dtype d) {
     return d == GPT2_DTYPE_F32 ? "F32" : d == GPT2_DTYPE_F16 ? "F16" : d == GPT2_DTYPE_BF16 ? "BF16" : "AUTO";
 }
 
-/* Builds a model from a config.json text and a safetensors image held in memory (gpt2_load reads the
-   files; gpt2_mpi_load broadcasts the same bytes). cfg_name / st_name only label error messages. */
-static gpt2_status gpt2__load_memory(gpt2_model **out, const char *cfg_text, size_t cfg_len, const char *cfg_name,
-                                     const unsigned char *st_data, size_t st_len, const char *st_name,
-                                     const gpt2_options *opt_in) {
+/* Builds a model from a config.json text and a checkpoint's files (gpt2_load opens them; gpt2_mpi_load
+   broadcasts one safetensors image). cfg_name only labels error messages. */
+static gpt2_status gpt2__load_ckpt(gpt2_model **out, const char *cfg_text, size_t cfg_len, const char *cfg_name,
+                                   gpt2__ckpt *ck, const gpt2_options *opt_in) {
     gpt2_options opt = opt_in ? *opt_in : gpt2_default_options();
     if (opt.backend != GPT2_BACKEND_AUTO && opt.backend != GPT2_BACKEND_CPU && opt.backend != GPT2_BACKEND_CUDA)
         return gpt2__fail(GPT2_ERR_ARG, "options.backend = %d is not a gpt2_backend", (int)opt.backend);
@@ -6404,7 +7707,7 @@ static gpt2_status gpt2__load_memory(gpt2_model **out, const char *cfg_text, siz
         return gpt2__fail(GPT2_ERR_ARG, "options.max_batch = %d is out of range (0..65536)", opt.max_batch);
     gpt2_model *m = (gpt2_model *)gpt2__zalloc(sizeof *m);
     if (!m) return gpt2__fail(GPT2_ERR_OOM, "cannot allocate the model");
-    gpt2_status st = gpt2__parse_config(cfg_text, cfg_len, cfg_name, &m->cfg, &m->n_inner);
+    gpt2_status st = gpt2__parse_config(cfg_text, cfg_len, cfg_name, &m->cfg, &m->n_inner, &m->arch);
     if (st) { gpt2_free(m); return st; }
     if (opt.max_seq < 0 || opt.max_seq > m->cfg.n_ctx) {
         int n_ctx = m->cfg.n_ctx;
@@ -6438,12 +7741,22 @@ static gpt2_status gpt2__load_memory(gpt2_model **out, const char *cfg_text, siz
         gpt2_free(m);
         return gpt2__fail(GPT2_ERR_ARG, "the CPU backend computes in F32 only (dtype %s was asked for)", gpt2__dtype_name(d));
     }
+    if (m->backend == GPT2_BACKEND_CUDA) {
+        const char *field = m->arch.act != GPT2__ACT_GELU_TANH ? "activation_function" : m->arch.attn_unscaled ? "scale_attn_weights"
+                          : m->arch.attn_by_layer ? "scale_attn_by_inverse_layer_idx" : m->arch.untied ? "tie_word_embeddings" : NULL;
+        if (field) {
+            gpt2_free(m);
+            return gpt2__fail(GPT2_ERR_FORMAT, "%s: the CUDA backend does not run this model's %s yet (the CPU backend does: "
+                              "options.backend = GPT2_BACKEND_CPU)", cfg_name, field);
+        }
+    }
     gpt2__slot *slots = NULL;
     int n_slots = 0;
     const int host = m->backend == GPT2_BACKEND_CPU;
-    st = gpt2__weights_layout(m, st_len, st_name, host, &slots, &n_slots);
+    st = gpt2__weights_layout(m, gpt2__ckpt_bytes(ck), ck->name, host, &slots, &n_slots);
     if (st) { GPT2_FREE(slots); gpt2_free(m); return st; }
-    st = gpt2__read_safetensors(st_data, st_len, st_name, slots, n_slots);
+    st = gpt2__ckpt_read(ck, slots, n_slots);
+    if (!st) st = gpt2__tied_head_check(slots, n_slots, ck->name);
     if (st) { GPT2_FREE(slots); gpt2_free(m); return st; }
     m->max_batch = opt.max_batch;
     if (host) {
@@ -6460,36 +7773,17 @@ static gpt2_status gpt2__load_memory(gpt2_model **out, const char *cfg_text, siz
     return GPT2_OK;
 }
 
-#if defined(_WIN32)
-static gpt2_status gpt2__map_file(const char *path, unsigned char **data, size_t *len, int *mapped) {
-    *mapped = 0;
-    return gpt2__read_file(path, (char **)data, len);
+/* gpt2__load_ckpt for one safetensors image held in memory (st_name labels error messages). */
+static gpt2_status gpt2__load_memory(gpt2_model **out, const char *cfg_text, size_t cfg_len, const char *cfg_name,
+                                     const unsigned char *st_data, size_t st_len, const char *st_name,
+                                     const gpt2_options *opt) {
+    gpt2__ckpt ck;
+    gpt2_status st = gpt2__ckpt_memory(&ck, st_data, st_len, st_name, 'S');
+    if (!st) st = gpt2__load_ckpt(out, cfg_text, cfg_len, cfg_name, &ck, opt);
+    gpt2__ckpt_close(&ck);
+    return st;
 }
-static void gpt2__unmap_file(unsigned char *data, size_t len, int mapped) { (void)len; (void)mapped; GPT2_FREE(data); }
-#else
-#include <sys/mman.h>
-#include <fcntl.h>
-#include <unistd.h>
-/* Maps a file read-only (the safetensors data is only read once, to convert); falls back to reading. */
-static gpt2_status gpt2__map_file(const char *path, unsigned char **data, size_t *len, int *mapped) {
-    *mapped = 0;
-    int fd = open(path, O_RDONLY);
-    if (fd < 0) return gpt2__fail(GPT2_ERR_IO, "%s: cannot open (%s)", path, strerror(errno));
-    struct stat sb;
-    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) { close(fd); return gpt2__fail(GPT2_ERR_IO, "%s: not a regular file", path); }
-    *len = (size_t)sb.st_size;
-    if (*len == 0) { close(fd); *data = NULL; return GPT2_OK; }
-    void *p = mmap(NULL, *len, PROT_READ, MAP_PRIVATE, fd, 0);
-    close(fd);
-    if (p == MAP_FAILED) return gpt2__read_file(path, (char **)data, len);
-    *data = (unsigned char *)p;
-    *mapped = 1;
-    return GPT2_OK;
-}
-static void gpt2__unmap_file(unsigned char *data, size_t len, int mapped) {
-    if (mapped) munmap(data, len); else GPT2_FREE(data);
-}
-#endif
+
 
 /* The two files of a model: path is a directory holding config.json + model.safetensors, or the
    .safetensors file itself with config.json beside it. The caller checks path fits (cap - 16). */
@@ -6522,13 +7816,11 @@ GPT2_API gpt2_status gpt2_load(gpt2_model **model, const char *path, const gpt2_
     size_t cfg_len;
     gpt2_status st = gpt2__read_file(cfg_path, &cfg_text, &cfg_len);
     if (st) return st;
-    unsigned char *st_data;
-    size_t st_len;
-    int mapped;
-    st = gpt2__map_file(st_path, &st_data, &st_len, &mapped);
+    gpt2__ckpt ck;
+    st = gpt2__ckpt_open(&ck, path);
     if (st) { GPT2_FREE(cfg_text); return st; }
-    st = gpt2__load_memory(model, cfg_text, cfg_len, cfg_path, st_data, st_len, st_path, opt);
-    gpt2__unmap_file(st_data, st_len, mapped);
+    st = gpt2__load_ckpt(model, cfg_text, cfg_len, cfg_path, &ck, opt);
+    gpt2__ckpt_close(&ck);
     GPT2_FREE(cfg_text);
     return st;
 }

@@ -188,6 +188,77 @@ static int gpt2__mpi_maps_itself(int near, const char *st_path, const gpt2__mpi_
 #endif
 }
 
+/* ---------------------------------------------------------------- MPI: any checkpoint as one image */
+
+/* One safetensors image of the slots' tensors as they are stored (F32, F16, BF16): gpt2_mpi_load's rank 0
+   sends any checkpoint as this image. *out is allocated (the caller frees it). */
+static gpt2_status gpt2__slots_to_safetensors(const gpt2__slot *slots, int n_slots, unsigned char **out, size_t *len) {
+    *out = NULL;
+    *len = 0;
+    size_t hdr = 2, body = 0;
+    char entry[256];
+    for (int pass = 0; pass < 2; pass++) {
+        unsigned char *h = pass ? *out + 8 : NULL, *b = pass ? *out + 8 + hdr : NULL;
+        size_t at = 0, w = 0;
+        if (pass) h[w++] = '{';
+        int any = 0; /* entries written so far */
+        for (int i = 0; i < n_slots; i++) {
+            const gpt2__slot *s = &slots[i];
+            if (s->optional && !s->found) continue;
+            size_t esize = s->dtype == 'F' ? 4 : 2, count, bytes;
+            if (!s->found || !gpt2__mul_ok(s->shape[0], s->shape[1], &count) || !gpt2__mul_ok(count, esize, &bytes) ||
+                bytes > (size_t)-1 / 2 - at)
+                return gpt2__fail(GPT2_ERR_FORMAT, "tensor \"%s\" cannot be written to a safetensors image", s->name);
+            int n = s->ndim == 1 ? snprintf(entry, sizeof entry, "%s\"%s\":{\"dtype\":\"%s\",\"shape\":[%zu],\"data_offsets\":[%zu,%zu]}",
+                                            any ? "," : "", s->name, s->dtype == 'F' ? "F32" : s->dtype == 'H' ? "F16" : "BF16",
+                                            s->shape[0], at, at + bytes)
+                                 : snprintf(entry, sizeof entry, "%s\"%s\":{\"dtype\":\"%s\",\"shape\":[%zu,%zu],\"data_offsets\":[%zu,%zu]}",
+                                            any ? "," : "", s->name, s->dtype == 'F' ? "F32" : s->dtype == 'H' ? "F16" : "BF16",
+                                            s->shape[0], s->shape[1], at, at + bytes);
+            if (n < 0 || (size_t)n >= sizeof entry) return gpt2__fail(GPT2_ERR_FORMAT, "tensor \"%s\": name too long", s->name);
+            if (pass) {
+                memcpy(h + w, entry, (size_t)n);
+                if (bytes) memcpy(b + at, s->src, bytes);
+            }
+            w += (size_t)n;
+            at += bytes;
+            any = 1;
+        }
+        if (!pass) {
+            hdr = (w + 2 + 7) / 8 * 8; /* '{' ... '}' padded with spaces to a multiple of 8, as safetensors writers do */
+            body = at;
+            if (body > (size_t)-1 - 8 - hdr) return gpt2__fail(GPT2_ERR_FORMAT, "the model is too large for one image");
+            *out = (unsigned char *)gpt2__alloc(8 + hdr + body);
+            if (!*out) return gpt2__fail(GPT2_ERR_OOM, "cannot allocate %zu MB for the model's image", (8 + hdr + body) >> 20);
+        } else {
+            h[w++] = '}';
+            while (w < hdr) h[w++] = ' ';
+        }
+    }
+    for (int i = 0; i < 8; i++) (*out)[i] = (unsigned char)((uint64_t)hdr >> (8 * i));
+    *len = 8 + hdr + body;
+    return GPT2_OK;
+}
+
+/* The checkpoint as one safetensors image for the config in cfg_text: what gpt2_mpi_load's rank 0 sends when
+   the weights are not already one safetensors file. *out is allocated (the caller frees it). */
+static gpt2_status gpt2__ckpt_image(gpt2__ckpt *ck, const char *cfg_text, size_t cfg_len, const char *cfg_name,
+                                    unsigned char **out, size_t *len) {
+    *out = NULL;
+    *len = 0;
+    gpt2_model *m = (gpt2_model *)gpt2__zalloc(sizeof *m);
+    if (!m) return gpt2__fail(GPT2_ERR_OOM, "cannot allocate the model");
+    gpt2__slot *slots = NULL;
+    int n_slots = 0;
+    gpt2_status st = gpt2__parse_config(cfg_text, cfg_len, cfg_name, &m->cfg, &m->n_inner);
+    if (!st) st = gpt2__weights_layout(m, gpt2__ckpt_bytes(ck), ck->name, 0, &slots, &n_slots);
+    if (!st) st = gpt2__ckpt_read(ck, slots, n_slots);
+    if (!st) st = gpt2__slots_to_safetensors(slots, n_slots, out, len);
+    GPT2_FREE(slots);
+    gpt2_free(m);
+    return st;
+}
+
 GPT2_API gpt2_status gpt2_mpi_load(MPI_Comm comm, gpt2_model **model, const char *path, const gpt2_options *opt) {
     int rank = 0;
     gpt2_status st = gpt2__mpi_running("gpt2_mpi_load");
@@ -216,9 +287,21 @@ GPT2_API gpt2_status gpt2_mpi_load(MPI_Comm comm, gpt2_model **model, const char
     if (!st && rank == 0) {
         f.is_dir = (unsigned long long)gpt2__is_dir(path);
         gpt2__model_paths(path, (int)f.is_dir, cfg_path, st_path, sizeof st_path);
+        gpt2__ckpt ck;
         st = gpt2__read_file(cfg_path, &cfg_text, &cfg_len);
-        if (!st) st = gpt2__map_file(st_path, &st_data, &st_len, &mapped);
-        if (!st) gpt2__mpi_identity(st_path, &f);
+        if (!st && !(st = gpt2__ckpt_open(&ck, path))) {
+            if (!ck.sharded && ck.files[0].fmt == 'S') { /* one safetensors file: sent (or mapped near rank 0) as it is */
+                st_data = ck.files[0].data;
+                st_len = ck.files[0].len;
+                mapped = ck.files[0].mapped;
+                ck.files[0].data = NULL; /* `done` unmaps it */
+                gpt2__mpi_identity(st_path, &f);
+            } else { /* any other checkpoint: one safetensors image of the tensors the config uses, broadcast */
+                st = gpt2__ckpt_image(&ck, cfg_text, cfg_len, cfg_path, &st_data, &st_len);
+                mapped = 0; /* heap memory: gpt2__unmap_file(.., 0) frees it; no identity, so no rank maps a file */
+            }
+            gpt2__ckpt_close(&ck);
+        }
         f.cfg_len = cfg_len;
         f.st_len = st_len;
     }

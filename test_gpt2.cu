@@ -417,8 +417,6 @@ static int test_malformed_models_fail_with_a_reason(void) {
         {"config_vocab_mismatch", GPT2_ERR_FORMAT, {"wte.weight", "[60, 16]", "[50, 16]"}},
         {"config_activation_function_silu", GPT2_ERR_FORMAT, {"config.json", "activation_function", "silu"}},
         {"config_add_cross_attention_true", GPT2_ERR_FORMAT, {"config.json", "add_cross_attention", NULL}},
-        {"config_scale_attn_weights_false", GPT2_ERR_FORMAT, {"config.json", "scale_attn_weights", NULL}},
-        {"config_tie_word_embeddings_false", GPT2_ERR_FORMAT, {"config.json", "tie_word_embeddings", NULL}},
     };
     gpt2_options o = gpt2_default_options();
     o.backend = GPT2_BACKEND_CPU;
@@ -848,8 +846,9 @@ static const test_case model_tests[] = {
 #include "tests/tokenizer_tests.inc"
 #include "tests/cuda_tests.inc"
 #include "tests/mpi_tests.inc"
+#include "tests/family_tests.inc"
 
-static const test_case *const test_groups[] = { model_tests, tokenizer_tests, cuda_tests, mpi_tests };
+static const test_case *const test_groups[] = { model_tests, family_tests, tokenizer_tests, cuda_tests, mpi_tests };
 
 int main(int argc, char **argv) {
     int passed = 0, failed = 0, skipped = 0;

@@ -16,7 +16,8 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     gpt2_config c;
     int n_inner = 0;
-    if (gpt2__parse_config((const char *)data, size, "config.json", &c, &n_inner) == GPT2_OK) {
+    gpt2__arch arch;
+    if (gpt2__parse_config((const char *)data, size, "config.json", &c, &n_inner, &arch) == GPT2_OK) {
         FUZZ_CHECK(c.n_layer >= 1 && c.n_head >= 1 && c.n_embd >= 1 && c.n_ctx >= 1 && c.n_vocab >= 1 && n_inner >= 1,
                    "a config parsed with a size below 1: L%d H%d C%d P%d V%d F%d",
                    c.n_layer, c.n_head, c.n_embd, c.n_ctx, c.n_vocab, n_inner);
