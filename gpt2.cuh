@@ -144,6 +144,35 @@ typedef struct gpt2_request {
 typedef int (*gpt2_token_fn)(void *user, int request, int token);
 GPT2_API gpt2_status gpt2_generate(gpt2_model *model, gpt2_request *reqs, int n, gpt2_token_fn on_token, void *user);
 
+/* Scoring: the log-probability of every token of a text under the model, and its rank.
+   Token t (n_context <= t < n_tokens) is predicted from tokens[s..t), where L is the model's max_seq
+   (gpt2_model_max_seq) and
+       s = stride * max(0, ceil((t + 1 - L) / stride)):
+   a text longer than L is read in windows of L tokens starting every stride tokens, and each token is scored
+   once, in the first window that holds it (Hugging Face's "Perplexity of fixed-length models" recipe: its
+   max_length is L, its stride this stride). With stride = L the first token of each later window would have
+   no context there, so tokens t = L, 2L, ... are predicted from the window before, tokens[t - L..t).
+   A token's log-probability depends only on the tokens of its window: never on the other requests of the
+   call, their order or their number.
+   The first n_context tokens only condition; n_context >= 1 because the first token has no prediction
+   (Hugging Face tools that score it prepend <|endoftext|>, 50256 in GPT-2's vocabulary, and pass
+   n_context = 1). A text of n_context tokens (one token with n_context 1, say) scores nothing: n_scored 0,
+   sum_logprob 0, perplexity undefined. A text of no tokens is an error.
+   The logits are never copied out: each row is reduced to the scored token's log-softmax (the sum over the
+   vocabulary in double) and its rank, a bounded number of rows at a time. */
+typedef struct gpt2_score_request {
+    const int *tokens; int n_tokens;
+    int n_context;          /* tokens before it only condition; at least 1 */
+    int stride;             /* 1..L; 0: L / 2 */
+    float *logprobs;        /* optional out [n_tokens - n_context]: log p(tokens[t] | its window), t = n_context.. */
+    int *ranks;             /* optional out [n_tokens - n_context]: tokens with a higher logit (0: the argmax) */
+    double sum_logprob;     /* out: perplexity = exp(-sum_logprob / n_scored) */
+    int n_scored;           /* out: n_tokens - n_context */
+} gpt2_score_request;
+/* Scores n requests in one call, batched like prompts. GPT2_ERR_ARG names the request and field
+   ("reqs[3].n_context = 0 ...") and nothing is written; the outputs are complete only when GPT2_OK. */
+GPT2_API gpt2_status gpt2_score(gpt2_model *model, gpt2_score_request *reqs, int n);
+
 /* Beyond the stable API: what the model actually runs on (after AUTO was resolved). */
 GPT2_API gpt2_backend gpt2_model_backend(const gpt2_model *model);
 GPT2_API gpt2_dtype   gpt2_model_dtype(const gpt2_model *model);
@@ -189,6 +218,12 @@ GPT2_API int          gpt2_model_max_seq(const gpt2_model *model);
 
 /* The CUDA backend's internal knobs (GPT2__*: not a stable interface; tests and bench builds set some). Each one's
    use is described where it is used; search for its name. */
+
+/* gpt2_score, both backends: at most GPT2__SCORE_ROWS rows whose logits are reduced in a step (the CPU backend holds
+   their logits, GPT2__SCORE_ROWS x n_vocab floats, at once) and at most GPT2__SCORE_FEED context rows (rows no token
+   is scored from: they only store their K and V). Neither changes a result: only the memory and the step sizes. */
+#define GPT2__SCORE_ROWS 256
+#define GPT2__SCORE_FEED 1024
 
 /* sampler, graphs, cuBLASLt plans */
 #define GPT2__SAMPLE_THREADS 1024
@@ -8077,6 +8112,216 @@ GPT2_API gpt2_status gpt2_generate(gpt2_model *m, gpt2_request *reqs, int n, gpt
     if (m->backend == GPT2_BACKEND_CUDA) gpt2__cuda_drain(m);
 #endif
     GPT2_FREE(slot); GPT2_FREE(seqs); GPT2_FREE(ahead); GPT2_FREE(next); GPT2_FREE(last); GPT2_FREE(draft);
+    return st;
+}
+
+/* ---- scoring (gpt2_score) */
+
+
+/* Row r of logits [n][V]: lp[r] = logits[r][targets[r]] - log(sum over v of exp(logits[r][v])), the sum in double from
+   the row's largest logit, and rank[r] = the entries v with logits[r][v] > logits[r][targets[r]]. Each row alone, in
+   vocabulary order, so a row's results have the same bits whatever rows are reduced beside it. The reference for the
+   CUDA backend's reduction. */
+static void gpt2__score_rows(const float *logits, int n, int V, const int *targets, double *lp, int *rank) {
+    GPT2__OMP(omp parallel for schedule(static) if ((double)n * V > 1e5))
+    for (int r = 0; r < n; r++) {
+        const float *l = logits + (size_t)r * V, lt = l[targets[r]];
+        float mx = -INFINITY;
+        for (int v = 0; v < V; v++)
+            if (l[v] > mx) mx = l[v];
+        double sum = 0.0;
+        int above = 0;
+        for (int v = 0; v < V; v++) {
+            sum += exp((double)l[v] - mx);
+            above += l[v] > lt;
+        }
+        lp[r] = (double)lt - (mx + log(sum));
+        rank[r] = above;
+    }
+}
+
+/* A backend's part of gpt2_score: feed seqs as a step feeds prompts (each sequence's tokens at positions pos.. of its
+   KV slot, K and V stored, the positions continuing what the slot holds), then, when targets is set, reduce the
+   logits of every fed row r (rows in the order of the concatenation) to lp[r] and rank[r] as gpt2__score_rows does.
+   targets NULL: the rows only condition later ones and nothing comes back. At most GPT2__SCORE_ROWS sequences; at
+   most GPT2__SCORE_ROWS rows with targets, GPT2__SCORE_FEED without. */
+typedef gpt2_status (*gpt2__score_fn)(gpt2_model *m, const gpt2__seq *seqs, int n, const int *targets, double *lp,
+                                      int *rank, float *logits);
+
+/* The CPU backend: gpt2__cpu_run over the rows (logits: GPT2__SCORE_ROWS x n_vocab floats of scratch), then the
+   reduction on the host. Context rows run without all_rows: their last layer is skipped but for one row a sequence. */
+static gpt2_status gpt2__cpu_score(gpt2_model *m, const gpt2__seq *seqs, int n, const int *targets, double *lp, int *rank,
+                                   float *logits) {
+    gpt2_status st = gpt2__cpu_run(m, seqs, n, targets != NULL, logits);
+    if (st || !targets) return st;
+    int rows = 0;
+    for (int s = 0; s < n; s++) rows += seqs[s].n_tok;
+    gpt2__score_rows(logits, rows, m->cfg.n_vocab, targets, lp, rank);
+    return GPT2_OK;
+}
+
+/* One window of a request: tokens[s .. s + n_in) fed at positions 0 .. n_in - 1 of a KV slot; rows first .. n_in - 1
+   (window positions) are scored, row p predicting tokens[s + p + 1]; fed counts the rows fed so far. */
+typedef struct gpt2__score_win { int req, s, n_in, first, fed, slot; } gpt2__score_win;
+
+/* The windows of every request, in order (request, then window): the cursor (req, j) moves to the next window that
+   scores something. Window j starts at s = j * k and scores the tokens t in [lo, hi), t >= n_context:
+       lo = j ? L + (j - 1) * k + e : 0,   hi = min(L + j * k + e, n_tokens),
+   e = 1 when k = L (token j L is then scored in window j - 1, whose L tokens all precede it), else 0. That is the
+   rule s = k * max(0, ceil((t + 1 - L) / k)): for t in [lo, hi), ceil((t + 1 - L) / k) = j. A window feeds the tokens
+   up to the one before its last scored token: at most L - 1 + e <= L positions. */
+typedef struct gpt2__score_cursor { int req; long j; } gpt2__score_cursor;
+
+static int gpt2__score_next(const gpt2_score_request *reqs, int n, int L, gpt2__score_cursor *c, gpt2__score_win *w) {
+    while (c->req < n) {
+        const gpt2_score_request *r = &reqs[c->req];
+        const long N = r->n_tokens, k = r->stride ? r->stride : L / 2, e = k == L;
+        if (c->j == 0 && r->n_context >= L + e) c->j = (r->n_context - L - e) / k + 1; /* windows before n_context */
+        const long j = c->j, lo0 = j ? L + (j - 1) * k + e : 0;
+        if (lo0 >= N) { c->req++; c->j = 0; continue; }
+        const long hi = L + j * k + e < N ? L + j * k + e : N, lo = lo0 > r->n_context ? lo0 : r->n_context, s = j * k;
+        c->j++;
+        if (lo >= hi) continue;
+        w->req = c->req; w->s = (int)s; w->n_in = (int)(hi - 1 - s); w->first = (int)(lo - 1 - s);
+        w->fed = 0; w->slot = -1;
+        return 1;
+    }
+    return 0;
+}
+
+static gpt2_status gpt2__score_check(const gpt2_model *m, const gpt2_score_request *reqs, int n) {
+    if (!m) return gpt2__fail(GPT2_ERR_ARG, "gpt2_score: model is NULL");
+    if (n < 0 || (n > 0 && !reqs)) return gpt2__fail(GPT2_ERR_ARG, "gpt2_score: %d requests at %p", n, (const void *)reqs);
+    const int L = m->max_seq;
+    if (L < 2 && n > 0)
+        return gpt2__fail(GPT2_ERR_ARG, "gpt2_score: max_seq = %d: a window must hold a token and the one it predicts", L);
+    for (int i = 0; i < n; i++) {
+        const gpt2_score_request *r = &reqs[i];
+        char what[64];
+        if (r->n_tokens < 1)
+            return gpt2__fail(GPT2_ERR_ARG, "gpt2_score: reqs[%d].n_tokens = %d: a text needs at least one token (prepend "
+                              "<|endoftext|> to score from the start of an empty text)", i, r->n_tokens);
+        if (!r->tokens) return gpt2__fail(GPT2_ERR_ARG, "gpt2_score: reqs[%d].tokens is NULL (n_tokens = %d)", i, r->n_tokens);
+        if (r->n_context < 1 || r->n_context > r->n_tokens)
+            return gpt2__fail(GPT2_ERR_ARG, "gpt2_score: reqs[%d].n_context = %d is out of range (1..n_tokens = %d: the first "
+                              "token has no prediction)", i, r->n_context, r->n_tokens);
+        if (r->stride < 0 || r->stride > L)
+            return gpt2__fail(GPT2_ERR_ARG, "gpt2_score: reqs[%d].stride = %d is out of range (1..max_seq = %d; 0: %d)", i,
+                              r->stride, L, L / 2);
+        snprintf(what, sizeof what, "gpt2_score: reqs[%d].tokens", i);
+        gpt2_status st = gpt2__check_tokens(m, r->tokens, (size_t)r->n_tokens, what);
+        if (st) return st;
+    }
+    return GPT2_OK;
+}
+
+#if GPT2__CUDA
+/* The CUDA backend's scoring, for now: each window through gpt2__cuda_forward, its logits copied to the host (at most
+   max_seq x n_vocab floats at once) and reduced there by gpt2__score_rows, windows in order. The same results as the
+   CPU's rule (each token once, in its window; a window's logits do not depend on anything else); the device-side
+   reduction over chunks of rows that keeps the logits on the GPU is still to come. */
+static gpt2_status gpt2__cuda_score_windows(gpt2_model *m, gpt2_score_request *reqs, int n) {
+    const int L = m->max_seq, V = m->cfg.n_vocab;
+    float *logits = (float *)gpt2__alloc((size_t)L * V * sizeof(float));
+    int *targets = (int *)gpt2__alloc((size_t)L * sizeof(int)), *rank = (int *)gpt2__alloc((size_t)L * sizeof(int));
+    double *lp = (double *)gpt2__alloc((size_t)L * sizeof(double));
+    gpt2_status st = logits && targets && rank && lp ? GPT2_OK
+                   : gpt2__fail(GPT2_ERR_OOM, "gpt2_score: cannot allocate %zu MB of logits", (size_t)L * V * 4 >> 20);
+    gpt2__score_cursor cur = {0, 0};
+    gpt2__score_win w;
+    while (!st && gpt2__score_next(reqs, n, L, &cur, &w)) {
+        gpt2_score_request *r = &reqs[w.req];
+        const int *tok = r->tokens + w.s, rows = w.n_in - w.first;
+        if ((st = gpt2__cuda_forward(m, tok, 1, w.n_in, logits))) break;
+        for (int p = 0; p < rows; p++) targets[p] = tok[w.first + p + 1];
+        gpt2__score_rows(logits + (size_t)w.first * V, rows, V, targets, lp, rank);
+        for (int p = 0; p < rows; p++) {
+            const int o = w.s + w.first + p + 1 - r->n_context;
+            if (r->logprobs) r->logprobs[o] = (float)lp[p];
+            if (r->ranks) r->ranks[o] = rank[p];
+            r->sum_logprob += lp[p];
+            r->n_scored++;
+        }
+    }
+    GPT2_FREE(logits); GPT2_FREE(targets); GPT2_FREE(rank); GPT2_FREE(lp);
+    return st;
+}
+#endif
+
+/* Windows go through the KV slots as prompts do: every step, free slots take the next windows; a step feeds either
+   context rows (while any window has some left: up to GPT2__SCORE_FEED of them) or scored rows (up to
+   GPT2__SCORE_ROWS), the oldest windows first, a window's rows split across steps where the budget ends (its
+   positions continue in its slot). So a request's tokens are reduced in order, and its sum_logprob adds them in
+   order, whatever else the call holds. Memory, whatever the number and length of the texts (CPU backend): the
+   logits of GPT2__SCORE_ROWS rows (x n_vocab x 4 bytes: 51.5 MB at GPT-2's 50257) plus gpt2__cpu_run's activations
+   for GPT2__SCORE_FEED rows (x (6 n_embd + n_inner) x 4 bytes: 31.5 MB at 124M, 65.5 MB at 1558M) plus 16 bytes a row
+   and the KV cache the model already holds. */
+GPT2_API gpt2_status gpt2_score(gpt2_model *m, gpt2_score_request *reqs, int n) {
+    gpt2_status st = gpt2__score_check(m, reqs, n);
+    if (st) return st;
+    for (int i = 0; i < n; i++) { reqs[i].sum_logprob = 0.0; reqs[i].n_scored = 0; }
+    gpt2__score_fn feed = gpt2__cpu_score;
+#if GPT2__CUDA
+    if (m->backend == GPT2_BACKEND_CUDA) return gpt2__cuda_score_windows(m, reqs, n);
+#endif
+    const int L = m->max_seq, V = m->cfg.n_vocab, R = GPT2__SCORE_ROWS;
+    const int S = m->max_batch < R ? m->max_batch : R;
+    gpt2__score_win *win = (gpt2__score_win *)gpt2__alloc((size_t)S * sizeof *win);
+    gpt2__seq *seqs = (gpt2__seq *)gpt2__zalloc((size_t)S * sizeof *seqs);
+    int *age = (int *)gpt2__alloc((size_t)S * sizeof(int)), *in_seq = (int *)gpt2__alloc((size_t)S * sizeof(int));
+    int *targets = (int *)gpt2__alloc((size_t)R * sizeof(int)), *rank = (int *)gpt2__alloc((size_t)R * sizeof(int));
+    double *lp = (double *)gpt2__alloc((size_t)R * sizeof(double));
+    float *logits = (float *)gpt2__alloc((size_t)R * V * sizeof(float));
+    if (!win || !seqs || !age || !in_seq || !targets || !rank || !lp || !logits)
+        st = gpt2__fail(GPT2_ERR_OOM, "gpt2_score: cannot allocate %zu MB of logits for %d rows", (size_t)R * V * 4 >> 20, R);
+    gpt2__score_cursor cur = {0, 0};
+    int n_act = 0, more = 1; /* age[0..n_act): the active windows' slots, oldest first */
+    for (int s = 0; s < S && !st; s++) win[s].slot = -1;
+    while (!st) {
+        for (int s = 0; s < S && more; s++) {
+            if (win[s].slot >= 0) continue;
+            more = gpt2__score_next(reqs, n, L, &cur, &win[s]);
+            if (more) { win[s].slot = s; age[n_act++] = s; }
+        }
+        if (!n_act) break;
+        int ctx = 0, ns = 0, rows = 0;
+        for (int a = 0; a < n_act && !ctx; a++) ctx = win[age[a]].fed < win[age[a]].first;
+        const int budget = ctx ? GPT2__SCORE_FEED : R;
+        for (int a = 0; a < n_act && rows < budget; a++) {
+            gpt2__score_win *w = &win[age[a]];
+            const int end = ctx ? w->first : w->n_in, take = end - w->fed < budget - rows ? end - w->fed : budget - rows;
+            if (take <= 0) continue;
+            const int *tok = reqs[w->req].tokens + w->s;
+            gpt2__seq *q = &seqs[ns];
+            q->slot = w->slot; q->pos = w->fed; q->n_tok = take; q->tok = tok + w->fed; q->prompt = 1;
+            for (int p = 0; p < take && !ctx; p++) targets[rows + p] = tok[w->fed + p + 1];
+            in_seq[ns++] = age[a];
+            rows += take;
+        }
+        st = feed(m, seqs, ns, ctx ? NULL : targets, lp, rank, logits);
+        if (st) break;
+        for (int i = 0, row = 0; i < ns; i++) {
+            gpt2__score_win *w = &win[in_seq[i]];
+            gpt2_score_request *r = &reqs[w->req];
+            for (int p = 0; p < seqs[i].n_tok && !ctx; p++, row++) {
+                const int o = w->s + w->fed + p + 1 - r->n_context; /* the scored token's index in the outputs */
+                if (r->logprobs) r->logprobs[o] = (float)lp[row];
+                if (r->ranks) r->ranks[o] = rank[row];
+                r->sum_logprob += lp[row];
+                r->n_scored++;
+            }
+            w->fed += seqs[i].n_tok;
+        }
+        int kept = 0; /* finished windows free their slots */
+        for (int a = 0; a < n_act; a++) {
+            gpt2__score_win *w = &win[age[a]];
+            if (w->fed == w->n_in) w->slot = -1;
+            else age[kept++] = age[a];
+        }
+        n_act = kept;
+    }
+    GPT2_FREE(win); GPT2_FREE(seqs); GPT2_FREE(age); GPT2_FREE(in_seq);
+    GPT2_FREE(targets); GPT2_FREE(rank); GPT2_FREE(lp); GPT2_FREE(logits);
     return st;
 }
 
