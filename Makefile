@@ -76,8 +76,8 @@ tests/threads_tsan_clang: tests/threads.c $(HEADERS)
 examples/hello_tsan: examples/hello.c $(HEADERS)
 	$(CC) $(TSAN) examples/hello.c -o $@ -lm
 
-test: test_gpt2 test_gpt2_c test_gpt2_native test_gpt2_asan examples/hello tests/threads_tsan_gcc examples/hello_tsan \
-      $(if $(CLANG),tests/threads_tsan_clang) $(if $(VALGRIND),demo_c) $(if $(MPICC),demo demo_mpi tests/mpi/test_mpi) \
+test: demo test_gpt2 test_gpt2_c test_gpt2_native test_gpt2_asan examples/hello tests/threads_tsan_gcc examples/hello_tsan \
+      $(if $(CLANG),tests/threads_tsan_clang) $(if $(VALGRIND),demo_c) $(if $(MPICC),demo_mpi tests/mpi/test_mpi) \
       $(if $(NVCC),tests/sanitize_kernels)
 	@echo "== the headers under strict warnings (C99 and C++11, -Wpedantic -Werror, with and without OpenMP)"
 	@for c in "$(CC) -x c -std=c99" $(if $(CXX_FOUND),"$(CXX) -x c++ -std=c++11") \

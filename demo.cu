@@ -3,6 +3,8 @@
    ./demo "To be, or not to be"               stream a continuation from the embedded model (weights/)
    ./demo --batch 4 -n 64 "ROMEO:"            four samples in parallel, printed one after another
    ./demo --batch-file prompts.txt -o out.jsonl   many prompts (or JSON Lines with parameters) -> JSON Lines
+   ./demo --score FILE                        the text's token count, mean log-probability and perplexity
+   ./demo --batch-file texts.jsonl --score    many texts ({"text": ...} per line) scored -> JSON Lines
    mpirun -np 2 ./demo_mpi --batch 1024 ...   the same, sharded across MPI ranks (built with -DGPT2_DEMO_MPI)
    ./demo -h                                  every option
 
@@ -56,6 +58,18 @@ static const char demo_usage[] =
     "  --spec K              speculation: at most K draft tokens (prompt lookup) a request verifies in a step;\n"
     "                        0: off (default 8; the text is the same either way, only the speed changes)\n"
     "  --stats               print backend, dtype, device, tokens/s (prefill, decode) and drafts kept on stderr\n"
+    "  --score FILE          score FILE (\"-\": standard input) instead of generating: prints its token count, the\n"
+    "                        mean log-probability of its tokens after the first, and the perplexity. A text longer\n"
+    "                        than the model's context is read in windows of that length, each token scored once\n"
+    "                        (Hugging Face's perplexity-of-fixed-length-models recipe). With --batch-file, --score\n"
+    "                        takes no FILE: each line is {\"text\": \"...\"}, and each result a JSON line\n"
+    "                        {\"index\", \"tokens\", \"sum_logprob\", \"perplexity\"} (perplexity null when nothing\n"
+    "                        was scored: an empty text, or one token without --prepend-eos)\n"
+    "  --stride N            with --score: windows start every N tokens (default: half the context)\n"
+    "  --prepend-eos         with --score: put <|endoftext|> before each text, so its first token is scored too\n"
+    "                        (as Hugging Face tools that score from the start of a document do)\n"
+    "  --logprobs            with --score: also every scored token's id, log-probability and rank (0: the most\n"
+    "                        likely token), as \"ids\", \"logprobs\", \"ranks\" (JSON) or one line per token\n"
     "  -h, --help            this text\n"
     "\n"
     "With no prompt, generation starts from <|endoftext|>. Samples and batch-file prompts get seeds S, S+1, ...\n"
@@ -77,6 +91,9 @@ typedef struct demo_args {
     const char *prompt_file, *batch_file, *out_file;
     int stats, help;
     int spec;                /* --spec K, or -1: the engine's default */
+    int score;               /* --score: score texts instead of generating */
+    const char *score_file;  /* --score FILE (NULL with --batch-file) */
+    int stride, prepend_eos, logprobs;
     char *prompt;            /* the positional words joined by spaces, or NULL */
 } demo_args;
 
@@ -142,16 +159,25 @@ static int demo_parse_args(int argc, char **argv, demo_args *a) {
         snprintf(name, sizeof name, "%s", arg);
         char *eq = strchr(name, '=');
         if (eq && !strncmp(arg, "--", 2)) { *eq = 0; val = arg + (eq - name) + 1; }
-        int flag = !strcmp(name, "-h") || !strcmp(name, "--help") || !strcmp(name, "--stop-at-eos") || !strcmp(name, "--stats");
+        int flag = !strcmp(name, "-h") || !strcmp(name, "--help") || !strcmp(name, "--stop-at-eos") || !strcmp(name, "--stats") ||
+                   !strcmp(name, "--prepend-eos") || !strcmp(name, "--logprobs");
+        if (!strcmp(name, "--score")) { /* --score FILE, or a flag before another option or at the end (--batch-file) */
+            a->score = 1;
+            if (!val && i + 1 < argc && (argv[i + 1][0] != '-' || !strcmp(argv[i + 1], "-"))) val = argv[++i];
+            a->score_file = val;
+            continue;
+        }
         if (flag) {
             if (val) return demo_fail("%s takes no value", name);
             if (!strcmp(name, "-h") || !strcmp(name, "--help")) a->help = 1;
             else if (!strcmp(name, "--stats")) a->stats = 1;
+            else if (!strcmp(name, "--prepend-eos")) a->prepend_eos = 1;
+            else if (!strcmp(name, "--logprobs")) a->logprobs = 1;
             else a->stop_at_eos = 1;
             continue;
         }
         static const char *const valued[] = {"-m", "-n", "-f", "-o", "--temperature", "--top-k", "--top-p", "--seed",
-                                             "--batch", "--backend", "--dtype", "--batch-file", "--spec"};
+                                             "--batch", "--backend", "--dtype", "--batch-file", "--spec", "--stride"};
         int known = 0;
         for (size_t k = 0; k < sizeof valued / sizeof valued[0]; k++) known |= !strcmp(name, valued[k]);
         if (!known) return demo_fail("unknown option %s (see demo -h)", name);
@@ -167,6 +193,7 @@ static int demo_parse_args(int argc, char **argv, demo_args *a) {
         else if (!strcmp(name, "-n")) { if (!demo_parse_long(name, val, 0, 1 << 20, &v)) return 0; a->n_new = (int)v; }
         else if (!strcmp(name, "--batch")) { if (!demo_parse_long(name, val, 1, 1 << 20, &v)) return 0; a->batch = (int)v; }
         else if (!strcmp(name, "--spec")) { if (!demo_parse_long(name, val, 0, 1024, &v)) return 0; a->spec = (int)v; }
+        else if (!strcmp(name, "--stride")) { if (!demo_parse_long(name, val, 1, 1 << 20, &v)) return 0; a->stride = (int)v; }
         else if (!strcmp(name, "--top-k")) { if (!demo_parse_long(name, val, 0, 1 << 24, &v)) return 0; a->sampling.top_k = (int)v; }
         else if (!strcmp(name, "--temperature")) { if (!demo_parse_float(name, val, 0.0, 100.0, &a->sampling.temperature)) return 0; }
         else if (!strcmp(name, "--top-p")) { if (!demo_parse_float(name, val, 0.0, 1.0, &a->sampling.top_p)) return 0; }
@@ -192,6 +219,10 @@ static int demo_parse_args(int argc, char **argv, demo_args *a) {
     if (a->batch_file && (a->prompt || a->prompt_file)) return demo_fail("--batch-file takes its prompts from the file: give no prompt and no -f");
     if (a->batch_file && a->batch > 1) return demo_fail("--batch and --batch-file do not go together (each line of the file is a request)");
     if (a->out_file && !a->batch_file) return demo_fail("-o is for --batch-file results (generated text goes to standard output)");
+    if ((a->stride || a->prepend_eos || a->logprobs) && !a->score) return demo_fail("--stride, --prepend-eos and --logprobs go with --score");
+    if (a->score && !a->batch_file && !a->score_file) return demo_fail("--score needs a FILE (\"-\": standard input), or --batch-file");
+    if (a->score && a->batch_file && a->score_file) return demo_fail("--score FILE and --batch-file do not go together (with --batch-file, give --score alone)");
+    if (a->score && (a->prompt || a->prompt_file || a->batch > 1)) return demo_fail("--score reads its text from the file: give no prompt, no -f and no --batch");
     return 1;
 }
 
@@ -421,6 +452,7 @@ static int demo_add_json_line(demo_work *w, const gpt2_tokenizer *tok, int max_s
    the batch file, the -f file (less one final newline) or the prompt words. */
 static char *demo_read_input(const demo_args *a, size_t *len) {
     if (a->batch_file) return demo_read_all(a->batch_file, len);
+    if (a->score_file) return demo_read_all(a->score_file, len); /* scored as it is, final newline included */
     if (a->prompt_file) {
         char *text = demo_read_all(a->prompt_file, len);
         if (text && *len && text[*len - 1] == '\n') text[--*len] = 0;
@@ -717,6 +749,231 @@ static gpt2_options demo_options(const demo_args *a) {
     return o;
 }
 
+
+/* ---------------------------------------------------------------- scoring: --score */
+
+#ifndef GPT2_DEMO_MPI /* demo_mpi does not score yet */
+
+#define DEMO_SCORE_PIECE 8192 /* tokens a gpt2_score call takes at most (a longer text goes in pieces): the bar's step */
+
+/* One text to score: its tokens (after <|endoftext|> with --prepend-eos), the request, its outputs. */
+typedef struct demo_text {
+    int *ids;
+    gpt2_score_request r;
+} demo_text;
+
+/* The progress bar on stderr (shown only when stderr is a terminal): tokens scored of the total. */
+typedef struct demo_bar {
+    int on;
+    long total, done;
+    double t_start, t_shown;
+} demo_bar;
+
+static void demo_bar_show(demo_bar *b, int final) {
+    double now = demo_now();
+    if (!b->on || (!final && now - b->t_shown < 0.2)) return;
+    b->t_shown = now;
+    double el = now - b->t_start, rate = el > 0 ? b->done / el : 0.0;
+    int bar = 30, fill = b->total ? (int)(bar * (double)b->done / (double)b->total) : bar;
+    fprintf(stderr, "\r[%.*s%*s] %ld/%ld tokens, %.0f tokens/s", fill, "##############################", bar - fill, "",
+            b->done, b->total, rate);
+    if (b->done > 0 && b->done < b->total) fprintf(stderr, ", ETA %.0f s", el / (double)b->done * (double)(b->total - b->done));
+    fputs("\033[K", stderr);
+    if (final) fputc('\n', stderr);
+    fflush(stderr);
+}
+
+/* Scores r in pieces of about DEMO_SCORE_PIECE tokens, each beginning where a window begins: every token is scored in
+   the window it has in one call over the whole text (the windows of a piece starting at window j0 are the text's
+   windows j0, j0 + 1, ...; its n_context leaves out what earlier pieces scored). L: the model's max_seq. */
+static gpt2_status demo_score_long(gpt2_model *m, gpt2_score_request *r, int L, demo_bar *b) {
+    const long n = r->n_tokens, k = r->stride ? r->stride : L / 2, e = k == L;
+    const long per = DEMO_SCORE_PIECE / k > 1 ? DEMO_SCORE_PIECE / k : 1; /* windows a piece */
+    r->sum_logprob = 0;
+    r->n_scored = 0;
+    for (long j0 = 0;; j0 += per) {
+        const long s = j0 * k, lo = j0 ? L + (j0 - 1) * k + e : 0, first = lo > r->n_context ? lo : r->n_context;
+        const long hi = L + (j0 + per - 1) * k + e < n ? L + (j0 + per - 1) * k + e : n;
+        if (first >= n) break;
+        gpt2_score_request q = *r;
+        q.tokens = r->tokens + s; q.n_tokens = (int)(hi - s); q.n_context = (int)(first - s);
+        if (r->logprobs) q.logprobs = r->logprobs + (first - r->n_context);
+        if (r->ranks) q.ranks = r->ranks + (first - r->n_context);
+        gpt2_status st = gpt2_score(m, &q, 1);
+        if (st) return st;
+        r->sum_logprob += q.sum_logprob;
+        r->n_scored += q.n_scored;
+        b->done += q.n_tokens - q.n_context;
+        demo_bar_show(b, 0);
+    }
+    return GPT2_OK;
+}
+
+/* Scores every text: consecutive short ones together, up to DEMO_SCORE_PIECE tokens a call, longer ones alone in
+   pieces. Texts of no tokens are left unscored (n_scored 0). */
+static gpt2_status demo_score_all(gpt2_model *m, demo_text *t, int n, demo_bar *b) {
+    const int L = gpt2_model_max_seq(m);
+    gpt2_score_request *group = (gpt2_score_request *)malloc((size_t)(n ? n : 1) * sizeof *group);
+    if (!group) return GPT2_ERR_OOM;
+    gpt2_status st = GPT2_OK;
+    for (int i = 0; i < n && !st;) {
+        if (t[i].r.n_tokens == 0) { i++; continue; }
+        if (t[i].r.n_tokens > DEMO_SCORE_PIECE) { st = demo_score_long(m, &t[i].r, L, b); i++; continue; }
+        int g = 0, i0 = i;
+        long tokens = 0;
+        while (i < n && t[i].r.n_tokens <= DEMO_SCORE_PIECE && tokens + t[i].r.n_tokens <= DEMO_SCORE_PIECE) {
+            if (t[i].r.n_tokens) { tokens += t[i].r.n_tokens; group[g++] = t[i].r; }
+            i++;
+        }
+        if (!g) { group[g++] = t[i].r; i++; }
+        st = gpt2_score(m, group, g);
+        for (int k = i0, x = 0; k < i && !st; k++)
+            if (t[k].r.n_tokens) { t[k].r = group[x++]; b->done += t[k].r.n_scored; }
+        demo_bar_show(b, 0);
+    }
+    free(group);
+    return st;
+}
+
+/* A text's tokens (after <|endoftext|> with --prepend-eos) and its request; 0 with demo_error set on failure */
+static int demo_text_make(demo_text *t, const gpt2_tokenizer *tok, const demo_args *a, const char *where, const char *text, size_t len) {
+    memset(t, 0, sizeof *t);
+    t->ids = (int *)malloc((len + 2) * sizeof(int)); /* byte-level BPE: at most a token a byte */
+    if (!t->ids) return demo_fail("out of memory");
+    int n = a->prepend_eos;
+    if (n) t->ids[0] = DEMO_EOS;
+    int got = gpt2_encode(tok, text, len, t->ids + n, (int)len + 1);
+    if (got < 0) return demo_fail("%scannot encode the text: %s", where, gpt2_last_error());
+    n += got;
+    t->r.tokens = t->ids; t->r.n_tokens = n; t->r.n_context = n ? 1 : 0; t->r.stride = a->stride;
+    if (a->logprobs && n > 1) {
+        t->r.logprobs = (float *)malloc((size_t)n * sizeof(float));
+        t->r.ranks = (int *)malloc((size_t)n * sizeof(int));
+        if (!t->r.logprobs || !t->r.ranks) return demo_fail("out of memory");
+    }
+    return 1;
+}
+
+static void demo_texts_free(demo_text *t, int n) {
+    for (int i = 0; t && i < n; i++) { free(t[i].ids); free(t[i].r.logprobs); free(t[i].r.ranks); }
+    free(t);
+}
+
+/* The texts of --score: the whole file, or one per JSON line {"text": "..."} of the batch file. */
+static int demo_score_texts(const demo_args *a, const gpt2_tokenizer *tok, const char *input, size_t len, demo_text **out, int *n_out) {
+    demo_text *t = NULL;
+    int n = 0, ok = 1;
+    char where[1104];
+    if (!a->batch_file) {
+        t = (demo_text *)calloc(1, sizeof *t);
+        if (!t) return demo_fail("out of memory");
+        snprintf(where, sizeof where, "%s: ", strcmp(a->score_file, "-") ? a->score_file : "standard input");
+        ok = demo_text_make(t, tok, a, where, input, len);
+        *out = t; *n_out = 1;
+        return ok;
+    }
+    const char *p = input, *end = input + len;
+    for (int line = 1; ok && p < end; line++) {
+        const char *e = (const char *)memchr(p, '\n', (size_t)(end - p));
+        size_t m = e ? (size_t)(e - p) : (size_t)(end - p), blank = 0;
+        const char *next = e ? e + 1 : end;
+        while (blank < m && (p[blank] == ' ' || p[blank] == '\t' || p[blank] == '\r')) blank++;
+        if (blank < m) {
+            char file_line[1100];
+            snprintf(file_line, sizeof file_line, "%.1000s:%d", a->batch_file, line);
+            snprintf(where, sizeof where, "%s: ", file_line);
+            if ((n & (n - 1)) == 0) {
+                demo_text *g = (demo_text *)realloc(t, (n ? 2 * (size_t)n : 1) * sizeof *t);
+                if (!g) { ok = demo_fail("out of memory"); break; }
+                t = g;
+            }
+            memset(&t[n], 0, sizeof t[n]);
+            gpt2__json j = {p, p, p + m, file_line, 0};
+            int first = 1, r;
+            char key[32], *text = NULL;
+            size_t klen, tlen = 0;
+            while (ok && (r = gpt2__json_member(&j, &first, key, sizeof key, &klen)) == 1) {
+                gpt2__json_ws(&j);
+                if (strcmp(key, "text")) { ok = demo_fail("%sunknown key \"%s\" (a line is {\"text\": \"...\"})", where, key); break; }
+                gpt2__json k = j;
+                if (gpt2__json_string(&k, NULL, &tlen)) { r = -1; break; }
+                free(text);
+                text = (char *)malloc(tlen + 1);
+                if (!text) { ok = demo_fail("out of memory"); break; }
+                gpt2__json_string(&j, text, NULL);
+            }
+            if (ok && r != 0) ok = demo_fail("%s", gpt2_last_error());
+            if (ok) { gpt2__json_ws(&j); if (j.p != j.end) ok = demo_fail("%stext after the JSON object", where); }
+            if (ok && !text) ok = demo_fail("%sno \"text\"", where);
+            if (ok) ok = demo_text_make(&t[n], tok, a, where, text, tlen);
+            n++;
+            free(text);
+        }
+        p = next;
+    }
+    if (ok && n == 0) ok = demo_fail("%s: no texts in the file", a->batch_file);
+    *out = t; *n_out = n;
+    return ok;
+}
+
+/* A JSON number, or null for what JSON cannot hold (NaN, infinities) */
+static void demo_json_number(FILE *f, const char *fmt, double v) {
+    if (v == v && v - v == 0) fprintf(f, fmt, v);
+    else fputs("null", f);
+}
+
+/* --score: the file's (or each JSON line's) token count, log-probabilities and perplexity; 0 on success */
+static int demo_score(const demo_args *a, gpt2_model *m, const gpt2_tokenizer *tok, const char *input, size_t len, FILE *f) {
+    demo_text *t = NULL;
+    int n = 0, rc = 1;
+    if (!demo_score_texts(a, tok, input, len, &t, &n)) { demo_setup_error(demo_error); demo_texts_free(t, n); return 1; }
+    demo_bar b;
+    memset(&b, 0, sizeof b);
+    b.on = isatty(2);
+    for (int i = 0; i < n; i++) b.total += t[i].r.n_tokens - t[i].r.n_context;
+    b.t_start = demo_now();
+    gpt2_status st = demo_score_all(m, t, n, &b);
+    demo_bar_show(&b, 1);
+    double el = demo_now() - b.t_start;
+    if (st) { demo_setup_error(st == GPT2_ERR_OOM && !gpt2_last_error()[0] ? "out of memory" : gpt2_last_error()); demo_texts_free(t, n); return 1; }
+    for (int i = 0; i < n; i++) {
+        const gpt2_score_request *r = &t[i].r;
+        const double mean = r->n_scored ? r->sum_logprob / r->n_scored : NAN;
+        if (!a->batch_file) {
+            for (int k = 0; r->logprobs && k < r->n_scored; k++)
+                fprintf(f, "%d\t%d\t%.6f\t%d\n", r->n_context + k, r->tokens[r->n_context + k], r->logprobs[k], r->ranks[k]);
+            if (!r->n_scored) fprintf(f, "tokens %d, scored 0: no perplexity (the first token only conditions; --prepend-eos "
+                                      "scores it)\n", r->n_tokens);
+            else fprintf(f, "tokens %d, scored %d, mean log-probability %.6f, perplexity %.4f\n", r->n_tokens, r->n_scored, mean,
+                         exp(-mean));
+            continue;
+        }
+        fprintf(f, "{\"index\": %d, \"tokens\": %d, \"sum_logprob\": ", i, r->n_tokens);
+        demo_json_number(f, "%.17g", r->sum_logprob);
+        fputs(", \"perplexity\": ", f);
+        demo_json_number(f, "%.9g", exp(-mean));
+        if (a->logprobs) {
+            fputs(", \"ids\": [", f);
+            for (int k = 0; k < r->n_scored; k++) fprintf(f, k ? ", %d" : "%d", r->tokens[r->n_context + k]);
+            fputs("], \"logprobs\": [", f);
+            for (int k = 0; k < r->n_scored; k++) { if (k) fputs(", ", f); demo_json_number(f, "%.9g", r->logprobs[k]); }
+            fputs("], \"ranks\": [", f);
+            for (int k = 0; k < r->n_scored; k++) fprintf(f, k ? ", %d" : "%d", r->ranks[k]);
+            fputs("]", f);
+        }
+        fputs("}\n", f);
+    }
+    if (fflush(f) != 0 || ferror(f)) demo_setup_error("cannot write the results");
+    else {
+        rc = 0;
+        if (a->stats) demo_print_rate("scored", b.done, el);
+    }
+    demo_texts_free(t, n);
+    return rc;
+}
+
+#endif
+
 #ifndef GPT2_DEMO_MPI
 
 int main(int argc, char **argv) {
@@ -741,6 +998,11 @@ int main(int argc, char **argv) {
     if (a.spec >= 0) m->spec = a.spec;
     load_s = demo_now() - t0;
     if (gpt2_tokenizer_load(&tok, a.model_dir)) { demo_setup_error(gpt2_last_error()); goto done; }
+    if (a.score) {
+        if (a.stats) demo_print_setup(m, load_s, 1);
+        rc = demo_score(&a, m, tok, input, input_len, results);
+        goto done;
+    }
     if (!demo_make_work(&w, &a, tok, gpt2_model_max_seq(m), input, input_len)) { demo_setup_error(demo_error); goto done; }
     if (a.stats) demo_print_setup(m, load_s, 1);
 
@@ -834,6 +1096,12 @@ int main(int argc, char **argv) {
         free(a.prompt);
         MPI_Finalize();
         return help ? 0 : 2;
+    }
+    if (a.score) {
+        if (rank == 0) fprintf(stderr, "demo: --score runs in ./demo (one process) for now\n");
+        free(a.prompt);
+        MPI_Finalize();
+        return 2;
     }
     gpt2_options opt = demo_options(&a);
     int local = gpt2_mpi_local_rank(MPI_COMM_WORLD);

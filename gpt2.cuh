@@ -4311,7 +4311,7 @@ static gpt2_status gpt2__residual_ln(cudaStream_t st, int n, float *x, gpt2__res
 
 /* == [GPT2:OP_GELU] == GELU (the MLP activation after a product) ================================================= */
 
-/* gelu_new (as gpt2__cpu_gelu) of a value already rounded to T, in fp32, every operation rounded as written (no
+/* gelu_new (as gpt2__cpu_activation) of a value already rounded to T, in fp32, every operation rounded as written (no
    fused multiply-add), so each kernel that calls it gives the same bits: the decode rows' GELU (gpt2__linear) */
 static __device__ __forceinline__ float gpt2__gelu(float v) {
     const float v3 = __fmul_rn(__fmul_rn(v, v), v);
@@ -4364,7 +4364,7 @@ static void gpt2__algo_class(const cublasLtMatmulAlgo_t *a, int cls[4]) {
 }
 
 /* D [N][O] (T, or fp32 with out_f32; rows ldd apart, 0: O) = X [N][I] @ W^T, W stored [O][I]; + bias [O]; then GELU
-   (tanh form, as gpt2__cpu_gelu) with GPT2__EPI_BIAS_GELU, through cuBLASLt. fp32 accumulation (CUBLAS_COMPUTE_32F:
+   (tanh form, as gpt2__cpu_activation) with GPT2__EPI_BIAS_GELU, through cuBLASLt. fp32 accumulation (CUBLAS_COMPUTE_32F:
    no TF32 in F32 mode). Whatever N, the arithmetic is that of the algorithm cuBLASLt picks for `ref` rows of this
    shape (see below). With pieces > 1 (I a multiple of 8 * pieces; no epilogue, out_f32): one batched product per
    piece of K, D [k][N][ldd] = X[:, k*I/s .. (k+1)*I/s) @ W[:, same]^T, k < s, each piece with the arithmetic above.
@@ -7808,7 +7808,11 @@ static gpt2_status gpt2__load_ckpt(gpt2_model **out, const char *cfg_text, size_
     return GPT2_OK;
 }
 
-/* gpt2__load_ckpt for one safetensors image held in memory (st_name labels error messages). */
+/* gpt2__load_ckpt for one safetensors image held in memory (st_name labels error messages): gpt2_mpi_load's ranks,
+   the tests and the fuzzers load through it (so a program without them does not call it). */
+#if defined(__GNUC__)
+__attribute__((unused))
+#endif
 static gpt2_status gpt2__load_memory(gpt2_model **out, const char *cfg_text, size_t cfg_len, const char *cfg_name,
                                      const unsigned char *st_data, size_t st_len, const char *st_name,
                                      const gpt2_options *opt) {

@@ -158,7 +158,7 @@ static void skinny32_shape(cudaStream_t st, int pdl, int O, int I, int splits) {
                         float a = 0.0f;
                         for (int k = p * Ik; k < (p + 1) * Ik; k++) a = fmaf(x[(size_t)r * I + k], w[(size_t)o * I + k], a);
                         if (form < 2) a = a + b[o];
-                        if (form == 1) gpt2__cpu_gelu(&a, 1);
+                        if (form == 1) gpt2__cpu_activation(&a, 1, GPT2__ACT_GELU_TANH);
                         const float g = d[((size_t)p * n + r) * O + o];
                         bad += form == 1 ? !(fabsf(g - a) <= 1e-5f * (1.0f + fabsf(a))) : memcmp(&g, &a, 4) != 0;
                     }
