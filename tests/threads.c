@@ -2,7 +2,7 @@
    not instrumented, so TSan would report its barriers as races).
 
    What it checks, each thread with its own model (the embedded one in weights/ and a fixture):
-   - separate models run on separate threads at once: every thread's generated tokens and scored log-probabilities
+   - separate models run on separate threads at once: every thread's generated tokens and gpt2_score sums
      are bit-identical to the same work done alone before the threads start;
    - one tokenizer is shared read-only by every thread (encode and decode at once give the serial results);
    - the last error is per thread: a thread's failure never shows in another thread's gpt2_last_error().
@@ -13,7 +13,6 @@
 #define GPT2_NO_CUDA
 #include "gpt2.cuh"
 
-#include <math.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -32,7 +31,7 @@ typedef struct job {
     int index;
     const gpt2_tokenizer *tok;   /* shared by every thread, read only */
     int gen[NEW_TOKENS], n_gen;  /* generated tokens */
-    double score;                /* sum of log-probabilities of SCORED tokens, from gpt2_forward's logits */
+    double score;                /* gpt2_score's sum of log-probabilities of SCORED tokens */
     int ids[256], n_ids;         /* the shared tokenizer's encoding of texts[index % 4] */
     char text[1024];             /* and its decoding */
     char error[GPT2_MAX_ERROR + 128];
@@ -56,19 +55,14 @@ static int job_model_work(job *jb) {
     memset(&r, 0, sizeof r);
     r.prompt = prompt; r.prompt_len = 8; r.max_new_tokens = NEW_TOKENS; r.stop_token = -1; r.out = jb->gen;
     r.sampling.temperature = 0.9f; r.sampling.top_k = 20; r.sampling.seed = 1000 + (uint64_t)jb->index;
-    float *logits = (float *)malloc(sizeof(float) * (size_t)SCORED * (size_t)c.n_vocab);
-    int fail = !logits || gpt2_generate(m, &r, 1, NULL, NULL) || gpt2_forward(m, seq, 1, SCORED, logits);
-    if (fail) snprintf(jb->error, sizeof jb->error, "%s: %s", dir, logits ? gpt2_last_error() : "out of memory");
+    float lp[SCORED];
+    gpt2_score_request sr;
+    memset(&sr, 0, sizeof sr);
+    sr.tokens = seq; sr.n_tokens = SCORED + 1; sr.n_context = 1; sr.logprobs = lp;
+    int fail = gpt2_generate(m, &r, 1, NULL, NULL) || gpt2_score(m, &sr, 1);
+    if (fail) snprintf(jb->error, sizeof jb->error, "%s: %s", dir, gpt2_last_error());
     jb->n_gen = r.n_out;
-    jb->score = 0;
-    for (int t = 0; !fail && t < SCORED; t++) { /* log-softmax of the next token, in double */
-        const float *row = logits + (size_t)t * (size_t)c.n_vocab;
-        double mx = row[0], s = 0;
-        for (int v = 1; v < c.n_vocab; v++) mx = row[v] > mx ? row[v] : mx;
-        for (int v = 0; v < c.n_vocab; v++) s += exp(row[v] - mx);
-        jb->score += row[seq[t + 1]] - mx - log(s);
-    }
-    free(logits);
+    jb->score = sr.sum_logprob;
     gpt2_free(m);
     return fail;
 }
