@@ -49,11 +49,18 @@
          [GPT2:OP_FEW_ROW] few-row products, ln_fold     [GPT2:OP_LINEAR] which product, split-K
          [GPT2:OP_ATTN_DECODE]   [GPT2:OP_ATTN_PREFILL]   [GPT2:OP_ATTN] which attention   [GPT2:OP_SAMPLE]
          [GPT2:FORWARD] a forward pass   [GPT2:PARTS] two-part mode   [GPT2:STEP] step + graphs   [GPT2:CUDA_INIT]
-       [GPT2:ENGINE] load, forward, generate (after the backends: it calls into both)   [GPT2:LICENSE]
+       [GPT2:ENGINE] load, forward, generate, score (after the backends: it calls into both)   [GPT2:LICENSE]
 
-   Models: a Hugging Face GPT-2 directory as published (config.json + model.safetensors;
-   gpt2, gpt2-medium, gpt2-large, gpt2-xl, distilgpt2), F32/F16/BF16 tensors, either key layout.
-   The file is mapped while gpt2_load runs; the CUDA backend uploads its bytes (through 64 MB of pinned host
+   Models: a Hugging Face GPT2LMHeadModel directory as published: config.json + model.safetensors, its shards
+   (model-0000K-of-0000N.safetensors + model.safetensors.index.json), or pytorch_model.bin (zip format, torch 1.6+;
+   also sharded with its index), read as data by a restricted reader that executes nothing. F32/F16/BF16 tensors,
+   either key layout. config.json's activation_function (gelu_new, gelu_pytorch_tanh, gelu_fast, gelu, quick_gelu,
+   relu), n_inner, scale_attn_weights, scale_attn_by_inverse_layer_idx and tie_word_embeddings (false: lm_head.weight
+   is its own matrix) are honoured; the CUDA backend does not run the non-tanh activations, either attention scale
+   change or an untied head yet and refuses such a model by the field's name. Whatever the loader cannot run it
+   refuses, naming the field or file (a tied head beside a differing lm_head.weight, cross-attention, a legacy
+   torch file, TensorFlow or Flax weights alone).
+   The files are mapped while gpt2_load runs; the CUDA backend uploads its bytes (through 64 MB of pinned host
    buffers, freed after) and keeps the weights on the GPU only, the CPU backend converts them into a float32 copy
    it keeps.
    Tokenizer: vocab.json + merges.txt (or encoder.json + vocab.bpe), byte-exact with tiktoken.
@@ -74,8 +81,8 @@
    Errors: every call returns a gpt2_status (or -1); gpt2_last_error() says why, naming the
    file, tensor or argument. The library never prints and never exits.
 
-   Threads: a model serves one call at a time; different models may run on different threads.
-   The last error is per thread.
+   Threads: a model serves one call at a time; separate models run on separate threads at once; a tokenizer may
+   be shared by any number of threads (encode and decode only read it). The last error is per thread.
 
    License: MIT, at the end of this file ([GPT2:LICENSE]).
 */
@@ -113,8 +120,8 @@ GPT2_API gpt2_options gpt2_default_options(void);
 
 typedef struct gpt2_config { int n_layer, n_head, n_embd, n_ctx, n_vocab; float ln_eps; } gpt2_config;
 typedef struct gpt2_model gpt2_model;
-/* path: a directory holding config.json + model.safetensors, or a .safetensors file
-   (config then from config.json beside it). opt may be NULL. */
+/* path: a model directory (config.json + model.safetensors, its shards with their index, or pytorch_model.bin), or
+   one such weights file or index (config then from config.json beside it). opt may be NULL. */
 GPT2_API gpt2_status gpt2_load(gpt2_model **model, const char *path, const gpt2_options *opt);
 GPT2_API void        gpt2_free(gpt2_model *model);
 GPT2_API gpt2_config gpt2_model_config(const gpt2_model *model);
