@@ -376,8 +376,7 @@ write("hostile_big_endian.bin", raw_zip([("archive/data.pkl", b"\x80\x02}."), ("
 write("hostile_dup_entry.bin", raw_zip([("archive/data.pkl", b"\x80\x02}."), ("archive/data.pkl", b"\x80\x02}.")]))
 
 # ---------------------------------------------------------------- the fuzzer's seeds: every .bin above, flat
-shutil.rmtree(CORPUS, ignore_errors=True)
-os.makedirs(CORPUS)
+os.makedirs(CORPUS, exist_ok=True)  # seeds a long run added (named by SHA-1) stay
 for root, _, files in sorted(os.walk(OUT)):
     for f in sorted(files):
         if f.endswith(".bin"):
