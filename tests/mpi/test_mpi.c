@@ -7,6 +7,8 @@
        --fail-load-rank R   rank R loads with options.max_batch = -1 (gpt2_mpi_load must fail everywhere)
        --fail-gen-rank R    rank R loads with options.max_seq = 8 (every request is longer: generation fails there)
        --hidden PATH        each rank reports whether it can open PATH (the multi-node test's model file)
+       --logits T           no generation: each rank runs gpt2_forward on T tokens (workload_logit_tokens) and
+                            rank 0 prints "logits R" and every logit's bits in hex, per rank
    Rank 0 prints, in order: "ranks K", "local_rank R L" per rank, "sees R yes|no" with --hidden,
    "load R S message" per rank, then (when loading worked) "generate R S message" per rank and, when
    generation worked, "req I N: t t t" per request and "callbacks ok" (or what was wrong with them). */
@@ -53,12 +55,13 @@ int main(int argc, char **argv) {
         return 2;
     }
     const char *model_dir = argv[1], *hidden = NULL;
-    int n = atoi(argv[2]), kind = atoi(argv[3]), max_batch = 3, fail_load = -1, fail_gen = -1;
+    int n = atoi(argv[2]), kind = atoi(argv[3]), max_batch = 3, fail_load = -1, fail_gen = -1, logits_T = 0;
     for (int a = 4; a + 1 < argc; a += 2) {
         if (!strcmp(argv[a], "--max-batch")) max_batch = atoi(argv[a + 1]);
         else if (!strcmp(argv[a], "--fail-load-rank")) fail_load = atoi(argv[a + 1]);
         else if (!strcmp(argv[a], "--fail-gen-rank")) fail_gen = atoi(argv[a + 1]);
         else if (!strcmp(argv[a], "--hidden")) hidden = argv[a + 1];
+        else if (!strcmp(argv[a], "--logits")) logits_T = atoi(argv[a + 1]);
     }
     int local = gpt2_mpi_local_rank(MPI_COMM_WORLD);
     int *locals = (int *)malloc((size_t)size * sizeof(int));
@@ -83,6 +86,29 @@ int main(int argc, char **argv) {
     gpt2_status st = gpt2_mpi_load(MPI_COMM_WORLD, &m, model_dir, &opt);
     print_statuses("load", st, rank, size);
     if (st) { fflush(stdout); MPI_Finalize(); return 1; }
+    if (logits_T > 0) { /* every rank's model, on the same tokens; rank 0 prints them all */
+        const int V = gpt2_model_config(m).n_vocab, T = logits_T < gpt2_model_config(m).n_ctx ? logits_T : gpt2_model_config(m).n_ctx;
+        int *tokens = (int *)malloc((size_t)T * sizeof(int));
+        float *lg = (float *)malloc((size_t)T * V * sizeof(float)), *all = rank == 0 ? (float *)malloc((size_t)size * T * V * sizeof(float)) : NULL;
+        workload_logit_tokens(tokens, T, V);
+        st = gpt2_forward(m, tokens, 1, T, lg);
+        print_statuses("forward", st, rank, size);
+        MPI_Gather(lg, T * V, MPI_FLOAT, all, T * V, MPI_FLOAT, 0, MPI_COMM_WORLD);
+        for (int r = 0; rank == 0 && r < size; r++) {
+            printf("logits %d", r);
+            for (int i = 0; i < T * V; i++) {
+                uint32_t bits;
+                memcpy(&bits, &all[(size_t)r * T * V + i], 4);
+                printf(" %08x", (unsigned)bits);
+            }
+            printf("\n");
+        }
+        fflush(stdout);
+        free(tokens); free(lg); free(all);
+        gpt2_free(m);
+        MPI_Finalize();
+        return st ? 1 : 0;
+    }
 
     gpt2_request *reqs = NULL;
     int *prompts = NULL, *outs = NULL, n_here = 0;

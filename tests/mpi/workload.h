@@ -43,4 +43,9 @@ static int workload_callback_stops(int kind, int index, int n_so_far) {
     return kind == WORKLOAD_MIXED && index % 5 == 4 && n_so_far >= 3;
 }
 
+/* The tokens of the logits check (test_mpi --logits T and the single-process reference): T tokens of the vocabulary. */
+static void workload_logit_tokens(int *tokens, int T, int n_vocab) {
+    for (int i = 0; i < T; i++) tokens[i] = (int)(((uint32_t)i * 7919u + 3u) % (uint32_t)n_vocab);
+}
+
 #endif
