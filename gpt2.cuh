@@ -137,15 +137,46 @@ GPT2_API int gpt2_encode(const gpt2_tokenizer *tok, const char *text, size_t len
 GPT2_API int gpt2_decode(const gpt2_tokenizer *tok, const int *ids, int n, char *out, size_t cap);
 
 /* temperature <= 0: greedy; top_k <= 0: no limit; top_p <= 0 or >= 1: no nucleus cut.
-   A zero-filled struct therefore means plain greedy decoding. */
-typedef struct gpt2_sampling { float temperature; int top_k; float top_p; uint64_t seed; } gpt2_sampling;
+   A zero-filled struct therefore means plain greedy decoding: every field below is off at 0. */
+typedef struct gpt2_sampling {
+    float temperature; int top_k; float top_p; uint64_t seed;
+    float min_p;              /* keep tokens whose probability >= min_p x the most likely token's; 0: off */
+    float typical_p;          /* locally typical sampling, as Hugging Face's typical_p; 0 or >= 1: off */
+    float repetition_penalty; /* Hugging Face / CTRL: the logit of every token already in the prompt or the
+                                 output is divided by it when positive, multiplied when negative; 0 or 1: off */
+    float presence_penalty;   /* OpenAI: subtracted once from the logit of each token already generated */
+    float frequency_penalty;  /* OpenAI: subtracted from a token's logit once per time it was generated */
+    int no_repeat_ngram;      /* Hugging Face no_repeat_ngram_size: no n-gram of prompt + output occurs twice; 0: off */
+    int min_new_tokens;       /* the stop tokens are banned until this many tokens were generated */
+    const int *bias_ids; const float *bias; int n_bias;  /* added to those tokens' logits; -INFINITY bans */
+} gpt2_sampling;
+/* Order, as in Hugging Face's generate: bias, repetition_penalty, presence/frequency, no_repeat_ngram,
+   min_new_tokens; then greedy takes the argmax, or sampling applies temperature, top_k, top_p, min_p,
+   typical_p and draws. */
+
+/* why a request ended (gpt2_request.finish_reason) */
+typedef enum gpt2_finish { GPT2_FINISH_NONE = 0, GPT2_FINISH_LENGTH, GPT2_FINISH_STOP, GPT2_FINISH_CALLBACK } gpt2_finish;
+
 typedef struct gpt2_request {
     const int *prompt; int prompt_len;
     int max_new_tokens;
-    gpt2_sampling sampling; /* temperature <= 0: greedy */
+    gpt2_sampling sampling;
     int stop_token;         /* generation ends after this token is emitted; -1: never */
     int *out;               /* caller's buffer with room for max_new_tokens */
     int n_out;              /* set by gpt2_generate */
+    const int *stop_ids; int n_stop_ids;  /* more tokens that end generation, like stop_token */
+    float *out_logprobs;    /* optional [max_new_tokens]: each generated token's log-probability under the
+                               model (log-softmax of its raw logits: temperature 1, before any penalty) */
+    int top_logprobs;       /* 0..20: also the most likely alternatives at each step, with */
+    int *out_top_ids; float *out_top_logprobs;  /* [max_new_tokens][top_logprobs], most likely first */
+    /* Stop strings (OpenAI's "stop"): generation ends once the output, decoded with tokenizer, contains one of
+       them (bytes: a string may span tokens and end inside a UTF-8 character). out then ends with the token that
+       completed it, and text_len says how many bytes of gpt2_decode(out, n_out) come before it: the text to show. */
+    const char *const *stop_strings; int n_stop_strings;
+    const gpt2_tokenizer *tokenizer;
+    int finish_reason;      /* set by gpt2_generate: a gpt2_finish */
+    int text_len;           /* set by gpt2_generate: with a stop string found, its byte offset in the output's text;
+                               else -1 */
 } gpt2_request;
 /* called for each new token in order per request; return nonzero to end that request */
 typedef int (*gpt2_token_fn)(void *user, int request, int token);
@@ -758,6 +789,9 @@ typedef struct gpt2__seq {
     gpt2_sampling sampling;
     uint64_t draw;
     int spec;              /* gpt2_generate: a draft token's row (its sequence's rows are consecutive entries) */
+    gpt2_request *req;     /* gpt2_generate, a sampled row: its request (the penalties read its prompt and output, the
+                              logprobs go to its buffers at index draw) */
+    const int *extra; int n_extra;  /* draft tokens fed before this row: generated after req->out[0 .. n_out) */
 } gpt2__seq;
 
 /* ---- loader: config.json + model.safetensors */
@@ -3182,6 +3216,136 @@ static int gpt2__cand_cmp(const void *a, const void *b) {
     return (x->id > y->id) - (x->id < y->id);
 }
 
+/* ---- processors: what the row's logits go through before the draw (both backends' rule; the CPU's code) */
+
+/* Does the request use anything that reads its logits beyond temperature, top_k and top_p? */
+static int gpt2__processed(const gpt2_request *r) {
+    const gpt2_sampling *s = &r->sampling;
+    return s->n_bias > 0 || (s->repetition_penalty > 0.0f && s->repetition_penalty != 1.0f) || s->presence_penalty != 0.0f ||
+           s->frequency_penalty != 0.0f || s->no_repeat_ngram > 0 || s->min_new_tokens > 0;
+}
+
+static int gpt2__int_cmp(const void *a, const void *b) { int x = *(const int *)a, y = *(const int *)b; return (x > y) - (x < y); }
+
+/* z [V] := a sampled row's logits after the processors, in Hugging Face's order:
+   bias (z[id] += bias), repetition_penalty over the prompt and the output (each distinct token once: z / penalty
+   when z > 0, z * penalty otherwise), presence and frequency over the output (z -= presence + frequency x count),
+   no_repeat_ngram (every token that would complete an n-gram already in prompt + output is banned), then the stop
+   tokens banned while fewer than min_new_tokens were generated. ctx: room for prompt_len + n_out + n_extra ints. */
+static void gpt2__process(float *z, int V, const gpt2__seq *q, int *ctx) {
+    const gpt2_request *r = q->req;
+    const gpt2_sampling *s = &r->sampling;
+    const int np = r->prompt_len, ng = r->n_out + q->n_extra, nh = np + ng;
+    for (int i = 0; i < s->n_bias; i++) z[s->bias_ids[i]] += s->bias[i];
+    /* the context: prompt, output, drafts before this row */
+    memcpy(ctx, r->prompt, (size_t)np * sizeof(int));
+    if (r->n_out) memcpy(ctx + np, r->out, (size_t)r->n_out * sizeof(int));
+    if (q->n_extra) memcpy(ctx + np + r->n_out, q->extra, (size_t)q->n_extra * sizeof(int));
+    const float rp = s->repetition_penalty;
+    if (rp > 0.0f && rp != 1.0f) {
+        int *sorted = ctx + nh; /* the caller's room holds two contexts */
+        memcpy(sorted, ctx, (size_t)nh * sizeof(int));
+        qsort(sorted, (size_t)nh, sizeof(int), gpt2__int_cmp);
+        for (int i = 0; i < nh; i++)
+            if (!i || sorted[i] != sorted[i - 1]) {
+                float *v = &z[sorted[i]];
+                *v = *v > 0.0f ? *v / rp : *v * rp;
+            }
+    }
+    if (s->presence_penalty != 0.0f || s->frequency_penalty != 0.0f) {
+        int *sorted = ctx + nh;
+        memcpy(sorted, ctx + np, (size_t)ng * sizeof(int));
+        qsort(sorted, (size_t)ng, sizeof(int), gpt2__int_cmp);
+        for (int i = 0, c; i < ng; i += c) {
+            for (c = 1; i + c < ng && sorted[i + c] == sorted[i]; c++) {}
+            float *v = &z[sorted[i]];
+            *v -= s->presence_penalty + s->frequency_penalty * (float)c;
+        }
+    }
+    if (s->no_repeat_ngram > 0 && nh + 1 >= s->no_repeat_ngram) {
+        const int g = s->no_repeat_ngram - 1; /* the last g tokens, and every earlier n-gram starting with them */
+        for (int i = 0; i + g < nh; i++) {
+            int e = 0;
+            while (e < g && ctx[i + e] == ctx[nh - g + e]) e++;
+            if (e == g) z[ctx[i + g]] = -INFINITY;
+        }
+    }
+    if (ng < s->min_new_tokens) {
+        if (r->stop_token >= 0 && r->stop_token < V) z[r->stop_token] = -INFINITY;
+        for (int i = 0; i < r->n_stop_ids; i++) z[r->stop_ids[i]] = -INFINITY;
+    }
+}
+
+/* A sampled row's logprobs from its raw logits l [V] (temperature 1, before any processor), in double: the chosen
+   token's log-softmax into out_logprobs[draw], the top_logprobs most likely tokens (ties: lower index) into
+   out_top_ids / out_top_logprobs [draw][top_logprobs], most likely first. */
+static void gpt2__logprobs(const float *l, int V, const gpt2__seq *q, int token) {
+    gpt2_request *r = q->req;
+    float mx = -INFINITY;
+    for (int v = 0; v < V; v++) mx = l[v] > mx ? l[v] : mx;
+    double sum = 0.0;
+    for (int v = 0; v < V; v++) sum += exp((double)l[v] - mx);
+    const double lse = mx + log(sum);
+    if (r->out_logprobs) r->out_logprobs[q->draw] = (float)(l[token] - lse);
+    const int k = r->top_logprobs;
+    if (k <= 0) return;
+    int *ids = r->out_top_ids + (size_t)q->draw * k;
+    float *lps = r->out_top_logprobs + (size_t)q->draw * k;
+    for (int j = 0; j < k; j++) { /* the j-th largest: larger than every kept one's successor (k <= 20 passes) */
+        int best = -1;
+        for (int v = 0; v < V; v++) {
+            if (j && (l[v] > l[ids[j - 1]] || (l[v] == l[ids[j - 1]] && v <= ids[j - 1]))) continue;
+            if (best < 0 || l[v] > l[best]) best = v;
+        }
+        ids[j] = best < 0 ? 0 : best;
+        lps[j] = best < 0 ? -INFINITY : (float)(l[best] - lse);
+    }
+}
+
+/* min_p: keeps, in their order, the candidates whose p is at least min_p x the largest p (Hugging Face's MinPLogitsWarper:
+   a probability ratio, so p unnormalised does); returns how many */
+static int gpt2__cut_min_p(gpt2__cand *c, int n, float min_p) {
+    float pmax = 0.0f;
+    for (int i = 0; i < n; i++) pmax = c[i].p > pmax ? c[i].p : pmax;
+    const float floor_p = min_p * pmax;
+    int k = 0;
+    for (int i = 0; i < n; i++) if (c[i].p >= floor_p) c[k++] = c[i];
+    return k ? k : n;
+}
+
+/* typical_p (Hugging Face's TypicalLogitsWarper): q = p / sum p, H = -sum q log q; a candidate's distance is
+   |-log q - H|. Sorted by distance (ties: lower index), the kept set reaches the first position where the cumulative
+   q is not below typical_p and holds every candidate not farther than that one. Kept in their order; returns how
+   many. */
+typedef struct gpt2__typ { double dist; float p; int id; } gpt2__typ;
+static int gpt2__typ_cmp(const void *a, const void *b) {
+    const gpt2__typ *x = (const gpt2__typ *)a, *y = (const gpt2__typ *)b;
+    if (x->dist < y->dist) return -1;
+    if (x->dist > y->dist) return 1;
+    return (x->id > y->id) - (x->id < y->id);
+}
+static double gpt2__typ_dist(float p, double total, double ent) {
+    return p > 0.0f ? fabs(-log(p / total) - ent) : INFINITY;
+}
+static int gpt2__cut_typical(gpt2__cand *c, int n, float typical_p) {
+    double total = 0.0, ent = 0.0;
+    for (int i = 0; i < n; i++) total += c[i].p;
+    if (!(total > 0.0)) return n;
+    for (int i = 0; i < n; i++) if (c[i].p > 0.0f) { double q = c[i].p / total; ent -= q * log(q); }
+    gpt2__typ *d = (gpt2__typ *)gpt2__alloc((size_t)n * sizeof *d);
+    if (!d) return n; /* no memory for the cut: the draw goes over every candidate */
+    for (int i = 0; i < n; i++) { d[i].dist = gpt2__typ_dist(c[i].p, total, ent); d[i].p = c[i].p; d[i].id = c[i].id; }
+    qsort(d, (size_t)n, sizeof *d, gpt2__typ_cmp);
+    double cum = 0.0;
+    int last = 0;
+    while (last < n - 1 && (cum += d[last].p / total) < (double)typical_p) last++;
+    const double limit = d[last].dist;
+    GPT2_FREE(d);
+    int k = 0;
+    for (int i = 0; i < n; i++) if (gpt2__typ_dist(c[i].p, total, ent) <= limit) c[k++] = c[i];
+    return k ? k : n;
+}
+
 /* scratch: room for V candidates */
 GPT2__NO_CONTRACT static int gpt2__sample(const float *logits, int V, const gpt2_sampling *s, uint64_t draw, gpt2__cand *scratch) {
     GPT2__NO_CONTRACT_BODY
@@ -3238,6 +3402,8 @@ GPT2__NO_CONTRACT static int gpt2__sample(const float *logits, int V, const gpt2
         }
         n = keep;
     }
+    if (s->min_p > 0.0f) n = gpt2__cut_min_p(scratch, n, s->min_p);
+    if (s->typical_p > 0.0f && s->typical_p < 1.0f) n = gpt2__cut_typical(scratch, n, s->typical_p);
     double total = 0.0;
     for (int i = 0; i < n; i++) total += scratch[i].p;
     double target = gpt2__uniform(s->seed, draw) * total, cum = 0.0;
@@ -3585,15 +3751,31 @@ static gpt2_status gpt2__cpu_run(gpt2_model *m, const gpt2__seq *seqs, int n, in
 }
 
 /* One engine step on the CPU: the forward pass, then each sequence samples from its last logits. */
+/* One engine step on the CPU: the forward pass, then each sequence samples from its last logits (after its request's
+   processors, on a copy), and writes its logprobs when asked. */
 static gpt2_status gpt2__cpu_step(gpt2_model *m, const gpt2__seq *seqs, int n, int *next) {
     int V = m->cfg.n_vocab;
-    float *logits = (float *)gpt2__alloc((size_t)n * V * sizeof(float));
+    float *logits = (float *)gpt2__alloc((size_t)n * V * sizeof(float)), *z = (float *)gpt2__alloc((size_t)V * sizeof(float));
     gpt2__cand *scratch = (gpt2__cand *)gpt2__alloc((size_t)V * sizeof(gpt2__cand));
-    if (!logits || !scratch) { GPT2_FREE(logits); GPT2_FREE(scratch); return gpt2__fail(GPT2_ERR_OOM, "CPU step: out of memory"); }
+    int *ctx = (int *)gpt2__alloc((size_t)2 * (m->max_seq + GPT2__SPEC_ROWS + 1) * sizeof(int));
+    if (!logits || !z || !scratch || !ctx) {
+        GPT2_FREE(logits); GPT2_FREE(z); GPT2_FREE(scratch); GPT2_FREE(ctx);
+        return gpt2__fail(GPT2_ERR_OOM, "CPU step: out of memory");
+    }
     gpt2_status st = gpt2__cpu_run(m, seqs, n, 0, logits);
-    for (int s = 0; st == GPT2_OK && s < n; s++)
-        next[s] = seqs[s].sample ? gpt2__sample(logits + (size_t)s * V, V, &seqs[s].sampling, seqs[s].draw, scratch) : -1;
-    GPT2_FREE(logits); GPT2_FREE(scratch);
+    for (int s = 0; st == GPT2_OK && s < n; s++) {
+        const gpt2__seq *q = &seqs[s];
+        const float *row = logits + (size_t)s * V;
+        next[s] = -1;
+        if (!q->sample) continue;
+        if (q->req && gpt2__processed(q->req)) {
+            memcpy(z, row, (size_t)V * sizeof(float));
+            gpt2__process(z, V, q, ctx);
+            next[s] = gpt2__sample(z, V, &q->sampling, q->draw, scratch);
+        } else next[s] = gpt2__sample(row, V, &q->sampling, q->draw, scratch);
+        if (q->req && (q->req->out_logprobs || q->req->top_logprobs > 0)) gpt2__logprobs(row, V, q, next[s]);
+    }
+    GPT2_FREE(logits); GPT2_FREE(z); GPT2_FREE(scratch); GPT2_FREE(ctx);
     return st;
 }
 
@@ -7940,6 +8122,102 @@ static int gpt2__draft(const gpt2_request *r, int k, int *d) {
     return 0;
 }
 
+/* Is tok one of the request's stop tokens (stop_token, stop_ids)? */
+static int gpt2__stop_token(const gpt2_request *r, int tok) {
+    if (tok == r->stop_token) return 1;
+    for (int k = 0; k < r->n_stop_ids; k++) if (tok == r->stop_ids[k]) return 1;
+    return 0;
+}
+
+/* Stop strings: the last bytes of a request's decoded output (as many as a match could still need, plus the newest
+   token's), and the output offset of buf[0]. */
+typedef struct gpt2__tail { char *buf; int n, cap; long base; } gpt2__tail;
+
+/* Appends tok's bytes to the request's tail and looks for its stop strings in every place that ends within them
+   (earlier places were looked at before). The first such place sets r->text_len and *found. */
+static gpt2_status gpt2__stop_strings_feed(gpt2_request *r, int ri, int tok, gpt2__tail *t, int *found) {
+    int longest = 0;
+    for (int k = 0; k < r->n_stop_strings; k++) { int l = (int)strlen(r->stop_strings[k]); longest = l > longest ? l : longest; }
+    const int nb = gpt2_decode(r->tokenizer, &tok, 1, NULL, 0);
+    if (nb < 0) return gpt2__fail(GPT2_ERR_ARG, "request %d: token %d is not in the tokenizer given for its stop strings", ri, tok);
+    if (t->n + nb > t->cap) {
+        int cap = t->n + nb + 256;
+        char *b = (char *)GPT2_MALLOC((size_t)cap);
+        if (!b) return gpt2__fail(GPT2_ERR_OOM, "gpt2_generate: out of memory for stop strings");
+        if (t->n) memcpy(b, t->buf, (size_t)t->n);
+        GPT2_FREE(t->buf);
+        t->buf = b; t->cap = cap;
+    }
+    gpt2_decode(r->tokenizer, &tok, 1, t->buf + t->n, (size_t)nb);
+    const int old = t->n;
+    t->n += nb;
+    long at = -1;
+    for (int k = 0; k < r->n_stop_strings; k++) {
+        const char *str = r->stop_strings[k];
+        const int l = (int)strlen(str);
+        for (int p = old - l + 1 > 0 ? old - l + 1 : 0; p + l <= t->n; p++)
+            if (!memcmp(t->buf + p, str, (size_t)l)) { if (at < 0 || t->base + p < at) at = t->base + p; break; }
+    }
+    if (at >= 0) { r->text_len = (int)at; *found = 1; return GPT2_OK; }
+    const int keep = longest - 1 < t->n ? longest - 1 : t->n; /* a later match starts at most longest - 1 bytes back */
+    memmove(t->buf, t->buf + t->n - keep, (size_t)keep);
+    t->base += t->n - keep;
+    t->n = keep;
+    return GPT2_OK;
+}
+
+/* The controls of request i (gpt2_sampling's processors and warpers, stop ids and strings, logprobs): each value in
+   range, each list where its count says; the CUDA backend's sampler does not run the processors, min_p, typical_p
+   or logprobs yet and refuses them by name. */
+static gpt2_status gpt2__check_controls(const gpt2_model *m, const gpt2_request *r, int i) {
+    const gpt2_sampling *s = &r->sampling;
+    const int V = m->cfg.n_vocab;
+    struct { const char *name; float v; int ok; } f[] = {
+        {"temperature", s->temperature, s->temperature == s->temperature},
+        {"top_p", s->top_p, s->top_p == s->top_p},
+        {"min_p", s->min_p, s->min_p >= 0.0f && s->min_p <= 1.0f},
+        {"typical_p", s->typical_p, s->typical_p >= 0.0f},
+        {"repetition_penalty", s->repetition_penalty, s->repetition_penalty >= 0.0f && s->repetition_penalty < INFINITY},
+        {"presence_penalty", s->presence_penalty, s->presence_penalty > -INFINITY && s->presence_penalty < INFINITY},
+        {"frequency_penalty", s->frequency_penalty, s->frequency_penalty > -INFINITY && s->frequency_penalty < INFINITY}};
+    for (size_t k = 0; k < sizeof f / sizeof f[0]; k++)
+        if (!f[k].ok) return gpt2__fail(GPT2_ERR_ARG, "request %d: sampling.%s = %g is out of range", i, f[k].name, (double)f[k].v);
+    if (s->no_repeat_ngram < 0) return gpt2__fail(GPT2_ERR_ARG, "request %d: sampling.no_repeat_ngram = %d is negative", i, s->no_repeat_ngram);
+    if (s->min_new_tokens < 0) return gpt2__fail(GPT2_ERR_ARG, "request %d: sampling.min_new_tokens = %d is negative", i, s->min_new_tokens);
+    if (s->n_bias < 0 || (s->n_bias > 0 && (!s->bias_ids || !s->bias)))
+        return gpt2__fail(GPT2_ERR_ARG, "request %d: sampling.n_bias = %d with bias_ids %s and bias %s", i, s->n_bias,
+                          s->bias_ids ? "set" : "NULL", s->bias ? "set" : "NULL");
+    for (int k = 0; k < s->n_bias; k++) {
+        if (s->bias_ids[k] < 0 || s->bias_ids[k] >= V)
+            return gpt2__fail(GPT2_ERR_ARG, "request %d: sampling.bias_ids[%d] = %d is not a token id (0..%d)", i, k, s->bias_ids[k], V - 1);
+        if (!(s->bias[k] < INFINITY)) /* NaN and +inf; -inf bans */
+            return gpt2__fail(GPT2_ERR_ARG, "request %d: sampling.bias[%d] = %g (a finite value, or -INFINITY to ban)", i, k, (double)s->bias[k]);
+    }
+    if (r->n_stop_ids < 0 || (r->n_stop_ids > 0 && !r->stop_ids))
+        return gpt2__fail(GPT2_ERR_ARG, "request %d: n_stop_ids = %d with stop_ids %s", i, r->n_stop_ids, r->stop_ids ? "set" : "NULL");
+    for (int k = 0; k < r->n_stop_ids; k++)
+        if (r->stop_ids[k] < 0 || r->stop_ids[k] >= V)
+            return gpt2__fail(GPT2_ERR_ARG, "request %d: stop_ids[%d] = %d is not a token id (0..%d)", i, k, r->stop_ids[k], V - 1);
+    if (r->top_logprobs < 0 || r->top_logprobs > 20)
+        return gpt2__fail(GPT2_ERR_ARG, "request %d: top_logprobs = %d is out of range (0..20)", i, r->top_logprobs);
+    if (r->top_logprobs > 0 && r->max_new_tokens > 0 && (!r->out_top_ids || !r->out_top_logprobs))
+        return gpt2__fail(GPT2_ERR_ARG, "request %d: top_logprobs = %d needs out_top_ids and out_top_logprobs", i, r->top_logprobs);
+    if (r->n_stop_strings < 0 || (r->n_stop_strings > 0 && (!r->stop_strings || !r->tokenizer)))
+        return gpt2__fail(GPT2_ERR_ARG, "request %d: n_stop_strings = %d needs stop_strings and the tokenizer", i, r->n_stop_strings);
+    for (int k = 0; k < r->n_stop_strings; k++)
+        if (!r->stop_strings[k] || !r->stop_strings[k][0] || strlen(r->stop_strings[k]) > 1024)
+            return gpt2__fail(GPT2_ERR_ARG, "request %d: stop_strings[%d] is %s (1..1024 bytes)", i, k,
+                              !r->stop_strings[k] ? "NULL" : !r->stop_strings[k][0] ? "empty" : "too long");
+    if (m->backend == GPT2_BACKEND_CUDA) {
+        const char *field = gpt2__processed(r) ? "a logits processor (bias, penalties, no_repeat_ngram, min_new_tokens)"
+                          : s->min_p > 0.0f ? "sampling.min_p" : s->typical_p > 0.0f && s->typical_p < 1.0f ? "sampling.typical_p"
+                          : r->out_logprobs || r->top_logprobs > 0 ? "logprobs" : NULL;
+        if (field)
+            return gpt2__fail(GPT2_ERR_DEVICE, "request %d: %s is not run by the CUDA backend yet (the CPU backend runs it)", i, field);
+    }
+    return GPT2_OK;
+}
+
 /* Continuous batching over max_batch KV slots: requests wait in order; each step feeds every active
    slot either its next prompt chunk or its last sampled token; a finished request frees its slot at
    once for the next waiting one. Prompt tokens per step are capped so decode steps stay short.
@@ -7966,8 +8244,11 @@ GPT2_API gpt2_status gpt2_generate(gpt2_model *m, gpt2_request *reqs, int n, gpt
                               i, r->prompt_len, r->max_new_tokens, m->max_seq);
         snprintf(what, sizeof what, "request %d: prompt", i);
         gpt2_status st = gpt2__check_tokens(m, r->prompt, (size_t)r->prompt_len, what);
+        if (!st) st = gpt2__check_controls(m, r, i);
         if (st) return st;
         r->n_out = 0;
+        r->finish_reason = r->max_new_tokens == 0 ? GPT2_FINISH_LENGTH : GPT2_FINISH_NONE;
+        r->text_len = -1;
     }
     const int S = m->max_batch, budget = m->prefill_tokens > 0 ? m->prefill_tokens : 2048;
     const int K = m->spec > 0 ? m->spec : 0, cap = S + (K ? GPT2__SPEC_ROWS : 0); /* a step's entries at most */
@@ -7975,8 +8256,9 @@ GPT2_API gpt2_status gpt2_generate(gpt2_model *m, gpt2_request *reqs, int n, gpt
     gpt2__seq *seqs = (gpt2__seq *)gpt2__zalloc((size_t)cap * sizeof *seqs), *ahead = (gpt2__seq *)gpt2__zalloc((size_t)cap * sizeof *ahead);
     int *next = (int *)gpt2__alloc((size_t)cap * sizeof(int)), *last = (int *)gpt2__alloc((size_t)S * sizeof(int));
     int *draft = K ? (int *)gpt2__alloc((size_t)S * K * sizeof(int)) : NULL;
+    gpt2__tail *tails = (gpt2__tail *)gpt2__zalloc((size_t)S * sizeof *tails);
     gpt2_status st = GPT2_OK;
-    if (!slot || !seqs || !ahead || !next || !last || (K && !draft)) st = gpt2__fail(GPT2_ERR_OOM, "gpt2_generate: out of memory");
+    if (!slot || !seqs || !ahead || !next || !last || (K && !draft) || !tails) st = gpt2__fail(GPT2_ERR_OOM, "gpt2_generate: out of memory");
     int waiting = 0, active = 0, ns = 0, flying = 0, hold = 0, drafted = 0;
     int lookahead = 0;
 #if GPT2__CUDA
@@ -7999,6 +8281,7 @@ GPT2_API gpt2_status gpt2_generate(gpt2_model *m, gpt2_request *reqs, int n, gpt
                 while (waiting < n && reqs[waiting].max_new_tokens == 0) waiting++;
                 if (waiting == n) break;
                 slot[s].req = waiting++; slot[s].fed = 0; slot[s].miss = slot[s].cool = slot[s].nk = 0;
+                tails[s].n = 0; tails[s].base = 0;
                 slot[s].kk = K < 4 ? K : 4;
                 active++;
             }
@@ -8023,6 +8306,7 @@ GPT2_API gpt2_status gpt2_generate(gpt2_model *m, gpt2_request *reqs, int n, gpt
                 q->slot = s;
                 q->sampling = r->sampling;
                 q->draw = (uint64_t)r->n_out;
+                q->req = r; q->extra = NULL; q->n_extra = 0;
                 if (slot[s].fed < r->prompt_len) {
                     int chunk = r->prompt_len - slot[s].fed;
                     if (prompt_tokens > 0 && prompt_tokens + chunk > budget) continue; /* next step */
@@ -8036,13 +8320,15 @@ GPT2_API gpt2_status gpt2_generate(gpt2_model *m, gpt2_request *reqs, int n, gpt
                     int k = slot[s].kk < room ? slot[s].kk : room, nk = 0;
                     if (k > r->max_new_tokens - r->n_out - 1) k = r->max_new_tokens - r->n_out - 1;
                     if (slot[s].cool > 0) slot[s].cool--;
-                    else if (k > 0) nk = gpt2__draft(r, k, draft + (size_t)s * K);
+                    else if (k > 0 && r->sampling.no_repeat_ngram <= 0) nk = gpt2__draft(r, k, draft + (size_t)s * K);
+                    /* (no drafts under no_repeat_ngram: prompt lookup proposes exactly the n-grams it bans) */
                     slot[s].nk = nk;
                     slot[s].kept = 0;
                     for (int j = 1; j <= nk; j++) {
                         gpt2__seq *e = &seqs[ns + j];
                         *e = *q;
                         e->pos = q->pos + j; e->tok = draft + (size_t)s * K + j - 1; e->draw = q->draw + (uint64_t)j; e->spec = j;
+                        e->extra = draft + (size_t)s * K; e->n_extra = j;
                     }
                     room -= nk;
                     drafted += nk;
@@ -8105,8 +8391,14 @@ GPT2_API gpt2_status gpt2_generate(gpt2_model *m, gpt2_request *reqs, int n, gpt
             int tok = next[i];
             r->out[r->n_out++] = tok;
             last[s] = tok;
-            int stop = on_token && on_token(user, ri, tok);
-            if (stop || tok == r->stop_token || r->n_out >= r->max_new_tokens) { slot[s].req = -1; active--; }
+            int stop = on_token && on_token(user, ri, tok), reason = gpt2__stop_token(r, tok) ? GPT2_FINISH_STOP : 0;
+            if (!reason && r->n_stop_strings > 0) {
+                int found = 0;
+                if ((st = gpt2__stop_strings_feed(r, ri, tok, &tails[s], &found))) break;
+                if (found) reason = GPT2_FINISH_STOP;
+            }
+            if (!reason) reason = stop ? GPT2_FINISH_CALLBACK : r->n_out >= r->max_new_tokens ? GPT2_FINISH_LENGTH : 0;
+            if (reason) { r->finish_reason = reason; slot[s].req = -1; active--; }
         }
         /* each request that drafted: its next draft's length, and its pause after drafts of which nothing stood */
         for (int i = 0; drafted && i < ns; i++) {
@@ -8122,7 +8414,8 @@ GPT2_API gpt2_status gpt2_generate(gpt2_model *m, gpt2_request *reqs, int n, gpt
 #if GPT2__CUDA
     if (m->backend == GPT2_BACKEND_CUDA) gpt2__cuda_drain(m);
 #endif
-    GPT2_FREE(slot); GPT2_FREE(seqs); GPT2_FREE(ahead); GPT2_FREE(next); GPT2_FREE(last); GPT2_FREE(draft);
+    for (int s = 0; s < S && tails; s++) GPT2_FREE(tails[s].buf);
+    GPT2_FREE(slot); GPT2_FREE(seqs); GPT2_FREE(ahead); GPT2_FREE(next); GPT2_FREE(last); GPT2_FREE(draft); GPT2_FREE(tails);
     return st;
 }
 
