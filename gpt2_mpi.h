@@ -250,7 +250,7 @@ static gpt2_status gpt2__ckpt_image(gpt2__ckpt *ck, const char *cfg_text, size_t
     if (!m) return gpt2__fail(GPT2_ERR_OOM, "cannot allocate the model");
     gpt2__slot *slots = NULL;
     int n_slots = 0;
-    gpt2_status st = gpt2__parse_config(cfg_text, cfg_len, cfg_name, &m->cfg, &m->n_inner);
+    gpt2_status st = gpt2__parse_config(cfg_text, cfg_len, cfg_name, &m->cfg, &m->n_inner, &m->arch);
     if (!st) st = gpt2__weights_layout(m, gpt2__ckpt_bytes(ck), ck->name, 0, &slots, &n_slots);
     if (!st) st = gpt2__ckpt_read(ck, slots, n_slots);
     if (!st) st = gpt2__slots_to_safetensors(slots, n_slots, out, len);
