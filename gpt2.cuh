@@ -63,7 +63,9 @@
    The files are mapped while gpt2_load runs; the CUDA backend uploads its bytes (through 64 MB of pinned host
    buffers, freed after) and keeps the weights on the GPU only, the CPU backend converts them into a float32 copy
    it keeps.
-   Tokenizer: vocab.json + merges.txt (or encoder.json + vocab.bpe), byte-exact with tiktoken.
+   Tokenizer: vocab.json + merges.txt (or encoder.json + vocab.bpe), else tokenizer.json (byte-level BPE), byte-exact
+   with tiktoken; added tokens (tokenizer.json's, or added_tokens.json) decode to their text, and gpt2_token_id finds
+   a special token's id to put in a prompt.
 
    Example (error handling shortened):
        gpt2_model *m; gpt2_tokenizer *tok;
@@ -129,12 +131,21 @@ GPT2_API gpt2_config gpt2_model_config(const gpt2_model *model);
 GPT2_API gpt2_status gpt2_forward(gpt2_model *model, const int *tokens, int B, int T, float *logits);
 
 typedef struct gpt2_tokenizer gpt2_tokenizer;
-/* path: a directory holding vocab.json + merges.txt (or encoder.json + vocab.bpe) */
+/* path: a directory holding vocab.json + merges.txt (or encoder.json + vocab.bpe), else Hugging Face's
+   tokenizer.json (a byte-level BPE). Added tokens (tokenizer.json's added_tokens, else added_tokens.json)
+   decode to their text. */
 GPT2_API gpt2_status gpt2_tokenizer_load(gpt2_tokenizer **tok, const char *path);
 GPT2_API void gpt2_tokenizer_free(gpt2_tokenizer *tok);
 /* both return the full count (ids or bytes) even when it exceeds cap (then cap are written); -1 on error */
 GPT2_API int gpt2_encode(const gpt2_tokenizer *tok, const char *text, size_t len, int *ids, int cap);
 GPT2_API int gpt2_decode(const gpt2_tokenizer *tok, const int *ids, int n, char *out, size_t cap);
+/* gpt2_encode reads all text as ordinary text: "<|endoftext|>" in it becomes 7 tokens, never 50256, and an
+   added token's string ("<|im_start|>") its pieces too, so no text smuggles a control token in. To put a
+   special token in a prompt, write its id into the prompt yourself:
+       ids[0] = gpt2_token_id(tok, "<|im_start|>", 12); n = 1 + gpt2_encode(tok, "user\n", 5, ids + 1, cap - 1);
+   gpt2_token_id: the id of the token whose text is text[0 .. len) exactly (an added token, else a token of
+   the vocabulary: "<|endoftext|>" is 50256 in GPT-2's), or -1 when no token has that text. */
+GPT2_API int gpt2_token_id(const gpt2_tokenizer *tok, const char *text, size_t len);
 
 /* temperature <= 0: greedy; top_k <= 0: no limit; top_p <= 0 or >= 1: no nucleus cut.
    A zero-filled struct therefore means plain greedy decoding: every field below is off at 0. */
@@ -2670,6 +2681,10 @@ struct gpt2_tokenizer {
     gpt2__tok_merge *merge_slots; /* open addressing, (left, right) -> merge; left -1: empty */
     size_t merge_mask;
     int n_merges;
+    int n_added;                 /* added tokens (tokenizer.json's added_tokens or added_tokens.json), by increasing id */
+    int *added_id;               /* [n_added] */
+    size_t *added_off;           /* [n_added + 1]: added token k's text is added_bytes[added_off[k] .. added_off[k + 1]) */
+    unsigned char *added_bytes;
 };
 
 static uint32_t gpt2__tok_hash_bytes(const unsigned char *p, size_t n) {
@@ -2901,12 +2916,10 @@ static gpt2_status gpt2__tok_load_vocab(gpt2_tokenizer *t, const char *path) {
 }
 
 /* merges.txt: an optional "#version" first line, then one merge per line, "left right" (two
-   tokens of the vocabulary, one space apart), highest priority first; blank lines are skipped. */
-static gpt2_status gpt2__tok_load_merges(gpt2_tokenizer *t, const char *path) {
-    char *data;
-    size_t len;
-    gpt2_status st = gpt2__read_file(path, &data, &len);
-    if (st) return st;
+   tokens of the vocabulary, one space apart), highest priority first; blank lines are skipped.
+   The text is data[0 .. len), freed here; header: whether a "#version" first line is skipped. */
+static gpt2_status gpt2__tok_parse_merges(gpt2_tokenizer *t, const char *path, char *data, size_t len, int header) {
+    gpt2_status st = GPT2_OK;
     size_t lines = 1;
     for (size_t k = 0; k < len; k++) lines += data[k] == '\n';
     if (lines > (size_t)1 << 28) { GPT2_FREE(data); return gpt2__fail(GPT2_ERR_FORMAT, "%s: %zu lines is too many merges", path, lines); }
@@ -2927,7 +2940,7 @@ static gpt2_status gpt2__tok_load_merges(gpt2_tokenizer *t, const char *path) {
         size_t n = (size_t)(eol - line);
         int blank = 1;
         for (size_t k = 0; k < n; k++) if (line[k] != ' ' && line[k] != '\t') blank = 0;
-        if (blank || (line_no == 1 && n >= 8 && !memcmp(line, "#version", 8))) { line = next; continue; }
+        if (blank || (header && line_no == 1 && n >= 8 && !memcmp(line, "#version", 8))) { line = next; continue; }
         const char *sp = (const char *)memchr(line, ' ', n);
         size_t nl = sp ? (size_t)(sp - line) : 0, nr = sp ? n - nl - 1 : 0;
         if (!sp || nl == 0 || nr == 0 || memchr(sp + 1, ' ', nr)) {
@@ -2990,12 +3003,397 @@ GPT2_API void gpt2_tokenizer_free(gpt2_tokenizer *tok) {
     GPT2_FREE(tok->bytes);
     GPT2_FREE(tok->vocab_slots);
     GPT2_FREE(tok->merge_slots);
+    GPT2_FREE(tok->added_id);
+    GPT2_FREE(tok->added_off);
+    GPT2_FREE(tok->added_bytes);
     GPT2_FREE(tok);
 }
 
 static int gpt2__tok_is_file(const char *path) {
     struct stat st;
     return stat(path, &st) == 0 && S_ISREG(st.st_mode);
+}
+
+/* ---- tokenizer.json (Hugging Face's tokenizers) and added tokens
+
+   A directory without vocab.json + merges.txt may hold tokenizer.json instead. Its "model" (type
+   BPE) carries the same vocabulary object as vocab.json, handed to the vocab.json parser as it
+   stands, and the merges, as "left right" strings or ["left", "right"] pairs, written out as
+   merges.txt lines for the merges parser (merge N is line N in its messages). A field that would
+   make Hugging Face normalise, split or decode text other than GPT-2's way is refused by name.
+
+   Added tokens (tokenizer.json's "added_tokens", else added_tokens.json {"text": id} beside
+   vocab.json) decode to their text. Encoding never yields them: gpt2_encode reads every string as
+   ordinary text, and a caller puts a special token in a prompt by its id (gpt2_token_id). */
+
+/* merges.txt: reads the file, then parses it (the parser frees the text) */
+static gpt2_status gpt2__tok_load_merges(gpt2_tokenizer *t, const char *path) {
+    char *data;
+    size_t len;
+    gpt2_status st = gpt2__read_file(path, &data, &len);
+    if (st) return st;
+    return gpt2__tok_parse_merges(t, path, data, len, 1);
+}
+
+/* One pass over the object at obj's cursor (which ends past it): value[k] spans the JSON text of
+   member names[k] (p .. end), p NULL when absent; the first of repeated names counts. */
+static gpt2_status gpt2__tok_json_members(gpt2__json *obj, const char *const *names, int n, gpt2__json *value) {
+    char key[32];
+    size_t klen;
+    int first = 1, r;
+    for (int k = 0; k < n; k++) { value[k] = *obj; value[k].p = NULL; }
+    while ((r = gpt2__json_member(obj, &first, key, sizeof key, &klen)) == 1) {
+        gpt2__json_ws(obj);
+        const char *at = obj->p;
+        if (gpt2__json_skip(obj)) return GPT2_ERR_FORMAT;
+        for (int k = 0; k < n; k++)
+            if (!value[k].p && klen == strlen(names[k]) && !memcmp(key, names[k], klen)) { value[k].p = at; value[k].end = obj->p; }
+    }
+    return r < 0 ? GPT2_ERR_FORMAT : GPT2_OK;
+}
+
+/* whether v's JSON text (absent: "-") is one of accept's '|'-separated texts */
+static int gpt2__tok_json_accept(const gpt2__json *v, const char *accept) {
+    const char *text = v->p ? v->p : "-";
+    size_t n = v->p ? (size_t)(v->end - v->p) : 1;
+    for (const char *a = accept;;) {
+        const char *bar = strchr(a, '|');
+        size_t an = bar ? (size_t)(bar - a) : strlen(a);
+        if (an == n && !memcmp(a, text, n)) return 1;
+        if (!bar) return 0;
+        a = bar + 1;
+    }
+}
+
+static gpt2_status gpt2__tok_json_refuse(const char *path, const char *field, const gpt2__json *v, const char *why) {
+    size_t n = v->p ? (size_t)(v->end - v->p) : 6;
+    return gpt2__fail(GPT2_ERR_FORMAT, "%s: %s is %.*s: %s", path, field, GPT2__TOK_SHOW(n), v->p ? v->p : "absent", why);
+}
+
+/* an id: a JSON integer in [0, 2^24), as vocab.json's */
+static int gpt2__tok_json_id(const gpt2__json *v, int *id) {
+    if (!v->p || !((*v->p >= '0' && *v->p <= '9') || *v->p == '-')) return 0;
+    gpt2__json j = *v;
+    double x;
+    if (gpt2__json_number(&j, &x) || j.p != v->end || !(x >= 0 && x < 16777216.0) || x != (double)(int)x) return 0;
+    *id = (int)x;
+    return 1;
+}
+
+/* Appends one added token to l: content (a JSON string, decoded) and id; what names the entry in messages. */
+static gpt2_status gpt2__tok_list_add(gpt2__tok_list *l, const char *path, const char *what, size_t e,
+                                      const gpt2__json *content, const gpt2__json *id) {
+    int v;
+    if (!gpt2__tok_json_id(id, &v)) {
+        size_t n = id->p ? (size_t)(id->end - id->p) : 6;
+        return gpt2__fail(GPT2_ERR_FORMAT, "%s: %s %zu has id %.*s; an integer in [0, 2^24) is needed",
+                          path, what, e, GPT2__TOK_SHOW(n), id->p ? id->p : "absent");
+    }
+    if (!content->p || *content->p != '"')
+        return gpt2__fail(GPT2_ERR_FORMAT, "%s: %s %zu (id %d) has no text string", path, what, e, v);
+    size_t n, raw = (size_t)(content->end - content->p);
+    if (!gpt2__tok_list_grow(l, raw)) return gpt2__fail(GPT2_ERR_OOM, "%s: out of memory", path);
+    gpt2__json j = *content;
+    if (gpt2__json_string(&j, (char *)l->bytes + l->n_bytes, &n)) return GPT2_ERR_FORMAT;
+    l->ids[l->n] = v;
+    l->n_bytes += n;
+    l->off[++l->n] = l->n_bytes;
+    return GPT2_OK;
+}
+
+typedef struct gpt2__tok_by_id { int id, entry; } gpt2__tok_by_id;
+
+static int gpt2__tok_by_id_cmp(const void *a, const void *b) {
+    int x = ((const gpt2__tok_by_id *)a)->id, y = ((const gpt2__tok_by_id *)b)->id;
+    return (x > y) - (x < y);
+}
+
+/* Fills t's added tokens from the list, by increasing id: no id twice, and an id of the vocabulary only
+   with that token's text (Hugging Face would decode the added text, and encoding would no longer round-trip). */
+static gpt2_status gpt2__tok_index_added(gpt2_tokenizer *t, const char *path, const gpt2__tok_list *l) {
+    size_t n = l->n;
+    if (n == 0) return GPT2_OK;
+    gpt2__tok_by_id *order = (gpt2__tok_by_id *)gpt2__alloc(n * sizeof *order);
+    t->added_id = (int *)gpt2__alloc(n * sizeof *t->added_id);
+    t->added_off = (size_t *)gpt2__alloc((n + 1) * sizeof *t->added_off);
+    t->added_bytes = (unsigned char *)gpt2__alloc(l->n_bytes);
+    if (!order || !t->added_id || !t->added_off || !t->added_bytes) {
+        GPT2_FREE(order);
+        return gpt2__fail(GPT2_ERR_OOM, "%s: out of memory", path);
+    }
+    for (size_t e = 0; e < n; e++) { order[e].id = l->ids[e]; order[e].entry = (int)e; }
+    qsort(order, n, sizeof *order, gpt2__tok_by_id_cmp);
+    t->added_off[0] = 0;
+    for (size_t k = 0; k < n; k++) {
+        size_t e = (size_t)order[k].entry, len = l->off[e + 1] - l->off[e];
+        if (k && order[k].id == order[k - 1].id) {
+            size_t f = (size_t)order[k - 1].entry, flen = l->off[f + 1] - l->off[f];
+            gpt2__fail(GPT2_ERR_FORMAT, "%s: id %d is given to the added tokens \"%.*s\" and \"%.*s\"", path, order[k].id,
+                       GPT2__TOK_SHOW(flen), (const char *)l->bytes + l->off[f], GPT2__TOK_SHOW(len), (const char *)l->bytes + l->off[e]);
+            GPT2_FREE(order);
+            return GPT2_ERR_FORMAT;
+        }
+        const unsigned char *text = l->bytes + l->off[e];
+        int id = order[k].id;
+        size_t vlen = id < t->n_vocab ? t->tok_off[id + 1] - t->tok_off[id] : 0;
+        if (id < t->n_vocab && (vlen != len || memcmp(t->bytes + t->tok_off[id], text, len))) {
+            gpt2__fail(GPT2_ERR_FORMAT, "%s: the added token \"%.*s\" has id %d, which is the vocabulary's \"%.*s\"", path,
+                       GPT2__TOK_SHOW(len), (const char *)text, id, GPT2__TOK_SHOW(vlen), (const char *)t->bytes + t->tok_off[id]);
+            GPT2_FREE(order);
+            return GPT2_ERR_FORMAT;
+        }
+        memcpy(t->added_bytes + t->added_off[k], text, len);
+        t->added_off[k + 1] = t->added_off[k] + len;
+        t->added_id[k] = id;
+    }
+    t->n_added = (int)n;
+    GPT2_FREE(order);
+    return GPT2_OK;
+}
+
+/* tokenizer.json's "added_tokens": [{"id": 50257, "content": "<|im_start|>", ...}, ...] */
+static gpt2_status gpt2__tok_json_added(gpt2_tokenizer *t, const char *path, const gpt2__json *added) {
+    if (*added->p != '[') return gpt2__tok_json_refuse(path, "added_tokens", added, "a list of {\"id\", \"content\"} objects is needed");
+    static const char *const names[] = { "id", "content" };
+    gpt2__tok_list l;
+    memset(&l, 0, sizeof l);
+    gpt2__json j = *added;
+    gpt2_status st = GPT2_OK;
+    j.p++;
+    gpt2__json_ws(&j);
+    if (j.p < j.end && *j.p == ']') j.p = j.end;
+    for (size_t e = 0; !st && j.p < j.end; e++) {
+        gpt2__json_ws(&j);
+        gpt2__json f[2];
+        if (j.p >= j.end || *j.p != '{') st = gpt2__fail(GPT2_ERR_FORMAT, "%s: added_tokens[%zu] is not an object", path, e);
+        if (!st) st = gpt2__tok_json_members(&j, names, 2, f);
+        if (!st) st = gpt2__tok_list_add(&l, path, "added token", e, &f[1], &f[0]);
+        gpt2__json_ws(&j);
+        if (!st && j.p < j.end && *j.p == ',') j.p++;
+        else if (!st && j.p < j.end && *j.p == ']') j.p = j.end;
+        else if (!st) st = gpt2__json_err(&j, "expected ',' or ']' in added_tokens");
+    }
+    if (!st) st = gpt2__tok_index_added(t, path, &l);
+    gpt2__tok_list_free(&l);
+    return st;
+}
+
+/* added_tokens.json: {"<|im_start|>": 50257, ...} (the text as it is, not in GPT-2's byte alphabet) */
+static gpt2_status gpt2__tok_load_added_json(gpt2_tokenizer *t, const char *path) {
+    char *data;
+    size_t len;
+    gpt2_status st = gpt2__read_file(path, &data, &len);
+    if (st) return st;
+    gpt2__tok_list l;
+    memset(&l, 0, sizeof l);
+    gpt2__json j;
+    j.start = data; j.p = data; j.end = data + len; j.file = path; j.depth = 0;
+    gpt2__json_ws(&j);
+    int open = j.p < j.end && *j.p == '{';
+    if (open) { j.p++; gpt2__json_ws(&j); }
+    else st = gpt2__json_err(&j, "expected an object");
+    if (open && j.p < j.end && *j.p == '}') { j.p++; open = 0; }
+    for (size_t e = 0; !st && open; e++) {
+        gpt2__json key = j, id = j;
+        gpt2__json_ws(&j);
+        key.p = j.p;
+        if (gpt2__json_string(&j, NULL, NULL)) { st = GPT2_ERR_FORMAT; break; }
+        key.end = j.p;
+        gpt2__json_ws(&j);
+        if (j.p >= j.end || *j.p != ':') { st = gpt2__json_err(&j, "expected ':'"); break; }
+        j.p++;
+        gpt2__json_ws(&j);
+        id.p = j.p;
+        if (gpt2__json_skip(&j)) { st = GPT2_ERR_FORMAT; break; }
+        id.end = j.p;
+        st = gpt2__tok_list_add(&l, path, "entry", e, &key, &id);
+        gpt2__json_ws(&j);
+        if (!st && j.p < j.end && (*j.p == ',' || *j.p == '}')) open = *j.p++ == ',';
+        else if (!st) st = gpt2__json_err(&j, "expected ',' or '}'");
+    }
+    gpt2__json_ws(&j);
+    if (!st && j.p != j.end) st = gpt2__json_err(&j, "text after the object");
+    if (!st) st = gpt2__tok_index_added(t, path, &l);
+    gpt2__tok_list_free(&l);
+    GPT2_FREE(data);
+    return st;
+}
+
+/* tokenizer.json's model.merges as merges.txt lines, then the merges parser over them */
+static gpt2_status gpt2__tok_json_merges(gpt2_tokenizer *t, const char *path, const char *label, const gpt2__json *merges) {
+    if (merges->p && *merges->p != '[')
+        return gpt2__tok_json_refuse(path, "model.merges", merges, "a list of merges is needed");
+    /* each merge's line is shorter than its JSON text, so the lines fit in the JSON's length */
+    size_t cap = merges->p ? (size_t)(merges->end - merges->p) : 1, k = 0;
+    char *text = (char *)gpt2__alloc(cap);
+    if (!text) return gpt2__fail(GPT2_ERR_OOM, "%s: out of memory", path);
+    gpt2__json j = *merges;
+    gpt2_status st = GPT2_OK;
+    if (merges->p) {
+        j.p++;
+        gpt2__json_ws(&j);
+        if (j.p < j.end && *j.p == ']') j.p = j.end;
+    }
+    for (size_t e = 0; merges->p && !st && j.p < j.end; e++) {
+        gpt2__json_ws(&j);
+        int pair = j.p < j.end && *j.p == '[';
+        if (pair) j.p++;
+        for (int side = 0; !st && side <= pair; side++) {
+            gpt2__json_ws(&j);
+            if (side && j.p < j.end && *j.p == ',') { j.p++; gpt2__json_ws(&j); }
+            else if (side) { st = gpt2__json_err(&j, "expected ',' in a merge pair"); break; }
+            char *at = text + k;
+            size_t n;
+            if (j.p >= j.end || *j.p != '"') {
+                st = gpt2__fail(GPT2_ERR_FORMAT, "%s: model.merges[%zu] is neither \"left right\" nor [\"left\", \"right\"]", path, e);
+                break;
+            }
+            if (gpt2__json_string(&j, at, &n)) { st = GPT2_ERR_FORMAT; break; }
+            int blank = 1, bad = n == 0;
+            for (size_t c = 0; c < n; c++) {
+                bad |= at[c] == '\n' || at[c] == '\r' || at[c] == '\t' || (pair && at[c] == ' ');
+                blank &= at[c] == ' ';
+            }
+            if (bad || blank) {
+                st = gpt2__fail(GPT2_ERR_FORMAT, "%s: model.merges[%zu]: \"%.*s\" is not %s", path, e, GPT2__TOK_SHOW(n), at,
+                                pair ? "a token in GPT-2's byte alphabet" : "two tokens separated by one space");
+                break;
+            }
+            k += n;
+            text[k++] = side == pair ? '\n' : ' ';
+        }
+        if (st) break;
+        gpt2__json_ws(&j);
+        if (pair && j.p < j.end && *j.p == ']') { j.p++; gpt2__json_ws(&j); }
+        else if (pair) { st = gpt2__json_err(&j, "expected ']' after a merge pair"); break; }
+        if (j.p < j.end && *j.p == ',') j.p++;
+        else if (j.p < j.end && *j.p == ']') j.p = j.end;
+        else st = gpt2__json_err(&j, "expected ',' or ']' in model.merges");
+    }
+    if (st) { GPT2_FREE(text); return st; }
+    return gpt2__tok_parse_merges(t, label, text, k, 0);
+}
+
+/* tokenizer.json's BPE: top holds the values of "model", "normalizer", "pre_tokenizer", "decoder" */
+static gpt2_status gpt2__tok_json_bpe(gpt2_tokenizer *t, const char *path, const gpt2__json *top) {
+    static const char *const model_names[] = { "type", "vocab", "merges", "dropout", "continuing_subword_prefix",
+                                               "end_of_word_suffix", "ignore_merges" };
+    static const char *const pre_names[] = { "type", "add_prefix_space", "use_regex" };
+    static const char *const decoder_names[] = { "type" };
+    static const char *const object_names[] = { "model", "pre_tokenizer", "decoder" };
+    static const char *const *const member_names[] = { model_names, pre_names, decoder_names };
+    static const int n_members[] = { 7, 3, 1 };
+    gpt2__json fields[3][7];
+    for (int o = 0; o < 3; o++) {
+        const gpt2__json *v = &top[o == 0 ? 0 : o + 1];
+        if (!v->p || *v->p != '{')
+            return gpt2__tok_json_refuse(path, object_names[o], v, o == 0 ? "a BPE model is needed"
+                                         : o == 1 ? "GPT-2's ByteLevel pre-tokenizer is needed" : "GPT-2's ByteLevel decoder is needed");
+        gpt2__json obj = *v;
+        if (gpt2__tok_json_members(&obj, member_names[o], n_members[o], fields[o])) return GPT2_ERR_FORMAT;
+    }
+    /* what each field may be ("-": absent), and why anything else is refused */
+    struct { const char *name; const gpt2__json *v; const char *accept, *why; } rules[] = {
+        { "model.type", &fields[0][0], "\"BPE\"", "only byte-level BPE models are read" },
+        { "model.dropout", &fields[0][3], "-|null", "BPE dropout makes the tokens random" },
+        { "model.continuing_subword_prefix", &fields[0][4], "-|null|\"\"", "GPT-2's BPE marks no subwords" },
+        { "model.end_of_word_suffix", &fields[0][5], "-|null|\"\"", "GPT-2's BPE marks no word ends" },
+        { "model.ignore_merges", &fields[0][6], "-|false", "words found in the vocabulary would skip the merges" },
+        { "normalizer", &top[1], "-|null", "a normalizer would change the text before BPE" },
+        { "pre_tokenizer.type", &fields[1][0], "\"ByteLevel\"", "GPT-2's ByteLevel pre-tokenizer is needed" },
+        { "pre_tokenizer.add_prefix_space", &fields[1][1], "false", "a space would be put before the text" },
+        { "pre_tokenizer.use_regex", &fields[1][2], "-|true", "the text would not be split GPT-2's way" },
+        { "decoder.type", &fields[2][0], "\"ByteLevel\"", "GPT-2's ByteLevel decoder is needed" },
+    };
+    for (size_t r = 0; r < sizeof rules / sizeof rules[0]; r++)
+        if (!gpt2__tok_json_accept(rules[r].v, rules[r].accept)) return gpt2__tok_json_refuse(path, rules[r].name, rules[r].v, rules[r].why);
+
+    const gpt2__json *vocab = &fields[0][1];
+    if (!vocab->p || *vocab->p != '{') return gpt2__tok_json_refuse(path, "model.vocab", vocab, "the vocabulary object is needed");
+    size_t label_cap = strlen(path) + 16;
+    char *label = (char *)gpt2__alloc(label_cap);
+    gpt2__tok_list l;
+    memset(&l, 0, sizeof l);
+    l.key_cap = 256;
+    l.key = (char *)gpt2__alloc(l.key_cap);
+    gpt2_status st = !label || !l.key ? gpt2__fail(GPT2_ERR_OOM, "%s: out of memory", path) : GPT2_OK;
+    if (!st) snprintf(label, label_cap, "%s model.vocab", path);
+    if (!st) st = gpt2__tok_parse_vocab(&l, label, vocab->p, (size_t)(vocab->end - vocab->p));
+    if (!st) st = gpt2__tok_index_vocab(t, label, &l);
+    gpt2__tok_list_free(&l);
+    if (!st) snprintf(label, label_cap, "%s model.merges", path);
+    if (!st) st = gpt2__tok_json_merges(t, path, label, &fields[0][2]);
+    GPT2_FREE(label);
+    return st;
+}
+
+/* tokenizer.json: its BPE (when bpe) and its added tokens */
+static gpt2_status gpt2__tok_load_json(gpt2_tokenizer *t, const char *path, int bpe) {
+    static const char *const names[] = { "model", "normalizer", "pre_tokenizer", "decoder", "added_tokens" };
+    char *data;
+    size_t len;
+    gpt2_status st = gpt2__read_file(path, &data, &len);
+    if (st) return st;
+    gpt2__json j, top[5];
+    j.start = data; j.p = data; j.end = data + len; j.file = path; j.depth = 0;
+    st = gpt2__tok_json_members(&j, names, 5, top);
+    gpt2__json_ws(&j);
+    if (!st && j.p != j.end) st = gpt2__json_err(&j, "text after the object");
+    if (!st && bpe) st = gpt2__tok_json_bpe(t, path, top);
+    if (!st && !gpt2__tok_json_accept(&top[4], "-|null")) st = gpt2__tok_json_added(t, path, &top[4]);
+    GPT2_FREE(data);
+    return st;
+}
+
+/* Beside vocab.json + merges.txt: added tokens from added_tokens.json, else from tokenizer.json's
+   added_tokens (only that field of it is read), else none. */
+static gpt2_status gpt2__tok_load_added(gpt2_tokenizer *t, const char *dir, const char *json) {
+    size_t cap = strlen(dir) + sizeof "/added_tokens.json";
+    char *added = (char *)gpt2__alloc(cap);
+    if (!added) return gpt2__fail(GPT2_ERR_OOM, "gpt2_tokenizer_load: out of memory");
+    gpt2_status st = GPT2_OK;
+    if (gpt2__join(added, cap, dir, "added_tokens.json") && gpt2__tok_is_file(added)) st = gpt2__tok_load_added_json(t, added);
+    else if (gpt2__tok_is_file(json)) st = gpt2__tok_load_json(t, json, 0);
+    GPT2_FREE(added);
+    return st;
+}
+
+/* the text of token id (the vocabulary's, else an added token's), or NULL when no token has this id */
+static const unsigned char *gpt2__tok_text(const gpt2_tokenizer *t, int id, size_t *len) {
+    if (id >= 0 && id < t->n_vocab) {
+        *len = t->tok_off[id + 1] - t->tok_off[id];
+        return t->bytes + t->tok_off[id];
+    }
+    int lo = 0, hi = t->n_added;
+    while (lo < hi) {
+        int mid = lo + (hi - lo) / 2;
+        if (t->added_id[mid] < id) lo = mid + 1; else hi = mid;
+    }
+    if (lo < t->n_added && t->added_id[lo] == id) {
+        *len = t->added_off[lo + 1] - t->added_off[lo];
+        return t->added_bytes + t->added_off[lo];
+    }
+    return NULL;
+}
+
+/* gpt2_decode's reason for an id no token has */
+static void gpt2__tok_no_id(const gpt2_tokenizer *t, int id, int k) {
+    if (t->n_added)
+        gpt2__fail(GPT2_ERR_ARG, "gpt2_decode: id %d at position %d is outside the vocabulary [0, %d) and is no added token's (%d added, ids %d..%d)",
+                   id, k, t->n_vocab, t->n_added, t->added_id[0], t->added_id[t->n_added - 1]);
+    else
+        gpt2__fail(GPT2_ERR_ARG, "gpt2_decode: id %d at position %d is outside the vocabulary [0, %d)", id, k, t->n_vocab);
+}
+
+GPT2_API int gpt2_token_id(const gpt2_tokenizer *tok, const char *text, size_t len) {
+    if (!tok) { gpt2__fail(GPT2_ERR_ARG, "gpt2_token_id: tok is NULL"); return -1; }
+    if (!text) { gpt2__fail(GPT2_ERR_ARG, "gpt2_token_id: text is NULL"); return -1; }
+    for (int k = 0; k < tok->n_added; k++)
+        if (tok->added_off[k + 1] - tok->added_off[k] == len && (!len || !memcmp(tok->added_bytes + tok->added_off[k], text, len)))
+            return tok->added_id[k];
+    int id = len ? gpt2__tok_find(tok, (const unsigned char *)text, len) : -1;
+    if (id < 0) gpt2__fail(GPT2_ERR_ARG, "gpt2_token_id: \"%.*s\" is the text of no token", GPT2__TOK_SHOW(len), text);
+    return id;
 }
 
 GPT2_API gpt2_status gpt2_tokenizer_load(gpt2_tokenizer **tok, const char *path) {
@@ -3013,12 +3411,15 @@ GPT2_API gpt2_status gpt2_tokenizer_load(gpt2_tokenizer **tok, const char *path)
             return gpt2__fail(GPT2_ERR_ARG, "%s: path too long", path);
         if (gpt2__tok_is_file(vocab)) pick = k;
     }
-    if (pick < 0)
-        return gpt2__fail(GPT2_ERR_IO, "%s: found neither vocab.json + merges.txt nor encoder.json + vocab.bpe", path);
+    char json[4096];
+    if (!gpt2__join(json, sizeof json, path, "tokenizer.json")) return gpt2__fail(GPT2_ERR_ARG, "%s: path too long", path);
+    if (pick < 0 && !gpt2__tok_is_file(json))
+        return gpt2__fail(GPT2_ERR_IO, "%s: found neither vocab.json + merges.txt, encoder.json + vocab.bpe nor tokenizer.json", path);
     gpt2_tokenizer *t = (gpt2_tokenizer *)gpt2__zalloc(sizeof *t);
     if (!t) return gpt2__fail(GPT2_ERR_OOM, "gpt2_tokenizer_load: out of memory");
-    gpt2_status st = gpt2__tok_load_vocab(t, vocab);
-    if (!st) st = gpt2__tok_load_merges(t, merges);
+    gpt2_status st = pick < 0 ? gpt2__tok_load_json(t, json, 1) : gpt2__tok_load_vocab(t, vocab);
+    if (!st && pick >= 0) st = gpt2__tok_load_merges(t, merges);
+    if (!st && pick >= 0) st = gpt2__tok_load_added(t, path, json);
     if (st) { gpt2_tokenizer_free(t); return st; }
     *tok = t;
     return GPT2_OK;
@@ -3160,18 +3561,17 @@ GPT2_API int gpt2_decode(const gpt2_tokenizer *tok, const int *ids, int n, char 
     if (!out && cap) { gpt2__fail(GPT2_ERR_ARG, "gpt2_decode: out is NULL but cap is %zu", cap); return -1; }
     size_t total = 0;
     for (int k = 0; k < n; k++) {
-        if (ids[k] < 0 || ids[k] >= tok->n_vocab) {
-            gpt2__fail(GPT2_ERR_ARG, "gpt2_decode: id %d at position %d is outside the vocabulary [0, %d)", ids[k], k, tok->n_vocab);
-            return -1;
-        }
-        total += tok->tok_off[ids[k] + 1] - tok->tok_off[ids[k]];
+        size_t len;
+        if (!gpt2__tok_text(tok, ids[k], &len)) { gpt2__tok_no_id(tok, ids[k], k); return -1; }
+        total += len;
         if (total > 0x7FFFFFFF) { gpt2__fail(GPT2_ERR_ARG, "gpt2_decode: the text is longer than INT_MAX bytes"); return -1; }
     }
     size_t at = 0;
     for (int k = 0; k < n && at < cap; k++) {
-        size_t l = tok->tok_off[ids[k] + 1] - tok->tok_off[ids[k]];
+        size_t l;
+        const unsigned char *p = gpt2__tok_text(tok, ids[k], &l);
         if (l > cap - at) l = cap - at;
-        memcpy(out + at, tok->bytes + tok->tok_off[ids[k]], l);
+        memcpy(out + at, p, l);
         at += l;
     }
     if (total < cap) out[total] = 0;
