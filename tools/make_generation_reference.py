@@ -310,7 +310,7 @@ CASES = ["repetition_penalty", "no_repeat_ngram_2", "no_repeat_ngram_3", "eos_ea
          "logit_bias", "presence_frequency", "all"]
 
 
-def greedy_cases(fx_index, fx, model):
+def greedy_cases(fx, model):
     cases, logprobs = [], []
     for ci, kind in enumerate(CASES):
         rng = np.random.default_rng([fx["seed"], 59, ci])
@@ -458,10 +458,10 @@ def main():
     warnings.filterwarnings("ignore", message=".*past_key_values.*deprecated")
     fixtures = {fx["name"]: fx for fx in FIXTURES}
     greedy, logprobs = [], []
-    for i, name in enumerate(GREEDY_FIXTURES):
+    for name in GREEDY_FIXTURES:
         model = load_float64(os.path.join(MODELS, name))
         model.generation_config = GenerationConfig()  # no eos unless a case sets one
-        c, l = greedy_cases(i, fixtures[name], model)
+        c, l = greedy_cases(fixtures[name], model)
         greedy += c
         logprobs += l
     model = load_float64(os.path.join(MODELS, WARPER_FIXTURE))
