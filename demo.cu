@@ -169,8 +169,8 @@ static int demo_number_ok(int k, double v) {
 static const char *demo_number_range(int k) {
     static char buf[96];
     const struct demo_number *d = &demo_numbers[k];
-    if (d->lo_open) snprintf(buf, sizeof buf, "a number > %g and <= %g", d->lo, d->hi);
-    else snprintf(buf, sizeof buf, "a %snumber in %g..%g", d->whole ? "whole " : "", d->lo, d->hi);
+    if (d->lo_open) snprintf(buf, sizeof buf, "a number > %.15g and <= %.15g", d->lo, d->hi);
+    else snprintf(buf, sizeof buf, "a %snumber in %.15g..%.15g", d->whole ? "whole " : "", d->lo, d->hi);
     return buf;
 }
 
