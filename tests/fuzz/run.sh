@@ -12,7 +12,7 @@ cd "$(dirname "$0")/../.."
 root=$(pwd)
 secs=${1:-30}
 shift || true
-harnesses=${*:-safetensors pytorch config vocab merges encode decode}
+harnesses=${*:-safetensors pytorch config vocab merges encode decode batch}
 cc=${FUZZ_CC:-clang}
 out=build/fuzz
 mkdir -p "$out"
