@@ -21,17 +21,34 @@
                              rank builds its model from the same bytes
        gpt2_mpi_generate     rank 0 holds the requests; they are split across the ranks, balanced by
                              cost (prompt_len + max_new_tokens: longest first onto the least-loaded rank),
-                             generated there with gpt2_generate and gathered back into rank 0's
-                             reqs[i].out / reqs[i].n_out in the original order
-   All three are collective: every rank of the communicator calls them, in the same order.
-   Outputs equal a single-process gpt2_generate of the same requests for any rank count (each request's
-   tokens depend only on its prompt, parameters and seed), including more ranks than requests.
+                             generated there with gpt2_generate and gathered back into rank 0's buffers
+       gpt2_mpi_score        rank 0 holds the texts; they are split the same way, balanced by n_tokens, scored
+                             there with gpt2_score and gathered back into rank 0's buffers
+   All four are collective: every rank of the communicator calls them, in the same order.
+
+   What crosses. Every field of a request, the ones behind pointers included: the prompt, gpt2_sampling's
+   scalars and its bias list (bias_ids and bias), stop_token and stop_ids, the stop strings' bytes,
+   top_logprobs and whether out_logprobs was given. Stop strings need their tokenizer where the request runs:
+   when some request has stop strings, each distinct tokenizer of rank 0's is broadcast once as the bytes of
+   the model's ids (0 .. n_vocab - 1, up to the first id it has no token for) and rebuilt on the other ranks as
+   a decode-only tokenizer, which is all matching needs. A text to score crosses with its tokens, n_context,
+   stride and whether logprobs and ranks were given.
+   What comes back to rank 0, into the caller's buffers: out, n_out, finish_reason, text_len, out_logprobs,
+   out_top_ids and out_top_logprobs for the tokens made; logprobs, ranks, sum_logprob and n_scored for a text.
+   Floats and doubles travel as their bytes, so every value is bit for bit what the rank computed.
+   Outputs equal a single-process gpt2_generate / gpt2_score of the same requests for any rank count (each
+   request's tokens depend only on its prompt, parameters and seed; a token's log-probability only on its
+   window), including more ranks than requests, when every rank's model runs the same backend and dtype.
+   gpt2_mpi_score needs the same max_seq on every rank (the windows' length) and fails otherwise.
    on_token runs on the rank that generates the request and gets the request's index in rank 0's array.
 
    Errors: a failure on any rank (unreadable file, bad request, out of memory, device) is returned on
    every rank as the same status, and gpt2_last_error() reads "rank R of N: why" everywhere; nobody
-   hangs. (Failures inside MPI itself follow the communicator's MPI error handler: by default MPI
-   aborts the job.) Ranks must run the same build (requests travel as raw bytes).
+   hangs. Rank 0 checks every request's fields as gpt2_generate / gpt2_score would before anything is sent,
+   so a bad field reads "rank 0 of N: request 3: ..." with rank 0's index; each rank checks again against its
+   own model (max_seq, what its backend runs). One call sends at most 2^31 4-byte words of requests and of
+   results (split larger jobs into several calls). Failures inside MPI itself follow the communicator's MPI
+   error handler: by default MPI aborts the job. Ranks must run the same build (requests travel as raw bytes).
 
    Example (error handling shortened):
        MPI_Init(&argc, &argv);
@@ -70,6 +87,8 @@ GPT2_API gpt2_status gpt2_mpi_load(MPI_Comm comm, gpt2_model **model, const char
 /* as gpt2_generate, collective: rank 0 passes the requests, every other rank passes NULL, 0 */
 GPT2_API gpt2_status gpt2_mpi_generate(MPI_Comm comm, gpt2_model *model, gpt2_request *reqs, int n,
                                        gpt2_token_fn on_token, void *user);
+/* as gpt2_score, collective: rank 0 passes the texts, every other rank passes NULL, 0 */
+GPT2_API gpt2_status gpt2_mpi_score(MPI_Comm comm, gpt2_model *model, gpt2_score_request *reqs, int n);
 
 #endif /* GPT2_MPI_H */
 
@@ -132,11 +151,11 @@ static gpt2_status gpt2__mpi_agree(MPI_Comm comm, gpt2_status local) {
 }
 
 /* Broadcasts n bytes from rank 0 in pieces MPI's int counts can hold. */
-static gpt2_status gpt2__mpi_bcast_bytes(MPI_Comm comm, void *buf, size_t n) {
+static gpt2_status gpt2__mpi_bcast_bytes(MPI_Comm comm, void *buf, size_t n, const char *what) {
     unsigned char *p = (unsigned char *)buf;
     while (n > 0) {
         int piece = n > ((size_t)1 << 30) ? 1 << 30 : (int)n;
-        gpt2_status st = gpt2__mpi_rc(MPI_Bcast(p, piece, MPI_BYTE, 0, comm), "MPI_Bcast of the model bytes");
+        gpt2_status st = gpt2__mpi_rc(MPI_Bcast(p, piece, MPI_BYTE, 0, comm), what);
         if (st) return st;
         p += piece;
         n -= (size_t)piece;
@@ -334,8 +353,8 @@ GPT2_API gpt2_status gpt2_mpi_load(MPI_Comm comm, gpt2_model **model, const char
         }
     }
     if ((st = gpt2__mpi_agree(comm, st))) goto done;
-    st = gpt2__mpi_bcast_bytes(comm, cfg_text, cfg_len);
-    if (!st && senders != MPI_COMM_NULL) st = gpt2__mpi_bcast_bytes(senders, st_data, st_len);
+    st = gpt2__mpi_bcast_bytes(comm, cfg_text, cfg_len, "MPI_Bcast of config.json");
+    if (!st && senders != MPI_COMM_NULL) st = gpt2__mpi_bcast_bytes(senders, st_data, st_len, "MPI_Bcast of the model bytes");
     if (!st && rank != 0) cfg_text[cfg_len] = 0;
     /* everyone builds its model from the same bytes */
     if (!st) st = gpt2__load_memory(&m, cfg_text, cfg_len, cfg_path, st_data, st_len, st_path, opt);
@@ -352,14 +371,25 @@ done:
     return st;
 }
 
-/* ---------------------------------------------------------------- generation: split, run, gather */
+/* ---------------------------------------------------------------- requests on the wire: plans and packed words */
 
-/* A request as it travels to its rank: everything but the pointers. */
-typedef struct gpt2__mpi_req {
-    int index;                       /* in rank 0's array */
-    int prompt_len, max_new_tokens, stop_token;
-    gpt2_sampling sampling;
-} gpt2__mpi_req;
+/* Requests travel in 4-byte words (MPI_UINT32_T): each request's fixed header by itself, its lists (prompt, bias,
+   stop ids, stop strings; a text's tokens) packed after one another into one array of words per rank, floats and
+   doubles as their bytes, so every value arrives bit for bit. Results come back the same way. */
+static size_t gpt2__mpi_words(size_t bytes) { return (bytes + 3) / 4; }
+
+/* Copies bytes into w (zero-padded to whole words); returns the word after them. */
+static uint32_t *gpt2__mpi_put(uint32_t *w, const void *src, size_t bytes) {
+    const size_t n = gpt2__mpi_words(bytes);
+    if (n) { w[n - 1] = 0; memcpy(w, src, bytes); }
+    return w + n;
+}
+
+/* Copies bytes out of w; returns the word after them. */
+static const uint32_t *gpt2__mpi_get(const uint32_t *w, void *dst, size_t bytes) {
+    if (bytes) memcpy(dst, w, bytes);
+    return w + gpt2__mpi_words(bytes);
+}
 
 typedef struct gpt2__mpi_cost { long long cost; int index; } gpt2__mpi_cost;
 
@@ -370,6 +400,93 @@ static int gpt2__mpi_cost_cmp(const void *a, const void *b) {
     return (x->index > y->index) - (x->index < y->index);
 }
 
+/* Rank 0's plan for n requests over size ranks: the most expensive first onto the least-loaded rank (the lowest
+   among equals). order lists the requests grouped by rank, each group in the order it was assigned; per rank, its
+   requests' count and displacement in order, their headers' bytes, their payload words and their result words
+   (counts and displacements: what MPI_Scatterv and MPI_Gatherv take). */
+typedef struct gpt2__mpi_plan {
+    int *order;
+    int *req_count, *req_displ, *hdr_bytes, *hdr_displ, *word_count, *word_displ, *res_count, *res_displ;
+    int *ints;   /* the one allocation behind the per-rank arrays */
+} gpt2__mpi_plan;
+
+static void gpt2__mpi_plan_free(gpt2__mpi_plan *p) {
+    GPT2_FREE(p->order);
+    GPT2_FREE(p->ints);
+    memset(p, 0, sizeof *p);
+}
+
+/* cost, words and res: [n] each request's cost, payload words and result words (at most). Fails when the totals
+   are more than one call can send (MPI's int counts). */
+static gpt2_status gpt2__mpi_plan_make(gpt2__mpi_plan *p, int n, int size, const long long *cost, const long long *words,
+                                       const long long *res, size_t hdr_size, const char *fn) {
+    memset(p, 0, sizeof *p);
+    long long word_total = 0, res_total = 0;
+    for (int i = 0; i < n; i++) { word_total += words[i]; res_total += res[i]; }
+    if (word_total > INT_MAX || res_total > INT_MAX || (long long)n * (long long)hdr_size > INT_MAX)
+        return gpt2__fail(GPT2_ERR_ARG, "%s: %d requests of %lld words (%lld words of results) are more than one call can "
+                          "send (2^31 4-byte words); split them into several calls", fn, n, word_total, res_total);
+    p->order = (int *)gpt2__alloc((size_t)n * sizeof(int));
+    p->ints = (int *)gpt2__zalloc((size_t)size * 10 * sizeof(int));
+    gpt2__mpi_cost *sorted = (gpt2__mpi_cost *)gpt2__alloc((size_t)n * sizeof *sorted);
+    int *owner = (int *)gpt2__alloc((size_t)n * sizeof(int));
+    long long *load = (long long *)gpt2__zalloc((size_t)size * sizeof(long long));
+    if (!p->order || !p->ints || !sorted || !owner || !load) {
+        GPT2_FREE(sorted); GPT2_FREE(owner); GPT2_FREE(load);
+        gpt2__mpi_plan_free(p);
+        return gpt2__fail(GPT2_ERR_OOM, "%s: out of memory planning %d requests", fn, n);
+    }
+    int *a = p->ints;
+    p->req_count = a; p->req_displ = a + size; p->hdr_bytes = a + 2 * size; p->hdr_displ = a + 3 * size;
+    p->word_count = a + 4 * size; p->word_displ = a + 5 * size; p->res_count = a + 6 * size; p->res_displ = a + 7 * size;
+    int *cursor = a + 8 * size;
+    for (int i = 0; i < n; i++) { sorted[i].cost = cost[i]; sorted[i].index = i; }
+    qsort(sorted, (size_t)n, sizeof *sorted, gpt2__mpi_cost_cmp);
+    for (int k = 0; k < n; k++) {
+        int i = sorted[k].index, best = 0;
+        for (int r = 1; r < size; r++) if (load[r] < load[best]) best = r;
+        load[best] += sorted[k].cost;
+        owner[i] = best;
+        p->req_count[best]++;
+        p->word_count[best] += (int)words[i];
+        p->res_count[best] += (int)res[i];
+    }
+    for (int r = 0, q = 0, w = 0, o = 0; r < size; r++) {
+        p->req_displ[r] = cursor[r] = q; q += p->req_count[r];
+        p->hdr_bytes[r] = p->req_count[r] * (int)hdr_size; p->hdr_displ[r] = p->req_displ[r] * (int)hdr_size;
+        p->word_displ[r] = w; w += p->word_count[r];
+        p->res_displ[r] = o; o += p->res_count[r];
+    }
+    for (int k = 0; k < n; k++) { int i = sorted[k].index; p->order[cursor[owner[i]]++] = i; }
+    GPT2_FREE(sorted); GPT2_FREE(owner); GPT2_FREE(load);
+    return GPT2_OK;
+}
+
+/* ---------------------------------------------------------------- generation: split, run, gather */
+
+/* A request as it travels to its rank: its scalars; its lists follow in the payload words (the prompt, the bias ids,
+   the bias values, the stop ids, the stop strings' bytes each with its NUL). */
+typedef struct gpt2__mpi_req {
+    int index;               /* in rank 0's array */
+    int prompt_len, max_new_tokens, stop_token;
+    int n_stop_ids, n_stop_strings, stop_bytes;
+    int tokenizer;           /* the stop strings' tokenizer: its index among those shared, or -1 */
+    int logprobs;            /* out_logprobs was given */
+    int top_logprobs;
+    gpt2_sampling sampling;  /* bias_ids and bias NULL: the list is in the payload */
+} gpt2__mpi_req;
+
+static long long gpt2__mpi_req_words(const gpt2__mpi_req *h) {
+    return (long long)(gpt2__mpi_words((size_t)h->prompt_len * 4) + 2 * gpt2__mpi_words((size_t)h->sampling.n_bias * 4) +
+                       gpt2__mpi_words((size_t)h->n_stop_ids * 4) + gpt2__mpi_words((size_t)h->stop_bytes));
+}
+
+/* A request's result words for n_out tokens: n_out, finish_reason, text_len, then the tokens, their logprobs (when
+   asked for) and their top_logprobs alternatives' ids and logprobs. */
+static long long gpt2__mpi_result_words(const gpt2__mpi_req *h, int n_out) {
+    return 3 + (long long)n_out * (1 + (h->logprobs ? 1 : 0) + 2 * (long long)h->top_logprobs);
+}
+
 /* on_token on the generating rank, with the request's index in rank 0's array */
 typedef struct gpt2__mpi_relay { gpt2_token_fn fn; void *user; const gpt2__mpi_req *hdr; } gpt2__mpi_relay;
 
@@ -378,28 +495,76 @@ static int gpt2__mpi_relay_token(void *user, int request, int token) {
     return r->fn(r->user, r->hdr[request].index, token);
 }
 
-/* Rank 0: checks the requests as gpt2_generate does (naming global indices) and the totals MPI's int
-   counts must hold. The max_seq check is repeated on each rank against its own model. */
+/* Rank 0: checks the requests as gpt2_generate does (naming rank 0's indices): prompts and every control. The
+   max_seq check and the backend's refusals are repeated on each rank against its own model. */
 static gpt2_status gpt2__mpi_check_requests(const gpt2_model *m, const gpt2_request *reqs, int n) {
     if (n < 0 || (n > 0 && !reqs)) return gpt2__fail(GPT2_ERR_ARG, "gpt2_mpi_generate: %d requests at %p", n, (const void *)reqs);
-    long long prompt_total = 0, out_total = 0;
     for (int i = 0; i < n; i++) {
         const gpt2_request *r = &reqs[i];
+        char what[64];
         if (!r->prompt || r->prompt_len < 1)
             return gpt2__fail(GPT2_ERR_ARG, "request %d: the prompt is empty (at least one token, e.g. 50256, is needed)", i);
         if (r->max_new_tokens < 0) return gpt2__fail(GPT2_ERR_ARG, "request %d: max_new_tokens = %d is negative", i, r->max_new_tokens);
         if (r->max_new_tokens > 0 && !r->out) return gpt2__fail(GPT2_ERR_ARG, "request %d: out is NULL", i);
-        for (int t = 0; t < r->prompt_len; t++)
-            if (r->prompt[t] < 0 || r->prompt[t] >= m->cfg.n_vocab)
-                return gpt2__fail(GPT2_ERR_ARG, "request %d: prompt[%d] = %d is not a token id (vocabulary 0..%d)",
-                                  i, t, r->prompt[t], m->cfg.n_vocab - 1);
-        prompt_total += r->prompt_len;
-        out_total += r->max_new_tokens;
+        snprintf(what, sizeof what, "request %d: prompt", i);
+        gpt2_status st = gpt2__check_tokens(m, r->prompt, (size_t)r->prompt_len, what);
+        if (!st) st = gpt2__check_controls(m, r, i);
+        if (st) return st;
     }
-    if (prompt_total > INT_MAX || out_total > INT_MAX || (long long)n * (long long)sizeof(gpt2__mpi_req) > INT_MAX)
-        return gpt2__fail(GPT2_ERR_ARG, "gpt2_mpi_generate: %d requests with %lld prompt and %lld new tokens are more than one "
-                          "call can send (2^31 of each); split them into several calls", n, prompt_total, out_total);
     return GPT2_OK;
+}
+
+/* Collective: rank 0's tokenizer src becomes, on every other rank, *made: a tokenizer that decodes (and only decodes:
+   gpt2_decode, all that stop strings need) the ids src decodes among 0 .. n_vocab - 1 (the model's ids, up to the
+   first one src has no token for), to the same bytes. Rank 0's *made stays NULL. */
+static gpt2_status gpt2__mpi_share_tokenizer(MPI_Comm comm, int rank, const gpt2_tokenizer *src, int n_vocab,
+                                             gpt2_tokenizer **made) {
+    long long head[2] = {0, 0}; /* ids, their bytes */
+    int *lens = NULL;
+    unsigned char *bytes = NULL;
+    gpt2_tokenizer *t = NULL;
+    gpt2_status st = GPT2_OK;
+    *made = NULL;
+    if (rank == 0) {
+        size_t len;
+        while (head[0] < n_vocab && gpt2__tok_text(src, (int)head[0], &len)) { head[1] += (long long)len; head[0]++; }
+        lens = (int *)gpt2__alloc((size_t)head[0] * sizeof(int));
+        bytes = (unsigned char *)gpt2__alloc((size_t)head[1]);
+        if (!lens || !bytes) st = gpt2__fail(GPT2_ERR_OOM, "gpt2_mpi_generate: out of memory sharing a tokenizer");
+        for (long long id = 0, at = 0; !st && id < head[0]; id++) {
+            const unsigned char *p = gpt2__tok_text(src, (int)id, &len);
+            memcpy(bytes + at, p, len);
+            lens[id] = (int)len;
+            at += (long long)len;
+        }
+    }
+    if ((st = gpt2__mpi_agree(comm, st))) goto done;
+    if ((st = gpt2__mpi_rc(MPI_Bcast(head, 2, MPI_LONG_LONG, 0, comm), "MPI_Bcast of a tokenizer's size"))) goto done;
+    if (rank != 0) {
+        t = (gpt2_tokenizer *)gpt2__zalloc(sizeof *t);
+        if (t) t->tok_off = (size_t *)gpt2__alloc(((size_t)head[0] + 1) * sizeof(size_t));
+        lens = (int *)gpt2__alloc((size_t)head[0] * sizeof(int));
+        bytes = (unsigned char *)gpt2__alloc((size_t)head[1]);
+        if (!t || !t->tok_off || !lens || !bytes)
+            st = gpt2__fail(GPT2_ERR_OOM, "gpt2_mpi_generate: out of memory for a tokenizer of %lld ids", head[0]);
+    }
+    if ((st = gpt2__mpi_agree(comm, st))) goto done;
+    if ((st = gpt2__mpi_rc(MPI_Bcast(lens, (int)head[0], MPI_INT, 0, comm), "MPI_Bcast of a tokenizer's lengths"))) goto done;
+    if ((st = gpt2__mpi_bcast_bytes(comm, bytes, (size_t)head[1], "MPI_Bcast of a tokenizer's bytes"))) goto done;
+    if (rank != 0) {
+        t->n_vocab = (int)head[0];
+        t->tok_off[0] = 0;
+        for (long long id = 0; id < head[0]; id++) t->tok_off[id + 1] = t->tok_off[id] + (size_t)lens[id];
+        t->bytes = bytes;
+        bytes = NULL;
+        *made = t;
+        t = NULL;
+    }
+done:
+    GPT2_FREE(lens);
+    GPT2_FREE(bytes);
+    gpt2_tokenizer_free(t);
+    return st;
 }
 
 /* Where the last gpt2_mpi_generate on this thread spent its time (seconds, this rank's view):
@@ -415,105 +580,165 @@ GPT2_API gpt2_status gpt2_mpi_generate(MPI_Comm comm, gpt2_model *model, gpt2_re
     if (!st) st = gpt2__mpi_rc(MPI_Comm_rank(comm, &rank), "MPI_Comm_rank");
     if (!st) st = gpt2__mpi_rc(MPI_Comm_size(comm, &size), "MPI_Comm_size");
     if (st) return st;
-    /* rank 0's plan. Per rank: plan [requests, prompt tokens, room for new tokens] and the counts and
-       displacements of the scatters and gathers, all in one allocation of 11 ints per rank. Requests
-       travel grouped by rank, each group in the order it was assigned (longest first). */
-    int *counts = NULL, *plan = NULL, *hdr_bytes = NULL, *hdr_displ = NULL, *prompt_count = NULL, *prompt_displ = NULL;
-    int *req_count = NULL, *req_displ = NULL, *out_count = NULL, *out_displ = NULL;
-    gpt2__mpi_req *all_hdr = NULL;   /* [n] grouped by rank */
-    int *all_prompt = NULL;          /* the prompts, in all_hdr's order */
-    int *all_n_out = NULL;           /* [n] gathered output lengths, in all_hdr's order */
-    int *all_out = NULL;             /* the gathered outputs, in all_hdr's order */
-    int *owner = NULL;               /* [n] the rank each request goes to */
-    long long *load = NULL;          /* [size] cost assigned to each rank */
-    gpt2__mpi_cost *order = NULL;
-    /* this rank's shard: mine = [requests, prompt tokens, room for new tokens] */
-    int mine[3] = {0, 0, 0}, packed = 0;
+    /* rank 0: the plan, every request's header and payload (in the plan's order), the distinct tokenizers of the
+       requests with stop strings, and the gathered results */
+    gpt2__mpi_plan plan;
+    memset(&plan, 0, sizeof plan);
+    long long *cost = NULL, *words = NULL, *res = NULL;
+    gpt2__mpi_req *all_hdr = NULL;
+    uint32_t *all_words = NULL, *all_res = NULL;
+    const gpt2_tokenizer **toks = NULL;
+    int *send = NULL; /* [size][3]: per rank its requests, payload words and the tokenizers' count */
+    /* this rank's share: mine = [requests, payload words, tokenizers]; its requests rebuilt from the words, with
+       buffers for their outputs, and its results packed */
+    int mine[3] = {0, 0, 0}, n_res = 0;
     gpt2__mpi_req *hdr = NULL;
-    int *prompt = NULL, *out = NULL, *n_out = NULL;
+    uint32_t *words_in = NULL, *res_out = NULL;
     gpt2_request *local = NULL;
+    gpt2_tokenizer **made = NULL;
+    int *ints = NULL, *out = NULL, *top_ids = NULL;
+    float *floats = NULL, *lp = NULL, *top_lp = NULL;
+    char *chars = NULL;
+    const char **strs = NULL;
     gpt2__mpi_relay relay;
 
     if (!model) st = gpt2__fail(GPT2_ERR_ARG, "gpt2_mpi_generate: model is NULL");
     if (!st && rank == 0) st = gpt2__mpi_check_requests(model, reqs, n);
     if (!st && rank == 0) {
-        counts = (int *)gpt2__zalloc((size_t)size * 11 * sizeof(int));
-        load = (long long *)gpt2__zalloc((size_t)size * sizeof(long long));
-        order = (gpt2__mpi_cost *)gpt2__alloc((size_t)n * sizeof *order);
-        owner = (int *)gpt2__alloc((size_t)n * sizeof(int));
-        all_hdr = (gpt2__mpi_req *)gpt2__alloc((size_t)n * sizeof *all_hdr);
-        all_n_out = (int *)gpt2__alloc((size_t)n * sizeof(int));
-        if (!counts || !load || !order || !owner || !all_hdr || !all_n_out)
-            st = gpt2__fail(GPT2_ERR_OOM, "gpt2_mpi_generate: out of memory planning %d requests", n);
+        cost = (long long *)gpt2__zalloc((size_t)n * 3 * sizeof(long long));
+        all_hdr = (gpt2__mpi_req *)gpt2__zalloc((size_t)n * sizeof *all_hdr);
+        toks = (const gpt2_tokenizer **)gpt2__alloc((size_t)n * sizeof *toks);
+        send = (int *)gpt2__zalloc((size_t)size * 3 * sizeof(int));
+        if (!cost || !all_hdr || !toks || !send) st = gpt2__fail(GPT2_ERR_OOM, "gpt2_mpi_generate: out of memory for %d requests", n);
     }
     if (!st && rank == 0) {
-        plan = counts; hdr_bytes = counts + 3 * size; hdr_displ = counts + 4 * size;
-        prompt_count = counts + 5 * size; prompt_displ = counts + 6 * size; req_count = counts + 7 * size;
-        req_displ = counts + 8 * size; out_count = counts + 9 * size; out_displ = counts + 10 * size;
-        /* longest first onto the least-loaded rank (the lowest among equals) */
-        for (int i = 0; i < n; i++) { order[i].cost = (long long)reqs[i].prompt_len + reqs[i].max_new_tokens; order[i].index = i; }
-        qsort(order, (size_t)n, sizeof *order, gpt2__mpi_cost_cmp);
-        for (int k = 0; k < n; k++) {
-            int i = order[k].index, best = 0;
-            for (int r = 1; r < size; r++) if (load[r] < load[best]) best = r;
-            load[best] += order[k].cost;
-            owner[i] = best;
-            plan[3 * best] += 1;
-            plan[3 * best + 1] += reqs[i].prompt_len;
-            plan[3 * best + 2] += reqs[i].max_new_tokens;
+        int n_tok = 0;
+        words = cost + n; res = cost + 2 * n;
+        for (int i = 0; i < n; i++) { /* headers in rank 0's order for now */
+            const gpt2_request *r = &reqs[i];
+            gpt2__mpi_req *h = &all_hdr[i];
+            long long stop_bytes = 0;
+            for (int k = 0; k < r->n_stop_strings; k++) stop_bytes += (long long)strlen(r->stop_strings[k]) + 1;
+            if (stop_bytes > INT_MAX) { st = gpt2__fail(GPT2_ERR_ARG, "request %d: %lld bytes of stop strings", i, stop_bytes); break; }
+            h->index = i; h->prompt_len = r->prompt_len; h->max_new_tokens = r->max_new_tokens; h->stop_token = r->stop_token;
+            h->n_stop_ids = r->n_stop_ids; h->n_stop_strings = r->n_stop_strings; h->stop_bytes = (int)stop_bytes;
+            h->tokenizer = -1;
+            if (r->n_stop_strings > 0) {
+                int t = 0;
+                while (t < n_tok && toks[t] != r->tokenizer) t++;
+                if (t == n_tok) toks[n_tok++] = r->tokenizer;
+                h->tokenizer = t;
+            }
+            h->logprobs = r->out_logprobs != NULL; h->top_logprobs = r->top_logprobs;
+            h->sampling = r->sampling; h->sampling.bias_ids = NULL; h->sampling.bias = NULL;
+            cost[i] = (long long)r->prompt_len + r->max_new_tokens;
+            words[i] = gpt2__mpi_req_words(h);
+            res[i] = gpt2__mpi_result_words(h, r->max_new_tokens);
         }
-        int req_total = 0, prompt_total = 0;
-        for (int r = 0; r < size; r++) {
-            req_count[r] = plan[3 * r]; req_displ[r] = req_total; req_total += plan[3 * r];
-            hdr_bytes[r] = req_count[r] * (int)sizeof(gpt2__mpi_req); hdr_displ[r] = req_displ[r] * (int)sizeof(gpt2__mpi_req);
-            prompt_count[r] = plan[3 * r + 1]; prompt_displ[r] = prompt_total; prompt_total += plan[3 * r + 1];
+        if (!st) st = gpt2__mpi_plan_make(&plan, n, size, cost, words, res, sizeof(gpt2__mpi_req), "gpt2_mpi_generate");
+        if (!st) {
+            long long total = 0;
+            for (int i = 0; i < n; i++) total += words[i];
+            all_words = (uint32_t *)gpt2__alloc((size_t)total * sizeof(uint32_t));
+            gpt2__mpi_req *grouped = (gpt2__mpi_req *)gpt2__alloc((size_t)n * sizeof *grouped);
+            if (!all_words || !grouped) st = gpt2__fail(GPT2_ERR_OOM, "gpt2_mpi_generate: out of memory for %lld words of requests", total);
+            uint32_t *w = all_words;
+            for (int k = 0; !st && k < n; k++) {
+                const int i = plan.order[k];
+                const gpt2_request *r = &reqs[i];
+                grouped[k] = all_hdr[i];
+                w = gpt2__mpi_put(w, r->prompt, (size_t)r->prompt_len * sizeof(int));
+                w = gpt2__mpi_put(w, r->sampling.bias_ids, (size_t)r->sampling.n_bias * sizeof(int));
+                w = gpt2__mpi_put(w, r->sampling.bias, (size_t)r->sampling.n_bias * sizeof(float));
+                w = gpt2__mpi_put(w, r->stop_ids, (size_t)r->n_stop_ids * sizeof(int));
+                const size_t stop_words = gpt2__mpi_words((size_t)all_hdr[i].stop_bytes);
+                char *c = (char *)w;
+                for (int s = 0; s < r->n_stop_strings; s++) {
+                    const size_t l = strlen(r->stop_strings[s]) + 1;
+                    memcpy(c, r->stop_strings[s], l);
+                    c += l;
+                }
+                memset(c, 0, stop_words * 4 - (size_t)all_hdr[i].stop_bytes);
+                w += stop_words;
+            }
+            if (grouped) { GPT2_FREE(all_hdr); all_hdr = grouped; }
         }
-        all_prompt = (int *)gpt2__alloc((size_t)prompt_total * sizeof(int));
-        long long room = 0;
-        for (int i = 0; i < n; i++) room += reqs[i].max_new_tokens;
-        all_out = (int *)gpt2__alloc((size_t)room * sizeof(int));
-        if (!all_prompt || !all_out)
-            st = gpt2__fail(GPT2_ERR_OOM, "gpt2_mpi_generate: out of memory for %d prompt and %lld new tokens", prompt_total, room);
-        /* fill each rank's group; req_displ / prompt_displ serve as the cursors (and are restored after) */
-        for (int k = 0; !st && k < n; k++) {
-            int i = order[k].index, r = owner[i];
-            gpt2__mpi_req *h = &all_hdr[req_displ[r]++];
-            h->index = i; h->prompt_len = reqs[i].prompt_len; h->max_new_tokens = reqs[i].max_new_tokens;
-            h->stop_token = reqs[i].stop_token; h->sampling = reqs[i].sampling;
-            memcpy(all_prompt + prompt_displ[r], reqs[i].prompt, (size_t)reqs[i].prompt_len * sizeof(int));
-            prompt_displ[r] += reqs[i].prompt_len;
+        for (int r = 0; !st && r < size; r++) {
+            send[3 * r] = plan.req_count[r]; send[3 * r + 1] = plan.word_count[r]; send[3 * r + 2] = n_tok;
         }
-        for (int r = 0; !st && r < size; r++) { req_displ[r] -= req_count[r]; prompt_displ[r] -= prompt_count[r]; }
-        for (int i = 0; i < n; i++) reqs[i].n_out = 0;
     }
     if ((st = gpt2__mpi_agree(comm, st))) goto done;
 
-    /* send each rank its shard */
-    if ((st = gpt2__mpi_rc(MPI_Scatter(plan, 3, MPI_INT, mine, 3, MPI_INT, 0, comm), "MPI_Scatter"))) goto done;
+    /* send each rank its share */
+    if ((st = gpt2__mpi_rc(MPI_Scatter(send, 3, MPI_INT, mine, 3, MPI_INT, 0, comm), "MPI_Scatter"))) goto done;
     hdr = (gpt2__mpi_req *)gpt2__alloc((size_t)mine[0] * sizeof *hdr);
-    local = (gpt2_request *)gpt2__zalloc((size_t)mine[0] * sizeof *local);
-    prompt = (int *)gpt2__alloc((size_t)mine[1] * sizeof(int));
-    out = (int *)gpt2__alloc((size_t)mine[2] * sizeof(int));
-    n_out = (int *)gpt2__alloc((size_t)mine[0] * sizeof(int));
-    if (!hdr || !local || !prompt || !out || !n_out)
-        st = gpt2__fail(GPT2_ERR_OOM, "gpt2_mpi_generate: out of memory for %d requests", mine[0]);
+    words_in = (uint32_t *)gpt2__alloc((size_t)mine[1] * sizeof(uint32_t));
+    made = (gpt2_tokenizer **)gpt2__zalloc((size_t)mine[2] * sizeof *made);
+    if (!hdr || !words_in || !made) st = gpt2__fail(GPT2_ERR_OOM, "gpt2_mpi_generate: out of memory for %d requests", mine[0]);
     if ((st = gpt2__mpi_agree(comm, st))) goto done;
-    if ((st = gpt2__mpi_rc(MPI_Scatterv(all_hdr, hdr_bytes, hdr_displ, MPI_BYTE, hdr, mine[0] * (int)sizeof *hdr, MPI_BYTE,
-                                        0, comm), "MPI_Scatterv of the requests"))) goto done;
-    if ((st = gpt2__mpi_rc(MPI_Scatterv(all_prompt, prompt_count, prompt_displ, MPI_INT, prompt, mine[1], MPI_INT, 0, comm),
-                           "MPI_Scatterv of the prompts"))) goto done;
+    if ((st = gpt2__mpi_rc(MPI_Scatterv(all_hdr, plan.hdr_bytes, plan.hdr_displ, MPI_BYTE, hdr, mine[0] * (int)sizeof *hdr,
+                                        MPI_BYTE, 0, comm), "MPI_Scatterv of the requests"))) goto done;
+    if ((st = gpt2__mpi_rc(MPI_Scatterv(all_words, plan.word_count, plan.word_displ, MPI_UINT32_T, words_in, mine[1],
+                                        MPI_UINT32_T, 0, comm), "MPI_Scatterv of the prompts and lists"))) goto done;
+    /* the stop strings' tokenizers, only when some request has stop strings */
+    for (int t = 0; t < mine[2]; t++)
+        if ((st = gpt2__mpi_share_tokenizer(comm, rank, rank == 0 ? toks[t] : NULL, model->cfg.n_vocab, &made[t]))) goto done;
 
-    /* this rank's requests, checked against its own model (options such as max_seq may differ per rank) */
-    for (int j = 0, p = 0, o = 0; j < mine[0]; j++) {
-        gpt2_request *r = &local[j];
-        r->prompt = prompt + p; r->prompt_len = hdr[j].prompt_len;
-        r->max_new_tokens = hdr[j].max_new_tokens; r->stop_token = hdr[j].stop_token;
-        r->sampling = hdr[j].sampling; r->out = out + o;
-        p += r->prompt_len;
-        o += r->max_new_tokens;
-        if (!st && (long)r->prompt_len + r->max_new_tokens > model->max_seq)
-            st = gpt2__fail(GPT2_ERR_ARG, "request %d: prompt_len %d + max_new_tokens %d exceeds max_seq = %d",
-                            hdr[j].index, r->prompt_len, r->max_new_tokens, model->max_seq);
+    /* this rank's requests, rebuilt, and checked against its own model (options such as max_seq may differ per rank,
+       and the backend may refuse a control) */
+    {
+        long long n_ints = 0, n_floats = 0, n_chars = 0, n_strs = 0, n_out = 0, n_lp = 0, n_top = 0, n_words = 0;
+        for (int j = 0; j < mine[0]; j++) {
+            const gpt2__mpi_req *h = &hdr[j];
+            n_ints += (long long)h->prompt_len + h->sampling.n_bias + h->n_stop_ids;
+            n_floats += h->sampling.n_bias; n_chars += h->stop_bytes; n_strs += h->n_stop_strings;
+            n_out += h->max_new_tokens; n_lp += h->logprobs ? h->max_new_tokens : 0;
+            n_top += (long long)h->max_new_tokens * h->top_logprobs;
+            n_words += gpt2__mpi_result_words(h, h->max_new_tokens);
+        }
+        local = (gpt2_request *)gpt2__zalloc((size_t)mine[0] * sizeof *local);
+        ints = (int *)gpt2__alloc((size_t)n_ints * sizeof(int));
+        floats = (float *)gpt2__alloc((size_t)n_floats * sizeof(float));
+        chars = (char *)gpt2__alloc((size_t)n_chars);
+        strs = (const char **)gpt2__alloc((size_t)n_strs * sizeof *strs);
+        out = (int *)gpt2__alloc((size_t)n_out * sizeof(int));
+        lp = (float *)gpt2__alloc((size_t)n_lp * sizeof(float));
+        top_ids = (int *)gpt2__alloc((size_t)n_top * sizeof(int));
+        top_lp = (float *)gpt2__alloc((size_t)n_top * sizeof(float));
+        res_out = (uint32_t *)gpt2__alloc((size_t)n_words * sizeof(uint32_t));
+        if (!local || !ints || !floats || !chars || !strs || !out || !lp || !top_ids || !top_lp || !res_out)
+            st = gpt2__fail(GPT2_ERR_OOM, "gpt2_mpi_generate: out of memory for %d requests", mine[0]);
+        const uint32_t *w = words_in;
+        int *pi = ints, *po = out, *pt = top_ids;
+        float *pf = floats, *pl = lp, *ptl = top_lp;
+        char *pc = chars;
+        const char **ps = strs;
+        for (int j = 0; !st && j < mine[0]; j++) {
+            const gpt2__mpi_req *h = &hdr[j];
+            gpt2_request *r = &local[j];
+            r->prompt_len = h->prompt_len; r->max_new_tokens = h->max_new_tokens; r->stop_token = h->stop_token;
+            r->sampling = h->sampling;
+            w = gpt2__mpi_get(w, pi, (size_t)h->prompt_len * sizeof(int)); r->prompt = pi; pi += h->prompt_len;
+            w = gpt2__mpi_get(w, pi, (size_t)h->sampling.n_bias * sizeof(int)); r->sampling.bias_ids = pi; pi += h->sampling.n_bias;
+            w = gpt2__mpi_get(w, pf, (size_t)h->sampling.n_bias * sizeof(float)); r->sampling.bias = pf; pf += h->sampling.n_bias;
+            w = gpt2__mpi_get(w, pi, (size_t)h->n_stop_ids * sizeof(int)); r->stop_ids = pi; r->n_stop_ids = h->n_stop_ids;
+            pi += h->n_stop_ids;
+            w = gpt2__mpi_get(w, pc, (size_t)h->stop_bytes);
+            r->stop_strings = ps; r->n_stop_strings = h->n_stop_strings;
+            for (int s = 0; s < h->n_stop_strings; s++) { *ps++ = pc; pc += strlen(pc) + 1; }
+            if (h->tokenizer >= 0) r->tokenizer = rank == 0 ? toks[h->tokenizer] : made[h->tokenizer];
+            r->out = po; po += h->max_new_tokens;
+            if (h->logprobs) { r->out_logprobs = pl; pl += h->max_new_tokens; }
+            r->top_logprobs = h->top_logprobs;
+            if (h->top_logprobs) {
+                r->out_top_ids = pt; r->out_top_logprobs = ptl;
+                pt += (size_t)h->max_new_tokens * h->top_logprobs; ptl += (size_t)h->max_new_tokens * h->top_logprobs;
+            }
+            if ((long)r->prompt_len + r->max_new_tokens > model->max_seq)
+                st = gpt2__fail(GPT2_ERR_ARG, "request %d: prompt_len %d + max_new_tokens %d exceeds max_seq = %d",
+                                h->index, r->prompt_len, r->max_new_tokens, model->max_seq);
+            if (!st) st = gpt2__check_controls(model, r, h->index);
+        }
     }
     if ((st = gpt2__mpi_agree(comm, st))) goto done;
     relay.fn = on_token; relay.user = user; relay.hdr = hdr;
@@ -522,37 +747,209 @@ GPT2_API gpt2_status gpt2_mpi_generate(MPI_Comm comm, gpt2_model *model, gpt2_re
     t_gen = MPI_Wtime() - t_gen;
     if ((st = gpt2__mpi_agree(comm, st))) goto done;
 
-    /* gather the outputs: how many tokens each request made, then the tokens packed back to back */
-    for (int j = 0; j < mine[0]; j++) {
-        n_out[j] = local[j].n_out;
-        memmove(out + packed, local[j].out, (size_t)n_out[j] * sizeof(int));
-        packed += n_out[j];
+    /* the results to rank 0: this rank's packed back to back, their sizes first */
+    {
+        uint32_t *w = res_out;
+        for (int j = 0; j < mine[0]; j++) {
+            const gpt2_request *r = &local[j];
+            const int head[3] = {r->n_out, r->finish_reason, r->text_len};
+            const size_t nt = (size_t)r->n_out * (size_t)r->top_logprobs;
+            w = gpt2__mpi_put(w, head, sizeof head);
+            w = gpt2__mpi_put(w, r->out, (size_t)r->n_out * sizeof(int));
+            if (r->out_logprobs) w = gpt2__mpi_put(w, r->out_logprobs, (size_t)r->n_out * sizeof(float));
+            if (nt) {
+                /* the alternatives of the n_out tokens: out_top_ids and out_top_logprobs are [max_new_tokens][top] */
+                w = gpt2__mpi_put(w, r->out_top_ids, nt * sizeof(int));
+                w = gpt2__mpi_put(w, r->out_top_logprobs, nt * sizeof(float));
+            }
+        }
+        n_res = (int)(w - res_out);
     }
-    if ((st = gpt2__mpi_rc(MPI_Gatherv(n_out, mine[0], MPI_INT, all_n_out, req_count, req_displ, MPI_INT, 0, comm),
-                           "MPI_Gatherv of the output lengths"))) goto done;
-    if (rank == 0)
-        for (int r = 0, t = 0; r < size; r++) {
-            out_count[r] = 0;
-            for (int k = req_displ[r]; k < req_displ[r] + req_count[r]; k++) out_count[r] += all_n_out[k];
-            out_displ[r] = t;
-            t += out_count[r];
+    if ((st = gpt2__mpi_rc(MPI_Gather(&n_res, 1, MPI_INT, plan.res_count, 1, MPI_INT, 0, comm), "MPI_Gather of the result sizes")))
+        goto done;
+    if (rank == 0) {
+        long long total = 0;
+        for (int r = 0; r < size; r++) { plan.res_displ[r] = (int)total; total += plan.res_count[r]; }
+        all_res = (uint32_t *)gpt2__alloc((size_t)total * sizeof(uint32_t));
+        if (!all_res) st = gpt2__fail(GPT2_ERR_OOM, "gpt2_mpi_generate: out of memory for %lld words of results", total);
+    }
+    if ((st = gpt2__mpi_agree(comm, st))) goto done;
+    if ((st = gpt2__mpi_rc(MPI_Gatherv(res_out, n_res, MPI_UINT32_T, all_res, plan.res_count, plan.res_displ, MPI_UINT32_T, 0, comm),
+                           "MPI_Gatherv of the results"))) goto done;
+    if (rank == 0) {
+        const uint32_t *w = all_res;
+        for (int k = 0; k < n; k++) {
+            gpt2_request *r = &reqs[plan.order[k]];
+            int head[3];
+            w = gpt2__mpi_get(w, head, sizeof head);
+            r->n_out = head[0]; r->finish_reason = head[1]; r->text_len = head[2];
+            const size_t nt = (size_t)r->n_out * (size_t)r->top_logprobs;
+            w = gpt2__mpi_get(w, r->out, (size_t)r->n_out * sizeof(int));
+            if (r->out_logprobs) w = gpt2__mpi_get(w, r->out_logprobs, (size_t)r->n_out * sizeof(float));
+            if (nt) {
+                w = gpt2__mpi_get(w, r->out_top_ids, nt * sizeof(int));
+                w = gpt2__mpi_get(w, r->out_top_logprobs, nt * sizeof(float));
+            }
         }
-    if ((st = gpt2__mpi_rc(MPI_Gatherv(out, packed, MPI_INT, all_out, out_count, out_displ, MPI_INT, 0, comm),
-                           "MPI_Gatherv of the outputs"))) goto done;
-    if (rank == 0)
-        for (int k = 0, t = 0; k < n; k++) {
-            gpt2_request *r = &reqs[all_hdr[k].index];
-            r->n_out = all_n_out[k];
-            if (r->n_out > 0) memcpy(r->out, all_out + t, (size_t)r->n_out * sizeof(int));
-            t += r->n_out;
-        }
+    }
 
 done:
-    GPT2_FREE(counts); GPT2_FREE(load); GPT2_FREE(order); GPT2_FREE(owner); GPT2_FREE(all_hdr);
-    GPT2_FREE(all_prompt); GPT2_FREE(all_n_out); GPT2_FREE(all_out);
-    GPT2_FREE(hdr); GPT2_FREE(local); GPT2_FREE(prompt); GPT2_FREE(out); GPT2_FREE(n_out);
+    gpt2__mpi_plan_free(&plan);
+    GPT2_FREE(cost); GPT2_FREE(all_hdr); GPT2_FREE(all_words); GPT2_FREE(all_res); GPT2_FREE(toks); GPT2_FREE(send);
+    for (int t = 0; made && t < mine[2]; t++) gpt2_tokenizer_free(made[t]);
+    GPT2_FREE(made); GPT2_FREE(hdr); GPT2_FREE(words_in); GPT2_FREE(res_out); GPT2_FREE(local);
+    GPT2_FREE(ints); GPT2_FREE(floats); GPT2_FREE(chars); GPT2_FREE((void *)strs);
+    GPT2_FREE(out); GPT2_FREE(lp); GPT2_FREE(top_ids); GPT2_FREE(top_lp);
     gpt2__mpi_last.total = MPI_Wtime() - t_entry;
     gpt2__mpi_last.generate = t_gen;
+    return st;
+}
+
+/* ---------------------------------------------------------------- scoring: split, run, gather */
+
+/* A text as it travels to its rank (its tokens travel apart, in one array per rank). */
+typedef struct gpt2__mpi_text {
+    int index;               /* in rank 0's array */
+    int n_tokens, n_context, stride;
+    int logprobs, ranks;     /* the caller gave those buffers */
+} gpt2__mpi_text;
+
+/* A text's result words: sum_logprob (a double's bytes), n_scored, then its logprobs and ranks when asked for. */
+static long long gpt2__mpi_text_result_words(const gpt2__mpi_text *h) {
+    const long long n_scored = (long long)h->n_tokens - h->n_context;
+    return 3 + n_scored * ((h->logprobs ? 1 : 0) + (h->ranks ? 1 : 0));
+}
+
+GPT2_API gpt2_status gpt2_mpi_score(MPI_Comm comm, gpt2_model *model, gpt2_score_request *reqs, int n) {
+    int rank = 0, size = 1, L = 0;
+    gpt2_status st = gpt2__mpi_running("gpt2_mpi_score");
+    if (!st) st = gpt2__mpi_rc(MPI_Comm_rank(comm, &rank), "MPI_Comm_rank");
+    if (!st) st = gpt2__mpi_rc(MPI_Comm_size(comm, &size), "MPI_Comm_size");
+    if (st) return st;
+    /* rank 0: the plan, the texts' headers and tokens in its order, the gathered results */
+    gpt2__mpi_plan plan;
+    memset(&plan, 0, sizeof plan);
+    long long *cost = NULL, *words = NULL, *res = NULL;
+    gpt2__mpi_text *all_hdr = NULL;
+    int *all_tokens = NULL;
+    uint32_t *all_res = NULL;
+    int *send = NULL; /* [size][3]: per rank its texts, tokens, result words */
+    /* this rank's share: mine = [texts, tokens, result words] */
+    int mine[3] = {0, 0, 0};
+    gpt2__mpi_text *hdr = NULL;
+    uint32_t *res_out = NULL;
+    gpt2_score_request *local = NULL;
+    int *tokens = NULL, *ranks = NULL;
+    float *lps = NULL;
+
+    if (!model) st = gpt2__fail(GPT2_ERR_ARG, "gpt2_mpi_score: model is NULL");
+    else L = model->max_seq;
+    /* the windows are max_seq long: every rank must cut them as rank 0 does */
+    if ((st = gpt2__mpi_agree(comm, st))) return st;
+    {
+        int L0 = L;
+        if ((st = gpt2__mpi_rc(MPI_Bcast(&L0, 1, MPI_INT, 0, comm), "MPI_Bcast of max_seq"))) return st;
+        if (L != L0)
+            st = gpt2__fail(GPT2_ERR_ARG, "gpt2_mpi_score: this rank's model has max_seq = %d, rank 0's %d (the windows "
+                            "would differ): load every rank with the same max_seq", L, L0);
+    }
+    if (!st && rank == 0) st = gpt2__score_check(model, reqs, n);
+    if (!st && rank == 0) {
+        cost = (long long *)gpt2__zalloc((size_t)n * 3 * sizeof(long long));
+        all_hdr = (gpt2__mpi_text *)gpt2__alloc((size_t)n * sizeof *all_hdr);
+        send = (int *)gpt2__zalloc((size_t)size * 3 * sizeof(int));
+        if (!cost || !all_hdr || !send) st = gpt2__fail(GPT2_ERR_OOM, "gpt2_mpi_score: out of memory for %d texts", n);
+    }
+    if (!st && rank == 0) {
+        words = cost + n; res = cost + 2 * n;
+        for (int i = 0; i < n; i++) { /* headers in rank 0's order for now */
+            gpt2__mpi_text *h = &all_hdr[i];
+            h->index = i; h->n_tokens = reqs[i].n_tokens; h->n_context = reqs[i].n_context; h->stride = reqs[i].stride;
+            h->logprobs = reqs[i].logprobs != NULL; h->ranks = reqs[i].ranks != NULL;
+            cost[i] = reqs[i].n_tokens;
+            words[i] = reqs[i].n_tokens;
+            res[i] = gpt2__mpi_text_result_words(h);
+        }
+        st = gpt2__mpi_plan_make(&plan, n, size, cost, words, res, sizeof(gpt2__mpi_text), "gpt2_mpi_score");
+        if (!st) {
+            long long total = 0, total_res = 0;
+            for (int i = 0; i < n; i++) { total += words[i]; total_res += res[i]; }
+            all_tokens = (int *)gpt2__alloc((size_t)total * sizeof(int));
+            all_res = (uint32_t *)gpt2__alloc((size_t)total_res * sizeof(uint32_t));
+            gpt2__mpi_text *grouped = (gpt2__mpi_text *)gpt2__alloc((size_t)n * sizeof *grouped);
+            if (!all_tokens || !all_res || !grouped)
+                st = gpt2__fail(GPT2_ERR_OOM, "gpt2_mpi_score: out of memory for %lld tokens", total);
+            for (int k = 0, t = 0; !st && k < n; k++) {
+                const gpt2_score_request *r = &reqs[plan.order[k]];
+                grouped[k] = all_hdr[plan.order[k]];
+                memcpy(all_tokens + t, r->tokens, (size_t)r->n_tokens * sizeof(int));
+                t += r->n_tokens;
+            }
+            if (grouped) { GPT2_FREE(all_hdr); all_hdr = grouped; }
+        }
+        for (int r = 0; !st && r < size; r++) {
+            send[3 * r] = plan.req_count[r]; send[3 * r + 1] = plan.word_count[r]; send[3 * r + 2] = plan.res_count[r];
+        }
+    }
+    if ((st = gpt2__mpi_agree(comm, st))) goto done;
+
+    /* send each rank its share */
+    if ((st = gpt2__mpi_rc(MPI_Scatter(send, 3, MPI_INT, mine, 3, MPI_INT, 0, comm), "MPI_Scatter"))) goto done;
+    {
+        hdr = (gpt2__mpi_text *)gpt2__alloc((size_t)mine[0] * sizeof *hdr);
+        local = (gpt2_score_request *)gpt2__zalloc((size_t)mine[0] * sizeof *local);
+        tokens = (int *)gpt2__alloc((size_t)mine[1] * sizeof(int));
+        res_out = (uint32_t *)gpt2__alloc((size_t)mine[2] * sizeof(uint32_t));
+        /* at most mine[1] tokens are scored here */
+        lps = (float *)gpt2__alloc((size_t)mine[1] * sizeof(float));
+        ranks = (int *)gpt2__alloc((size_t)mine[1] * sizeof(int));
+        if (!hdr || !local || !tokens || !res_out || !lps || !ranks)
+            st = gpt2__fail(GPT2_ERR_OOM, "gpt2_mpi_score: out of memory for %d texts of %d tokens", mine[0], mine[1]);
+    }
+    if ((st = gpt2__mpi_agree(comm, st))) goto done;
+    if ((st = gpt2__mpi_rc(MPI_Scatterv(all_hdr, plan.hdr_bytes, plan.hdr_displ, MPI_BYTE, hdr, mine[0] * (int)sizeof *hdr,
+                                        MPI_BYTE, 0, comm), "MPI_Scatterv of the texts"))) goto done;
+    if ((st = gpt2__mpi_rc(MPI_Scatterv(all_tokens, plan.word_count, plan.word_displ, MPI_INT, tokens, mine[1], MPI_INT, 0, comm),
+                           "MPI_Scatterv of the tokens"))) goto done;
+    for (int j = 0, t = 0, o = 0; j < mine[0]; j++) {
+        gpt2_score_request *r = &local[j];
+        r->tokens = tokens + t; r->n_tokens = hdr[j].n_tokens; r->n_context = hdr[j].n_context; r->stride = hdr[j].stride;
+        if (hdr[j].logprobs) r->logprobs = lps + o;
+        if (hdr[j].ranks) r->ranks = ranks + o;
+        t += hdr[j].n_tokens;
+        o += hdr[j].n_tokens - hdr[j].n_context;
+    }
+    if (mine[0] > 0) st = gpt2_score(model, local, mine[0]);
+    if ((st = gpt2__mpi_agree(comm, st))) goto done;
+
+    /* the results to rank 0, packed back to back in the plan's order */
+    {
+        uint32_t *w = res_out;
+        for (int j = 0; j < mine[0]; j++) {
+            const gpt2_score_request *r = &local[j];
+            w = gpt2__mpi_put(w, &r->sum_logprob, sizeof(double));
+            w = gpt2__mpi_put(w, &r->n_scored, sizeof(int));
+            if (r->logprobs) w = gpt2__mpi_put(w, r->logprobs, (size_t)r->n_scored * sizeof(float));
+            if (r->ranks) w = gpt2__mpi_put(w, r->ranks, (size_t)r->n_scored * sizeof(int));
+        }
+    }
+    if ((st = gpt2__mpi_rc(MPI_Gatherv(res_out, mine[2], MPI_UINT32_T, all_res, plan.res_count, plan.res_displ, MPI_UINT32_T, 0, comm),
+                           "MPI_Gatherv of the scores"))) goto done;
+    if (rank == 0) {
+        const uint32_t *w = all_res;
+        for (int k = 0; k < n; k++) {
+            gpt2_score_request *r = &reqs[plan.order[k]];
+            w = gpt2__mpi_get(w, &r->sum_logprob, sizeof(double));
+            w = gpt2__mpi_get(w, &r->n_scored, sizeof(int));
+            if (r->logprobs) w = gpt2__mpi_get(w, r->logprobs, (size_t)r->n_scored * sizeof(float));
+            if (r->ranks) w = gpt2__mpi_get(w, r->ranks, (size_t)r->n_scored * sizeof(int));
+        }
+    }
+
+done:
+    gpt2__mpi_plan_free(&plan);
+    GPT2_FREE(cost); GPT2_FREE(all_hdr); GPT2_FREE(all_tokens); GPT2_FREE(all_res); GPT2_FREE(send);
+    GPT2_FREE(hdr); GPT2_FREE(res_out); GPT2_FREE(local); GPT2_FREE(tokens); GPT2_FREE(lps); GPT2_FREE(ranks);
     return st;
 }
 

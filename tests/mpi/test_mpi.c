@@ -2,8 +2,12 @@
 
    Usage: mpirun -np K tests/mpi/test_mpi MODEL N KIND [options]
        MODEL  model directory (only rank 0 reads it)     N  requests (rank 0 makes them)
-       KIND   0 greedy, 1 sampled, 2 mixed (see workload.h)
+       KIND   0 greedy, 1 sampled, 2 mixed, 3 controls (see workload.h; rank 0 alone loads the controls' tokenizer)
        --max-batch B        KV slots per rank (default 3, so requests queue on every rank)
+       --bad F              rank 0's request 3 gets a bad field F: 1 sampling.bias[1] NaN, 2 an empty stop string,
+                            3 top_logprobs 21 (gpt2_mpi_generate must fail everywhere with rank 0's message)
+       --score B            no generation: gpt2_mpi_score of N texts (workload_texts); B 1: good texts, 2: text 2's
+                            n_context is 0; rank 0 prints "score R S message" per rank, then a line per text
        --fail-load-rank R   rank R loads with options.max_batch = -1 (gpt2_mpi_load must fail everywhere)
        --fail-gen-rank R    rank R loads with options.max_seq = 8 (every request is longer: generation fails there)
        --hidden PATH        each rank reports whether it can open PATH (the multi-node test's model file)
@@ -11,7 +15,7 @@
                             rank 0 prints "logits R" and every logit's bits in hex, per rank
    Rank 0 prints, in order: "ranks K", "local_rank R L" per rank, "sees R yes|no" with --hidden,
    "load R S message" per rank, then (when loading worked) "generate R S message" per rank and, when
-   generation worked, "req I N: t t t" per request and "callbacks ok" (or what was wrong with them). */
+   generation worked, each request's workload_format line and "callbacks ok" (or what was wrong with them). */
 #define GPT2_IMPLEMENTATION
 #include "gpt2.cuh"
 #define GPT2_MPI_IMPLEMENTATION
@@ -22,6 +26,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <math.h>
 
 /* what on_token saw on this rank: (global index, token) pairs in call order */
 typedef struct token_log { int kind, n, cap; int *pairs; int *count; } token_log;
@@ -55,13 +60,15 @@ int main(int argc, char **argv) {
         return 2;
     }
     const char *model_dir = argv[1], *hidden = NULL;
-    int n = atoi(argv[2]), kind = atoi(argv[3]), max_batch = 3, fail_load = -1, fail_gen = -1, logits_T = 0;
+    int n = atoi(argv[2]), kind = atoi(argv[3]), max_batch = 3, fail_load = -1, fail_gen = -1, logits_T = 0, bad = 0, score = 0;
     for (int a = 4; a + 1 < argc; a += 2) {
         if (!strcmp(argv[a], "--max-batch")) max_batch = atoi(argv[a + 1]);
         else if (!strcmp(argv[a], "--fail-load-rank")) fail_load = atoi(argv[a + 1]);
         else if (!strcmp(argv[a], "--fail-gen-rank")) fail_gen = atoi(argv[a + 1]);
         else if (!strcmp(argv[a], "--hidden")) hidden = argv[a + 1];
         else if (!strcmp(argv[a], "--logits")) logits_T = atoi(argv[a + 1]);
+        else if (!strcmp(argv[a], "--bad")) bad = atoi(argv[a + 1]);
+        else if (!strcmp(argv[a], "--score")) score = atoi(argv[a + 1]);
     }
     int local = gpt2_mpi_local_rank(MPI_COMM_WORLD);
     int *locals = (int *)malloc((size_t)size * sizeof(int));
@@ -110,13 +117,56 @@ int main(int argc, char **argv) {
         return st ? 1 : 0;
     }
 
+    if (score) { /* rank 0's texts scored across the ranks; rank 0 prints every result */
+        gpt2_score_request *texts = NULL;
+        int *tokens = NULL, *ranks = NULL, n_texts = 0;
+        float *lps = NULL;
+        if (rank == 0) {
+            texts = (gpt2_score_request *)calloc((size_t)n + 1, sizeof *texts);
+            tokens = (int *)calloc((size_t)n * WORKLOAD_MAX_TEXT + 1, sizeof(int));
+            ranks = (int *)calloc((size_t)n * WORKLOAD_MAX_TEXT + 1, sizeof(int));
+            lps = (float *)calloc((size_t)n * WORKLOAD_MAX_TEXT + 1, sizeof(float));
+            workload_texts(texts, tokens, lps, ranks, n, gpt2_model_config(m).n_vocab);
+            if (score == 2 && n > 2) texts[2].n_context = 0;
+            n_texts = n;
+        }
+        st = gpt2_mpi_score(MPI_COMM_WORLD, m, texts, n_texts);
+        print_statuses("score", st, rank, size);
+        if (rank == 0 && st == GPT2_OK) {
+            char *line = (char *)malloc(WORKLOAD_SCORE_LINE);
+            for (int i = 0; i < n; i++) { workload_format_score(line, i, &texts[i]); fputs(line, stdout); }
+            free(line);
+        }
+        fflush(stdout);
+        free(texts); free(tokens); free(ranks); free(lps);
+        gpt2_free(m);
+        MPI_Finalize();
+        return st ? 1 : 0;
+    }
+
     gpt2_request *reqs = NULL;
-    int *prompts = NULL, *outs = NULL, n_here = 0;
+    gpt2_tokenizer *tok = NULL;
+    int *prompts = NULL, *outs = NULL, *top_ids = NULL, n_here = 0;
+    float *lps = NULL, *top_lps = NULL;
+    static const int bad_bias_ids[2] = {5, 6};
+    static const char *const bad_stop[2] = {"x", ""};
+    float bad_bias[2];
+    bad_bias[0] = 1.0f; bad_bias[1] = NAN;
     if (rank == 0) {
         reqs = (gpt2_request *)calloc((size_t)n + 1, sizeof *reqs);
         prompts = (int *)calloc((size_t)n * WORKLOAD_MAX_PROMPT + 1, sizeof(int));
         outs = (int *)calloc((size_t)n * WORKLOAD_MAX_NEW + 1, sizeof(int));
+        lps = (float *)calloc((size_t)n * WORKLOAD_MAX_NEW + 1, sizeof(float));
+        top_ids = (int *)calloc((size_t)n * WORKLOAD_MAX_NEW * WORKLOAD_MAX_TOP + 1, sizeof(int));
+        top_lps = (float *)calloc((size_t)n * WORKLOAD_MAX_NEW * WORKLOAD_MAX_TOP + 1, sizeof(float));
         workload_make(reqs, prompts, outs, n, kind, gpt2_model_config(m).n_vocab);
+        if (kind == WORKLOAD_CONTROLS) {
+            if (gpt2_tokenizer_load(&tok, WORKLOAD_TOKENIZER)) printf("tokenizer: %s\n", gpt2_last_error());
+            workload_controls(reqs, n, lps, top_ids, top_lps, tok);
+        }
+        if (bad == 1 && n > 3) { reqs[3].sampling.bias_ids = bad_bias_ids; reqs[3].sampling.bias = bad_bias; reqs[3].sampling.n_bias = 2; }
+        if (bad == 2 && n > 3) { reqs[3].stop_strings = bad_stop; reqs[3].n_stop_strings = 2; reqs[3].tokenizer = tok; }
+        if (bad == 3 && n > 3) reqs[3].top_logprobs = 21;
         n_here = n;
     }
     token_log log;
@@ -139,11 +189,9 @@ int main(int argc, char **argv) {
     }
     MPI_Gatherv(log.pairs, 2 * send_n, MPI_INT, all, log_n, displ, MPI_INT, 0, MPI_COMM_WORLD);
     if (rank == 0 && st == GPT2_OK) {
-        for (int i = 0; i < n; i++) {
-            printf("req %d %d:", i, reqs[i].n_out);
-            for (int t = 0; t < reqs[i].n_out; t++) printf(" %d", reqs[i].out[t]);
-            printf("\n");
-        }
+        char *line = (char *)malloc(WORKLOAD_LINE);
+        for (int i = 0; i < n; i++) { workload_format(line, i, &reqs[i]); fputs(line, stdout); }
+        free(line);
         /* per request: the tokens its callbacks delivered, all on one rank, must be its output */
         int *seen = (int *)calloc((size_t)n + 1, sizeof(int)), *where = (int *)malloc(((size_t)n + 1) * sizeof(int));
         int bad = 0;
@@ -169,7 +217,8 @@ int main(int argc, char **argv) {
     }
     fflush(stdout);
     free(log_n); free(displ); free(all); free(log.pairs); free(log.count);
-    free(reqs); free(prompts); free(outs);
+    free(reqs); free(prompts); free(outs); free(lps); free(top_ids); free(top_lps);
+    gpt2_tokenizer_free(tok);
     gpt2_free(m);
     MPI_Finalize();
     return st ? 1 : 0;
