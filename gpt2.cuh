@@ -166,7 +166,8 @@ typedef struct gpt2_sampling {
    typical_p and draws. */
 
 /* why a request ended (gpt2_request.finish_reason) */
-typedef enum gpt2_finish { GPT2_FINISH_NONE = 0, GPT2_FINISH_LENGTH, GPT2_FINISH_STOP, GPT2_FINISH_CALLBACK } gpt2_finish;
+typedef enum gpt2_finish { GPT2_FINISH_NONE = 0, GPT2_FINISH_LENGTH, GPT2_FINISH_STOP, GPT2_FINISH_CALLBACK,
+                           GPT2_FINISH_CANCELLED } gpt2_finish;
 
 typedef struct gpt2_request {
     const int *prompt; int prompt_len;
@@ -192,6 +193,28 @@ typedef struct gpt2_request {
 /* called for each new token in order per request; return nonzero to end that request */
 typedef int (*gpt2_token_fn)(void *user, int request, int token);
 GPT2_API gpt2_status gpt2_generate(gpt2_model *model, gpt2_request *reqs, int n, gpt2_token_fn on_token, void *user);
+
+/* The incremental engine (what gpt2_generate loops over): requests join a running batch at the next step, from any
+   thread. One thread steps it; the callbacks run on that thread, inside gpt2_engine_step. A request's buffers are
+   the caller's and are written until on_end reports it; its tokens never depend on what else is in flight or when
+   it arrived. One engine per model at a time, and no other call on that model while it has work. */
+typedef struct gpt2_engine gpt2_engine;
+typedef struct gpt2_engine_callbacks {
+    int (*on_token)(void *user, long long id, int token);            /* each new token; nonzero ends the request */
+    void (*on_end)(void *user, long long id, gpt2_request *request);  /* it ended: request->finish_reason says why */
+    void *user;
+} gpt2_engine_callbacks;
+GPT2_API gpt2_status gpt2_engine_create(gpt2_engine **engine, gpt2_model *model, const gpt2_engine_callbacks *cb);
+GPT2_API void        gpt2_engine_free(gpt2_engine *engine);  /* requests still queued or in flight are dropped */
+/* any thread: checks the request (as gpt2_generate does) and queues it; its id (0, 1, ...), or -1 and the reason */
+GPT2_API long long   gpt2_engine_submit(gpt2_engine *engine, gpt2_request *request);
+/* any thread: the request ends at the next step with GPT2_FINISH_CANCELLED; 0 when no such request is queued or
+   in flight */
+GPT2_API int         gpt2_engine_cancel(gpt2_engine *engine, long long id);
+/* the stepping thread: admits queued requests and runs one step; *busy (may be NULL): work remains */
+GPT2_API gpt2_status gpt2_engine_step(gpt2_engine *engine, int *busy);
+/* any thread: requests waiting for a slot, and in slots */
+GPT2_API void        gpt2_engine_counts(gpt2_engine *engine, int *queued, int *in_flight);
 
 /* Scoring: the log-probability of every token of a text under the model, and its rank.
    Token t (n_context <= t < n_tokens) is predicted from tokens[s..t), where L is the model's max_seq
@@ -8497,31 +8520,6 @@ GPT2_API gpt2_status gpt2_forward(gpt2_model *m, const int *tokens, int B, int T
     return st;
 }
 
-/* A request in flight: which KV slot it holds, how much of it has been fed, and its speculation: kk, the most draft
-   tokens it feeds next (+2 after a draft that stood whole, -1 after one that did not); miss, its drafts in a row of
-   which no token stood; cool, steps left before it drafts again (2^miss - 1, at most 31); nk and kept, this step's
-   draft tokens and how many stood. */
-typedef struct gpt2__active { int req, fed, kk, miss, cool, nk, kept; } gpt2__active;
-
-/* Speculation by prompt lookup: up to k tokens that followed the latest earlier occurrence of the last g tokens of
-   request r's context (its prompt, then what it has generated), g = 3, else 2; into d, their count returned (0: none) */
-static int gpt2__draft(const gpt2_request *r, int k, int *d) {
-    const int L = r->prompt_len + r->n_out;
-#define GPT2__CTX(i) ((i) < r->prompt_len ? r->prompt[i] : r->out[(i) - r->prompt_len])
-    for (int g = 3; g >= 2; g--)
-        for (int j = L - g - 1; j >= 0; j--) {
-            int e = 0;
-            while (e < g && GPT2__CTX(j + e) == GPT2__CTX(L - g + e)) e++;
-            if (e < g) continue;
-            int n = L - (j + g);
-            if (n > k) n = k;
-            for (int i = 0; i < n; i++) d[i] = GPT2__CTX(j + g + i);
-            return n;
-        }
-#undef GPT2__CTX
-    return 0;
-}
-
 /* Is tok one of the request's stop tokens (stop_token, stop_ids)? */
 static int gpt2__stop_token(const gpt2_request *r, int tok) {
     if (tok == r->stop_token) return 1;
@@ -8618,8 +8616,209 @@ static gpt2_status gpt2__check_controls(const gpt2_model *m, const gpt2_request 
     return GPT2_OK;
 }
 
-/* Continuous batching over max_batch KV slots: requests wait in order; each step feeds every active
-   slot either its next prompt chunk or its last sampled token; a finished request frees its slot at
+/* ---- the incremental engine (gpt2_engine_*), and gpt2_generate as a loop over it */
+
+#if defined(_WIN32)
+typedef SRWLOCK gpt2__mutex;
+static void gpt2__mutex_init(gpt2__mutex *x) { InitializeSRWLock(x); }
+static void gpt2__mutex_lock(gpt2__mutex *x) { AcquireSRWLockExclusive(x); }
+static void gpt2__mutex_unlock(gpt2__mutex *x) { ReleaseSRWLockExclusive(x); }
+static void gpt2__mutex_free(gpt2__mutex *x) { (void)x; }
+#else
+#include <pthread.h>
+typedef pthread_mutex_t gpt2__mutex;
+static void gpt2__mutex_init(gpt2__mutex *x) { pthread_mutex_init(x, NULL); }
+static void gpt2__mutex_lock(gpt2__mutex *x) { pthread_mutex_lock(x); }
+static void gpt2__mutex_unlock(gpt2__mutex *x) { pthread_mutex_unlock(x); }
+static void gpt2__mutex_free(gpt2__mutex *x) { pthread_mutex_destroy(x); }
+#endif
+
+/* A submitted request: the caller's struct (its buffers are written until it ends), its id, a cancel flag. */
+typedef struct gpt2__entry { gpt2_request *r; long long id; int cancelled; } gpt2__entry;
+
+/* A request in flight: which KV slot it holds (e: NULL when the slot is free), how much of it has been fed, and its
+   speculation: kk, the most draft tokens it feeds next (+2 after a draft that stood whole, -1 after one that did
+   not); miss, its drafts in a row of which no token stood; cool, steps left before it drafts again (2^miss - 1, at
+   most 31); nk and kept, this step's draft tokens and how many stood. */
+typedef struct gpt2__active { gpt2__entry *e; int fed, kk, miss, cool, nk, kept; } gpt2__active;
+
+struct gpt2_engine {
+    gpt2_model *m;
+    gpt2_engine_callbacks cb;
+    gpt2__mutex lock;            /* guards the queue, next_id and the entries' cancel flags */
+    gpt2__entry **queue;         /* waiting requests [q_head, q_tail), in order of submission */
+    int q_head, q_tail, q_cap;
+    long long next_id;
+    int in_flight;               /* requests in slots (read by gpt2_engine_counts under the lock) */
+    /* the stepping thread's state */
+    int S, budget, K, cap, lookahead;
+    gpt2__active *slot;
+    gpt2__seq *seqs, *ahead;     /* this step's rows, and a lookahead step's */
+    int *next, *last, *draft;    /* sampled tokens of a step's rows; each slot's last token; each slot's drafts */
+    gpt2__tail *tails;           /* each slot's stop-string tail */
+    int active, ns, flying, hold, drafted, na, admit;
+    gpt2_status failed;          /* a step's failure: the engine runs no more steps */
+};
+
+/* Speculation by prompt lookup: up to k tokens that followed the latest earlier occurrence of the last g tokens of
+   request r's context (its prompt, then what it has generated), g = 3, else 2; into d, their count returned (0: none) */
+static int gpt2__draft(const gpt2_request *r, int k, int *d) {
+    const int L = r->prompt_len + r->n_out;
+#define GPT2__CTX(i) ((i) < r->prompt_len ? r->prompt[i] : r->out[(i) - r->prompt_len])
+    for (int g = 3; g >= 2; g--)
+        for (int j = L - g - 1; j >= 0; j--) {
+            int e = 0;
+            while (e < g && GPT2__CTX(j + e) == GPT2__CTX(L - g + e)) e++;
+            if (e < g) continue;
+            int n = L - (j + g);
+            if (n > k) n = k;
+            for (int i = 0; i < n; i++) d[i] = GPT2__CTX(j + g + i);
+            return n;
+        }
+#undef GPT2__CTX
+    return 0;
+}
+
+/* Checks request r (i names it in messages) and resets its outputs. */
+static gpt2_status gpt2__check_request(const gpt2_model *m, gpt2_request *r, long long i) {
+    char what[64];
+    if (!r) return gpt2__fail(GPT2_ERR_ARG, "request %lld is NULL", i);
+    if (!r->prompt || r->prompt_len < 1)
+        return gpt2__fail(GPT2_ERR_ARG, "request %lld: the prompt is empty (at least one token, e.g. 50256, is needed)", i);
+    if (r->max_new_tokens < 0) return gpt2__fail(GPT2_ERR_ARG, "request %lld: max_new_tokens = %d is negative", i, r->max_new_tokens);
+    if (r->max_new_tokens > 0 && !r->out) return gpt2__fail(GPT2_ERR_ARG, "request %lld: out is NULL", i);
+    if ((long)r->prompt_len + r->max_new_tokens > m->max_seq)
+        return gpt2__fail(GPT2_ERR_ARG, "request %lld: prompt_len %d + max_new_tokens %d exceeds max_seq = %d",
+                          i, r->prompt_len, r->max_new_tokens, m->max_seq);
+    snprintf(what, sizeof what, "request %lld: prompt", i);
+    gpt2_status st = gpt2__check_tokens(m, r->prompt, (size_t)r->prompt_len, what);
+    if (!st) st = gpt2__check_controls(m, r, (int)i);
+    if (st) return st;
+    r->n_out = 0;
+    r->finish_reason = GPT2_FINISH_NONE;
+    r->text_len = -1;
+    return GPT2_OK;
+}
+
+GPT2_API gpt2_status gpt2_engine_create(gpt2_engine **out, gpt2_model *m, const gpt2_engine_callbacks *cb) {
+    if (!out) return gpt2__fail(GPT2_ERR_ARG, "gpt2_engine_create: engine is NULL");
+    *out = NULL;
+    if (!m) return gpt2__fail(GPT2_ERR_ARG, "gpt2_engine_create: model is NULL");
+    gpt2_engine *e = (gpt2_engine *)gpt2__zalloc(sizeof *e);
+    if (!e) return gpt2__fail(GPT2_ERR_OOM, "gpt2_engine_create: out of memory");
+    e->m = m;
+    if (cb) e->cb = *cb;
+    gpt2__mutex_init(&e->lock);
+    e->S = m->max_batch;
+    e->budget = m->prefill_tokens > 0 ? m->prefill_tokens : 2048;
+    e->K = m->spec > 0 ? m->spec : 0;
+    e->cap = e->S + (e->K ? GPT2__SPEC_ROWS : 0); /* a step's entries at most */
+    e->slot = (gpt2__active *)gpt2__zalloc((size_t)e->S * sizeof *e->slot);
+    e->seqs = (gpt2__seq *)gpt2__zalloc((size_t)e->cap * sizeof *e->seqs);
+    e->ahead = (gpt2__seq *)gpt2__zalloc((size_t)e->cap * sizeof *e->ahead);
+    e->next = (int *)gpt2__alloc((size_t)e->cap * sizeof(int));
+    e->last = (int *)gpt2__alloc((size_t)e->S * sizeof(int));
+    e->draft = e->K ? (int *)gpt2__alloc((size_t)e->S * e->K * sizeof(int)) : NULL;
+    e->tails = (gpt2__tail *)gpt2__zalloc((size_t)e->S * sizeof *e->tails);
+    e->q_cap = 64;
+    e->queue = (gpt2__entry **)gpt2__alloc((size_t)e->q_cap * sizeof *e->queue);
+    if (!e->slot || !e->seqs || !e->ahead || !e->next || !e->last || (e->K && !e->draft) || !e->tails || !e->queue) {
+        gpt2_engine_free(e);
+        return gpt2__fail(GPT2_ERR_OOM, "gpt2_engine_create: out of memory");
+    }
+#if GPT2__CUDA
+    e->lookahead = m->backend == GPT2_BACKEND_CUDA && ((gpt2__cuda_state *)m->cuda)->lookahead;
+#endif
+    *out = e;
+    return GPT2_OK;
+}
+
+GPT2_API void gpt2_engine_free(gpt2_engine *e) {
+    if (!e) return;
+#if GPT2__CUDA
+    if (e->m->backend == GPT2_BACKEND_CUDA) gpt2__cuda_drain(e->m);
+#endif
+    for (int s = 0; s < e->S && e->slot; s++) GPT2_FREE(e->slot[s].e);
+    for (int i = e->q_head; i < e->q_tail; i++) GPT2_FREE(e->queue[i]);
+    for (int s = 0; s < e->S && e->tails; s++) GPT2_FREE(e->tails[s].buf);
+    gpt2__mutex_free(&e->lock);
+    GPT2_FREE(e->slot); GPT2_FREE(e->seqs); GPT2_FREE(e->ahead); GPT2_FREE(e->next); GPT2_FREE(e->last);
+    GPT2_FREE(e->draft); GPT2_FREE(e->tails); GPT2_FREE(e->queue);
+    GPT2_FREE(e);
+}
+
+GPT2_API long long gpt2_engine_submit(gpt2_engine *e, gpt2_request *r) {
+    if (!e) { gpt2__fail(GPT2_ERR_ARG, "gpt2_engine_submit: engine is NULL"); return -1; }
+    gpt2__mutex_lock(&e->lock);
+    const long long id = e->next_id;
+    gpt2_status st = gpt2__check_request(e->m, r, id);
+    gpt2__entry *x = st ? NULL : (gpt2__entry *)gpt2__zalloc(sizeof *x);
+    if (!st && !x) st = gpt2__fail(GPT2_ERR_OOM, "gpt2_engine_submit: out of memory");
+    if (!st && e->q_tail == e->q_cap) { /* room at the end: move the waiting entries down, else grow */
+        if (e->q_head > 0) {
+            memmove(e->queue, e->queue + e->q_head, (size_t)(e->q_tail - e->q_head) * sizeof *e->queue);
+            e->q_tail -= e->q_head;
+            e->q_head = 0;
+        } else {
+            gpt2__entry **q = (gpt2__entry **)GPT2_MALLOC((size_t)e->q_cap * 2 * sizeof *q);
+            if (!q) st = gpt2__fail(GPT2_ERR_OOM, "gpt2_engine_submit: out of memory");
+            else {
+                memcpy(q, e->queue, (size_t)e->q_tail * sizeof *q);
+                GPT2_FREE(e->queue);
+                e->queue = q;
+                e->q_cap *= 2;
+            }
+        }
+    }
+    if (!st) {
+        x->r = r; x->id = id;
+        e->queue[e->q_tail++] = x;
+        e->next_id++;
+    } else GPT2_FREE(x);
+    gpt2__mutex_unlock(&e->lock);
+    return st ? -1 : id;
+}
+
+GPT2_API int gpt2_engine_cancel(gpt2_engine *e, long long id) {
+    int found = 0;
+    if (!e) return 0;
+    gpt2__mutex_lock(&e->lock);
+    for (int i = e->q_head; i < e->q_tail && !found; i++)
+        if (e->queue[i]->id == id) found = e->queue[i]->cancelled = 1;
+    for (int s = 0; s < e->S && !found; s++)
+        if (e->slot[s].e && e->slot[s].e->id == id) found = e->slot[s].e->cancelled = 1;
+    gpt2__mutex_unlock(&e->lock);
+    return found;
+}
+
+GPT2_API void gpt2_engine_counts(gpt2_engine *e, int *queued, int *in_flight) {
+    int q = 0, f = 0;
+    if (e) {
+        gpt2__mutex_lock(&e->lock);
+        q = e->q_tail - e->q_head;
+        f = e->in_flight;
+        gpt2__mutex_unlock(&e->lock);
+    }
+    if (queued) *queued = q;
+    if (in_flight) *in_flight = f;
+}
+
+/* Ends the request in slot s (or, slot -1, the waiting entry x) with reason: on_end, then the entry is freed. */
+static void gpt2__engine_end(gpt2_engine *e, int s, gpt2__entry *x, int reason) {
+    x->r->finish_reason = reason;
+    if (s >= 0) {
+        gpt2__mutex_lock(&e->lock);
+        e->slot[s].e = NULL;
+        e->in_flight--;
+        gpt2__mutex_unlock(&e->lock);
+        e->active--;
+    }
+    if (e->cb.on_end) e->cb.on_end(e->cb.user, x->id, x->r);
+    GPT2_FREE(x);
+}
+
+/* One step of continuous batching over max_batch KV slots: requests wait in order of submission; each step feeds
+   every active slot either its next prompt chunk or its last sampled token; a finished request frees its slot at
    once for the next waiting one. Prompt tokens per step are capped so decode steps stay short.
    Requests admitted into an idle engine (none decoding) hold their decode rows until every admitted
    prompt is fed: no one waits on those steps, and the decode steps that follow carry every row (pure decode steps
@@ -8628,194 +8827,226 @@ static gpt2_status gpt2__check_controls(const gpt2_model *m, const gpt2_request 
    context repeats its last tokens (gpt2__draft) also feeds the tokens that followed there, each a decode row of its
    own at the next position, sampled as the draw it would be. Row j's token stands only if every row before it stood
    and the token it fed is the one sampled before it: then its logits are those a step of its own would have computed
-   (a row computes the same in any batch), so the output is the same, token for token, as without speculation. */
+   (a row computes the same in any batch), so the output is the same, token for token, as without speculation.
+   A request's tokens depend only on its own prompt, parameters and seed: never on what else is in flight, or when
+   it arrived. */
+GPT2_API gpt2_status gpt2_engine_step(gpt2_engine *e, int *busy) {
+    if (busy) *busy = 0;
+    if (!e) return gpt2__fail(GPT2_ERR_ARG, "gpt2_engine_step: engine is NULL");
+    if (e->failed) return gpt2__fail(e->failed, "gpt2_engine_step: an earlier step failed; free the engine");
+    gpt2_model *m = e->m;
+    const int S = e->S, K = e->K, budget = e->budget;
+    gpt2__active *slot = e->slot;
+    int *next = e->next, *last = e->last, *draft = e->draft;
+    gpt2_status st = GPT2_OK;
+    /* cancelled requests end first (a cancelled one in a lookahead step leaves a dead row, as a stopped one does) */
+    for (int s = 0; s < S; s++) {
+        gpt2__mutex_lock(&e->lock);
+        gpt2__entry *x = slot[s].e && slot[s].e->cancelled ? slot[s].e : NULL;
+        gpt2__mutex_unlock(&e->lock);
+        if (x) gpt2__engine_end(e, s, x, GPT2_FINISH_CANCELLED);
+    }
+    /* admit waiting requests into free slots (requests with nothing to generate, or cancelled, finish at once).
+       Slots are refilled in groups of at least S/16 (or whatever is left to wait): a step that feeds
+       prompts cannot replay the decode graph, so refilling one slot per step would make most steps
+       slow ones, while a few idle slots for a few steps cost little. */
+    for (;;) {
+        gpt2__mutex_lock(&e->lock);
+        gpt2__entry *x = e->q_head < e->q_tail && (e->queue[e->q_head]->r->max_new_tokens == 0 || e->queue[e->q_head]->cancelled)
+                       ? e->queue[e->q_head++] : NULL;
+        gpt2__mutex_unlock(&e->lock);
+        if (!x) break;
+        gpt2__engine_end(e, -1, x, x->cancelled ? GPT2_FINISH_CANCELLED : GPT2_FINISH_LENGTH);
+    }
+    gpt2__mutex_lock(&e->lock);
+    const int waiting = e->q_tail - e->q_head;
+    gpt2__mutex_unlock(&e->lock);
+    int group = S / 16 > 1 ? S / 16 : 1;
+    if (waiting < group) group = waiting;
+    e->admit = waiting > 0 && (S - e->active >= group || !e->active);
+    if (!e->flying) {
+        if (e->admit && !e->active) e->hold = !m->no_hold; /* an idle engine: prompts first (the rows' outputs do not change) */
+        for (int s = 0; s < S && e->admit; s++) {
+            if (slot[s].e) continue;
+            gpt2__mutex_lock(&e->lock);
+            gpt2__entry *x = e->q_head < e->q_tail ? e->queue[e->q_head] : NULL;
+            if (x && (x->r->max_new_tokens == 0 || x->cancelled)) x = NULL; /* left for the next step's sweep */
+            if (x) { e->q_head++; slot[s].e = x; e->in_flight++; }
+            gpt2__mutex_unlock(&e->lock);
+            if (!x) break;
+            slot[s].fed = 0; slot[s].miss = slot[s].cool = slot[s].nk = 0;
+            e->tails[s].n = 0; e->tails[s].base = 0;
+            slot[s].kk = K < 4 ? K : 4;
+            e->active++;
+        }
+        if (!e->active) {
+#if GPT2__CUDA
+            if (m->backend == GPT2_BACKEND_CUDA) gpt2__cuda_drain(m);
+#endif
+            gpt2__mutex_lock(&e->lock);
+            if (busy) *busy = e->q_head < e->q_tail;
+            gpt2__mutex_unlock(&e->lock);
+            return GPT2_OK;
+        }
+        gpt2__seq *seqs = e->seqs;
+        int ns = 0, prompt_tokens = 0;
+        if (e->hold) {
+            e->hold = 0;
+            for (int s = 0; s < S && !e->hold; s++) e->hold = slot[s].e && slot[s].fed < slot[s].e->r->prompt_len;
+        }
+        /* speculation: only in a step of few decode rows and no prompt rows; room: the draft rows it may add */
+        int room = K && !e->hold ? GPT2__SPEC_ROWS : 0;
+        for (int s = 0; s < S && room > 0; s++)
+            if (slot[s].e) room = slot[s].fed < slot[s].e->r->prompt_len ? 0 : room - 1;
+        if (room < GPT2__SPEC_ROWS / 2) room = 0;
+        e->drafted = 0;
+        for (int s = 0; s < S; s++) {
+            if (!slot[s].e) continue;
+            gpt2_request *r = slot[s].e->r;
+            if (e->hold && slot[s].fed >= r->prompt_len) continue; /* its decode waits for the others' prompts */
+            gpt2__seq *q = &seqs[ns];
+            q->slot = s;
+            q->sampling = r->sampling;
+            q->draw = (uint64_t)r->n_out;
+            q->req = r; q->extra = NULL; q->n_extra = 0;
+            if (slot[s].fed < r->prompt_len) {
+                int chunk = r->prompt_len - slot[s].fed;
+                if (prompt_tokens > 0 && prompt_tokens + chunk > budget) continue; /* next step */
+                if (chunk > budget) chunk = budget;
+                q->pos = slot[s].fed; q->n_tok = chunk; q->tok = r->prompt + slot[s].fed;
+                q->sample = slot[s].fed + chunk == r->prompt_len;
+                q->prompt = 1;
+                prompt_tokens += chunk;
+            } else {
+                q->pos = slot[s].fed; q->n_tok = 1; q->tok = &last[s]; q->sample = 1; q->prompt = 0;
+                int k = slot[s].kk < room ? slot[s].kk : room, nk = 0;
+                if (k > r->max_new_tokens - r->n_out - 1) k = r->max_new_tokens - r->n_out - 1;
+                if (slot[s].cool > 0) slot[s].cool--;
+                else if (k > 0 && r->sampling.no_repeat_ngram <= 0) nk = gpt2__draft(r, k, draft + (size_t)s * K);
+                /* (no drafts under no_repeat_ngram: prompt lookup proposes exactly the n-grams it bans) */
+                slot[s].nk = nk;
+                slot[s].kept = 0;
+                for (int j = 1; j <= nk; j++) {
+                    gpt2__seq *d = &seqs[ns + j];
+                    *d = *q;
+                    d->pos = q->pos + j; d->tok = draft + (size_t)s * K + j - 1; d->draw = q->draw + (uint64_t)j; d->spec = j;
+                    d->extra = draft + (size_t)s * K; d->n_extra = j;
+                }
+                room -= nk;
+                e->drafted += nk;
+                m->spec_rows += nk;
+                ns += nk;
+            }
+            q->spec = 0;
+            ns++;
+        }
+        e->ns = ns;
+#if GPT2__CUDA
+        if (m->backend == GPT2_BACKEND_CUDA) st = gpt2__cuda_launch(m, seqs, ns, 0);
+        else
+#endif
+        st = gpt2__cpu_step(m, seqs, ns, next);
+        if (st) return e->failed = st;
+        e->flying = 1;
+    }
+    gpt2__seq *seqs = e->seqs;
+    const int ns = e->ns;
+    /* Lookahead (CUDA): while the device runs a decode step after which no request is due to end and no waiting
+       request would be admitted, the next decode step goes out at once, its tokens read on the device from this
+       step's picks; the host takes in this step's tokens meanwhile. A request that this step ends anyway (a stop,
+       the callback, a cancel) leaves a dead row in the next: that row's token is dropped, and its slot's cache past
+       the request's end is never read. Each row computes what it would in a step of its own. */
+    int na = 0;
+    if (e->lookahead && !e->admit && !e->drafted) {
+        na = ns;
+        for (int i = 0; i < ns && na; i++) {
+            const gpt2__seq *q = &seqs[i];
+            const gpt2_request *r = slot[q->slot].e ? slot[q->slot].e->r : NULL;
+            if (!r || q->prompt || q->n_tok != 1 || !q->sample || r->n_out + 2 > r->max_new_tokens) na = 0;
+            /* no lookahead where the next step would draft (as far as the tokens known so far tell) */
+            int d1;
+            if (na && K && ns <= GPT2__SPEC_ROWS / 2 && !slot[q->slot].cool && gpt2__draft(r, 1, &d1)) na = 0;
+        }
+        for (int i = 0; i < na; i++) {
+            e->ahead[i] = seqs[i];
+            e->ahead[i].pos++;
+            e->ahead[i].draw++;
+            e->ahead[i].tok = NULL;
+        }
+#if GPT2__CUDA
+        if (na && (st = gpt2__cuda_launch(m, e->ahead, na, 1))) return e->failed = st;
+#endif
+    }
+#if GPT2__CUDA
+    if (m->backend == GPT2_BACKEND_CUDA && (st = gpt2__cuda_collect(m, next))) return e->failed = st;
+#endif
+    for (int i = 0; i < ns && !st; i++) {
+        int s = seqs[i].slot;
+        if (!slot[s].e) continue; /* a dead row of a lookahead step, or a draft after its request ended */
+        if (seqs[i].spec) {
+            /* a draft token's row stands if every row before it stood and it fed the token sampled before it */
+            if (seqs[i].pos != slot[s].fed || *seqs[i].tok != last[s]) continue;
+            slot[s].kept++;
+            m->spec_kept++;
+        }
+        slot[s].fed += seqs[i].n_tok;
+        if (!seqs[i].sample) continue;
+        gpt2__entry *x = slot[s].e;
+        gpt2_request *r = x->r;
+        int tok = next[i];
+        r->out[r->n_out++] = tok;
+        last[s] = tok;
+        int stop = e->cb.on_token && e->cb.on_token(e->cb.user, x->id, tok), reason = gpt2__stop_token(r, tok) ? GPT2_FINISH_STOP : 0;
+        if (!reason && r->n_stop_strings > 0) {
+            int found = 0;
+            if ((st = gpt2__stop_strings_feed(r, (int)x->id, tok, &e->tails[s], &found))) break;
+            if (found) reason = GPT2_FINISH_STOP;
+        }
+        if (!reason) reason = stop ? GPT2_FINISH_CALLBACK : r->n_out >= r->max_new_tokens ? GPT2_FINISH_LENGTH : 0;
+        if (reason) gpt2__engine_end(e, s, x, reason);
+    }
+    if (st) return e->failed = st;
+    /* each request that drafted: its next draft's length, and its pause after drafts of which nothing stood */
+    for (int i = 0; e->drafted && i < ns; i++) {
+        gpt2__active *a = &slot[seqs[i].slot];
+        if (seqs[i].spec != 1 || !a->e) continue;
+        a->kk = a->kept == a->nk ? (a->kk + 2 < K ? a->kk + 2 : K) : a->kk > 1 ? a->kk - 1 : 1;
+        a->miss = a->kept ? 0 : a->miss + 1;
+        a->cool = a->kept ? 0 : (1 << (a->miss < 5 ? a->miss : 5)) - 1;
+    }
+    if (na) { gpt2__seq *t = e->seqs; e->seqs = e->ahead; e->ahead = t; e->ns = na; }
+    else e->flying = 0;
+    if (busy) {
+        gpt2__mutex_lock(&e->lock);
+        *busy = e->flying || e->active > 0 || e->q_head < e->q_tail;
+        gpt2__mutex_unlock(&e->lock);
+    }
+    return GPT2_OK;
+}
+
+/* gpt2_generate: an engine over the requests, stepped until every one has ended */
+typedef struct gpt2__generate_ctx { gpt2_token_fn on_token; void *user; } gpt2__generate_ctx;
+static int gpt2__generate_token(void *user, long long id, int token) {
+    const gpt2__generate_ctx *c = (const gpt2__generate_ctx *)user;
+    return c->on_token && c->on_token(c->user, (int)id, token);
+}
+
 GPT2_API gpt2_status gpt2_generate(gpt2_model *m, gpt2_request *reqs, int n, gpt2_token_fn on_token, void *user) {
     if (!m) return gpt2__fail(GPT2_ERR_ARG, "gpt2_generate: model is NULL");
     if (n < 0 || (n > 0 && !reqs)) return gpt2__fail(GPT2_ERR_ARG, "gpt2_generate: %d requests at %p", n, (void *)reqs);
-    for (int i = 0; i < n; i++) {
-        gpt2_request *r = &reqs[i];
-        char what[64];
-        if (!r->prompt || r->prompt_len < 1)
-            return gpt2__fail(GPT2_ERR_ARG, "request %d: the prompt is empty (at least one token, e.g. 50256, is needed)", i);
-        if (r->max_new_tokens < 0) return gpt2__fail(GPT2_ERR_ARG, "request %d: max_new_tokens = %d is negative", i, r->max_new_tokens);
-        if (r->max_new_tokens > 0 && !r->out) return gpt2__fail(GPT2_ERR_ARG, "request %d: out is NULL", i);
-        if ((long)r->prompt_len + r->max_new_tokens > m->max_seq)
-            return gpt2__fail(GPT2_ERR_ARG, "request %d: prompt_len %d + max_new_tokens %d exceeds max_seq = %d",
-                              i, r->prompt_len, r->max_new_tokens, m->max_seq);
-        snprintf(what, sizeof what, "request %d: prompt", i);
-        gpt2_status st = gpt2__check_tokens(m, r->prompt, (size_t)r->prompt_len, what);
-        if (!st) st = gpt2__check_controls(m, r, i);
+    for (int i = 0; i < n; i++) { /* every request checked before any runs */
+        gpt2_status st = gpt2__check_request(m, &reqs[i], i);
         if (st) return st;
-        r->n_out = 0;
-        r->finish_reason = r->max_new_tokens == 0 ? GPT2_FINISH_LENGTH : GPT2_FINISH_NONE;
-        r->text_len = -1;
     }
-    const int S = m->max_batch, budget = m->prefill_tokens > 0 ? m->prefill_tokens : 2048;
-    const int K = m->spec > 0 ? m->spec : 0, cap = S + (K ? GPT2__SPEC_ROWS : 0); /* a step's entries at most */
-    gpt2__active *slot = (gpt2__active *)gpt2__alloc((size_t)S * sizeof *slot);
-    gpt2__seq *seqs = (gpt2__seq *)gpt2__zalloc((size_t)cap * sizeof *seqs), *ahead = (gpt2__seq *)gpt2__zalloc((size_t)cap * sizeof *ahead);
-    int *next = (int *)gpt2__alloc((size_t)cap * sizeof(int)), *last = (int *)gpt2__alloc((size_t)S * sizeof(int));
-    int *draft = K ? (int *)gpt2__alloc((size_t)S * K * sizeof(int)) : NULL;
-    gpt2__tail *tails = (gpt2__tail *)gpt2__zalloc((size_t)S * sizeof *tails);
-    gpt2_status st = GPT2_OK;
-    if (!slot || !seqs || !ahead || !next || !last || (K && !draft) || !tails) st = gpt2__fail(GPT2_ERR_OOM, "gpt2_generate: out of memory");
-    int waiting = 0, active = 0, ns = 0, flying = 0, hold = 0, drafted = 0;
-    int lookahead = 0;
-#if GPT2__CUDA
-    lookahead = m->backend == GPT2_BACKEND_CUDA && ((gpt2__cuda_state *)m->cuda)->lookahead;
-#endif
-    for (int s = 0; s < S && slot; s++) slot[s].req = -1;
-    while (!st) {
-        /* admit waiting requests into free slots (requests with nothing to generate finish at once).
-           Slots are refilled in groups of at least S/16 (or whatever is left to wait): a step that feeds
-           prompts cannot replay the decode graph, so refilling one slot per step would make most steps
-           slow ones, while a few idle slots for a few steps cost little. */
-        while (waiting < n && reqs[waiting].max_new_tokens == 0) waiting++;
-        int group = S / 16 > 1 ? S / 16 : 1;
-        if (n - waiting < group) group = n - waiting;
-        const int admit = waiting < n && (S - active >= group || !active);
-        if (!flying) {
-            if (admit && !active) hold = !m->no_hold; /* an idle engine: prompts first (the rows' outputs do not change) */
-            for (int s = 0; s < S && admit; s++) {
-                if (slot[s].req >= 0) continue;
-                while (waiting < n && reqs[waiting].max_new_tokens == 0) waiting++;
-                if (waiting == n) break;
-                slot[s].req = waiting++; slot[s].fed = 0; slot[s].miss = slot[s].cool = slot[s].nk = 0;
-                tails[s].n = 0; tails[s].base = 0;
-                slot[s].kk = K < 4 ? K : 4;
-                active++;
-            }
-            if (!active) break;
-            ns = 0;
-            int prompt_tokens = 0;
-            if (hold) {
-                hold = 0;
-                for (int s = 0; s < S && !hold; s++) hold = slot[s].req >= 0 && slot[s].fed < reqs[slot[s].req].prompt_len;
-            }
-            /* speculation: only in a step of few decode rows and no prompt rows; room: the draft rows it may add */
-            int room = K && !hold ? GPT2__SPEC_ROWS : 0;
-            for (int s = 0; s < S && room > 0; s++)
-                if (slot[s].req >= 0) room = slot[s].fed < reqs[slot[s].req].prompt_len ? 0 : room - 1;
-            if (room < GPT2__SPEC_ROWS / 2) room = 0;
-            drafted = 0;
-            for (int s = 0; s < S; s++) {
-                if (slot[s].req < 0) continue;
-                gpt2_request *r = &reqs[slot[s].req];
-                if (hold && slot[s].fed >= r->prompt_len) continue; /* its decode waits for the others' prompts */
-                gpt2__seq *q = &seqs[ns];
-                q->slot = s;
-                q->sampling = r->sampling;
-                q->draw = (uint64_t)r->n_out;
-                q->req = r; q->extra = NULL; q->n_extra = 0;
-                if (slot[s].fed < r->prompt_len) {
-                    int chunk = r->prompt_len - slot[s].fed;
-                    if (prompt_tokens > 0 && prompt_tokens + chunk > budget) continue; /* next step */
-                    if (chunk > budget) chunk = budget;
-                    q->pos = slot[s].fed; q->n_tok = chunk; q->tok = r->prompt + slot[s].fed;
-                    q->sample = slot[s].fed + chunk == r->prompt_len;
-                    q->prompt = 1;
-                    prompt_tokens += chunk;
-                } else {
-                    q->pos = slot[s].fed; q->n_tok = 1; q->tok = &last[s]; q->sample = 1; q->prompt = 0;
-                    int k = slot[s].kk < room ? slot[s].kk : room, nk = 0;
-                    if (k > r->max_new_tokens - r->n_out - 1) k = r->max_new_tokens - r->n_out - 1;
-                    if (slot[s].cool > 0) slot[s].cool--;
-                    else if (k > 0 && r->sampling.no_repeat_ngram <= 0) nk = gpt2__draft(r, k, draft + (size_t)s * K);
-                    /* (no drafts under no_repeat_ngram: prompt lookup proposes exactly the n-grams it bans) */
-                    slot[s].nk = nk;
-                    slot[s].kept = 0;
-                    for (int j = 1; j <= nk; j++) {
-                        gpt2__seq *e = &seqs[ns + j];
-                        *e = *q;
-                        e->pos = q->pos + j; e->tok = draft + (size_t)s * K + j - 1; e->draw = q->draw + (uint64_t)j; e->spec = j;
-                        e->extra = draft + (size_t)s * K; e->n_extra = j;
-                    }
-                    room -= nk;
-                    drafted += nk;
-                    m->spec_rows += nk;
-                    ns += nk;
-                }
-                q->spec = 0;
-                ns++;
-            }
-#if GPT2__CUDA
-            if (m->backend == GPT2_BACKEND_CUDA) st = gpt2__cuda_launch(m, seqs, ns, 0);
-            else
-#endif
-            st = gpt2__cpu_step(m, seqs, ns, next);
-            if (st) break;
-            flying = 1;
-        }
-        /* Lookahead (CUDA): while the device runs a decode step after which no request is due to end and no waiting
-           request would be admitted, the next decode step goes out at once, its tokens read on the device from this
-           step's picks; the host takes in this step's tokens meanwhile. A request that this step ends anyway (its
-           stop token, or the callback) leaves a dead row in the next: that row's token is dropped, and its slot's
-           cache past the request's end is never read. Each row computes what it would in a step of its own. */
-        int na = 0;
-        if (lookahead && !admit && !drafted) {
-            na = ns;
-            for (int i = 0; i < ns && na; i++) {
-                const gpt2__seq *q = &seqs[i];
-                const gpt2_request *r = slot[q->slot].req >= 0 ? &reqs[slot[q->slot].req] : NULL;
-                if (!r || q->prompt || q->n_tok != 1 || !q->sample || r->n_out + 2 > r->max_new_tokens) na = 0;
-                /* no lookahead where the next step would draft (as far as the tokens known so far tell) */
-                int d1;
-                if (na && K && ns <= GPT2__SPEC_ROWS / 2 && !slot[q->slot].cool && gpt2__draft(r, 1, &d1)) na = 0;
-            }
-            for (int i = 0; i < na; i++) {
-                ahead[i] = seqs[i];
-                ahead[i].pos++;
-                ahead[i].draw++;
-                ahead[i].tok = NULL;
-            }
-#if GPT2__CUDA
-            if (na && (st = gpt2__cuda_launch(m, ahead, na, 1))) break;
-#endif
-        }
-#if GPT2__CUDA
-        if (m->backend == GPT2_BACKEND_CUDA && (st = gpt2__cuda_collect(m, next))) break;
-#endif
-        for (int i = 0; i < ns; i++) {
-            int s = seqs[i].slot;
-            if (slot[s].req < 0) continue; /* a dead row of a lookahead step, or a draft after its request ended */
-            if (seqs[i].spec) {
-                /* a draft token's row stands if every row before it stood and it fed the token sampled before it */
-                if (seqs[i].pos != slot[s].fed || *seqs[i].tok != last[s]) continue;
-                slot[s].kept++;
-                m->spec_kept++;
-            }
-            slot[s].fed += seqs[i].n_tok;
-            if (!seqs[i].sample) continue;
-            int ri = slot[s].req;
-            gpt2_request *r = &reqs[ri];
-            int tok = next[i];
-            r->out[r->n_out++] = tok;
-            last[s] = tok;
-            int stop = on_token && on_token(user, ri, tok), reason = gpt2__stop_token(r, tok) ? GPT2_FINISH_STOP : 0;
-            if (!reason && r->n_stop_strings > 0) {
-                int found = 0;
-                if ((st = gpt2__stop_strings_feed(r, ri, tok, &tails[s], &found))) break;
-                if (found) reason = GPT2_FINISH_STOP;
-            }
-            if (!reason) reason = stop ? GPT2_FINISH_CALLBACK : r->n_out >= r->max_new_tokens ? GPT2_FINISH_LENGTH : 0;
-            if (reason) { r->finish_reason = reason; slot[s].req = -1; active--; }
-        }
-        /* each request that drafted: its next draft's length, and its pause after drafts of which nothing stood */
-        for (int i = 0; drafted && i < ns; i++) {
-            gpt2__active *a = &slot[seqs[i].slot];
-            if (seqs[i].spec != 1 || a->req < 0) continue;
-            a->kk = a->kept == a->nk ? (a->kk + 2 < K ? a->kk + 2 : K) : a->kk > 1 ? a->kk - 1 : 1;
-            a->miss = a->kept ? 0 : a->miss + 1;
-            a->cool = a->kept ? 0 : (1 << (a->miss < 5 ? a->miss : 5)) - 1;
-        }
-        if (na) { gpt2__seq *t = seqs; seqs = ahead; ahead = t; ns = na; }
-        else flying = 0;
-    }
-#if GPT2__CUDA
-    if (m->backend == GPT2_BACKEND_CUDA) gpt2__cuda_drain(m);
-#endif
-    for (int s = 0; s < S && tails; s++) GPT2_FREE(tails[s].buf);
-    GPT2_FREE(slot); GPT2_FREE(seqs); GPT2_FREE(ahead); GPT2_FREE(next); GPT2_FREE(last); GPT2_FREE(draft); GPT2_FREE(tails);
+    gpt2__generate_ctx c = {on_token, user};
+    gpt2_engine_callbacks cb = {gpt2__generate_token, NULL, &c};
+    gpt2_engine *e;
+    gpt2_status st = gpt2_engine_create(&e, m, &cb);
+    for (int i = 0; i < n && !st; i++)
+        if (gpt2_engine_submit(e, &reqs[i]) < 0) st = GPT2_ERR_OOM; /* checked above: only memory can fail */
+    int busy = 1;
+    while (!st && busy) st = gpt2_engine_step(e, &busy);
+    gpt2_engine_free(e);
     return st;
 }
 
