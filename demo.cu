@@ -989,6 +989,8 @@ static void demo_json_number(FILE *f, const char *fmt, double v) {
     else fputs("null", f);
 }
 
+#ifndef GPT2_DEMO_MPI /* streaming happens in one process; under MPI rank 0 prints at the end */
+
 /* --logprobs without --batch-file: a table after the sample, one line per generated token */
 static void demo_print_logprobs(const gpt2_tokenizer *tok, const gpt2_request *r) {
     const int k = r->top_logprobs;
@@ -1007,8 +1009,6 @@ static void demo_print_logprobs(const gpt2_tokenizer *tok, const gpt2_request *r
         putchar('\n');
     }
 }
-
-#ifndef GPT2_DEMO_MPI /* streaming happens in one process; under MPI rank 0 prints at the end */
 
 /* Sample mode: the sample being shown streams live; the others collect their text until their turn. */
 typedef struct demo_stream {
