@@ -5,7 +5,9 @@ logit bias, min_new_tokens, logprobs, sampling warpers), in float64 Hugging Face
     python3 tools/make_generation_reference.py   (from the repository root, after tools/make_reference.py;
                                                   needs torch, transformers 5.x, numpy)
 
-Writes tests/generate/reference.json, deterministically (fixed seeds; two runs give the same bytes).
+Writes tests/generate/reference.json, deterministically (fixed seeds; two runs give the same bytes), and the same
+data flat in tests/generate/cases.txt, which test_gpt2 reads (see write_cases; --text rewrites cases.txt from
+reference.json alone).
 Every model is a fixture of tests/models loaded back as stored, upcast to float64 (eager attention).
 
 "greedy": do_sample=False, prompts of PROMPT_LEN random ids, MAX_NEW new tokens, on the fixtures in
@@ -87,6 +89,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from make_reference import FIXTURES, MODELS, ROOT, load_float64  # noqa: E402
 
 OUT = os.path.join(ROOT, "tests", "generate", "reference.json")
+OUT_TEXT = os.path.join(ROOT, "tests", "generate", "cases.txt")
 GREEDY_FIXTURES = ["f32_bare_buffers", "f16_prefixed_lmhead"]
 PROMPT_LEN = 10
 MAX_NEW = 24
@@ -482,6 +485,7 @@ def main():
     os.makedirs(os.path.dirname(OUT), exist_ok=True)
     with open(OUT, "w") as f:
         f.write(to_json(ref) + "\n")
+    write_cases(ref)
     print("%s: %d greedy cases (smallest margin %.4g), %d logprob runs, %d warper rows, %d bytes"
           % (os.path.relpath(OUT, ROOT), len(greedy), min(c["min_margin"] for c in greedy), len(logprobs),
              len(rows), os.path.getsize(OUT)))
@@ -502,5 +506,52 @@ def to_json(obj, indent=0):
     return json.dumps(obj)
 
 
+def write_cases(ref):
+    """tests/generate/cases.txt: reference.json's cases as records a C test reads with scanf alone.
+    A record is a header line "KIND NAME FIXTURE", lines "KEY N V1 .. VN" (a list of N numbers; a scalar is a list
+    of 1; a ban's bias is -inf), and a line "end". Kinds: greedy (the greedy cases: prompt, tokens, the params by
+    the engine's names, bias_ids/bias, without_min_new_tokens), logprobs (NAME is the case: prompt, params, tokens,
+    logprobs, top_ids/top_values [steps x top_logprobs] row by row, top_gap), warper (NAME is the setting: row,
+    logits, its params, kept_ids, probs, stable_delta)."""
+    def num(x):
+        return "-inf" if x in ("-inf", float("-inf")) else json.dumps(x)
+
+    def line(key, vals):
+        return "%s %d %s" % (key, len(vals), " ".join(num(v) for v in vals))
+
+    def params(p):
+        return [line(k, v if isinstance(v, list) else [v]) for k, v in p.items()]
+
+    out = ["# Controlled-generation cases for test_gpt2, written by tools/make_generation_reference.py from",
+           "# reference.json (%s): do not edit." % ref["reference"],
+           "# record: KIND NAME FIXTURE, then lines KEY N V1 .. VN, then end"]
+    for c in ref["greedy"]:
+        out.append("greedy %s %s" % (c["name"], c["fixture"]))
+        out += [line("prompt", c["prompt"])] + params(c["params"]) + [line("tokens", c["tokens"])]
+        out.append(line("stopped_by_eos", [int(c["stopped_by_eos"])]))
+        if "without_min_new_tokens" in c:
+            out.append(line("without_min_new_tokens", c["without_min_new_tokens"]))
+        out.append("end")
+    for c in ref["logprobs"]:
+        out.append("logprobs %s %s" % (c["case"], c["fixture"]))
+        out += [line("prompt", c["prompt"])] + params(c["params"]) + [line("tokens", c["tokens"])]
+        out += [line("logprobs", c["logprobs"]), line("top_logprobs", [c["top_logprobs"]]),
+                line("top_ids", sum(c["top_ids"], [])), line("top_values", sum(c["top_values"], [])),
+                line("top_gap", c["top_gap"]), "end"]
+    w = ref["warpers"]
+    for i, row in enumerate(w["rows"]):
+        for st in row["settings"]:
+            out.append("warper %s %s" % (st["name"], w["fixture"]))
+            out += [line("row", [i]), line("logits", row["logits"])] + params(st["params"])
+            out += [line("kept_ids", st["kept_ids"]), line("probs", st["probs"]),
+                    line("stable_delta", [st["stable_delta"]]), "end"]
+    with open(OUT_TEXT, "w") as f:
+        f.write("\n".join(out) + "\n")
+
+
 if __name__ == "__main__":
-    main()
+    if sys.argv[1:] == ["--text"]:
+        with open(OUT) as f:
+            write_cases(json.load(f))
+    else:
+        main()
