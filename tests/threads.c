@@ -5,7 +5,8 @@
    - separate models run on separate threads at once: every thread's generated tokens and gpt2_score sums
      are bit-identical to the same work done alone before the threads start;
    - one tokenizer is shared read-only by every thread (encode and decode at once give the serial results);
-   - the last error is per thread: a thread's failure never shows in another thread's gpt2_last_error().
+   - the last error is per thread: a thread's failure never shows in another thread's gpt2_last_error();
+   - an engine (gpt2_engine_*) takes requests and a cancel from another thread while this one steps it.
    ThreadSanitizer reports any data race and makes the run fail (exitcode 66). Plain C, public API only.
 
    Usage: tests/threads [threads]   (from the repository root; default 4 threads) */
@@ -94,6 +95,63 @@ static void *job_thread(void *arg) {
     return NULL;
 }
 
+/* The engine across threads: this thread steps it while another submits requests and cancels the last one. */
+typedef struct submitter { gpt2_engine *e; gpt2_request *r; int n; pthread_mutex_t lock; int done; } submitter;
+static void *submit_thread(void *arg) {
+    submitter *s = (submitter *)arg;
+    long long last = -1;
+    for (int i = 0; i < s->n; i++) last = gpt2_engine_submit(s->e, &s->r[i]);
+    gpt2_engine_cancel(s->e, last);
+    pthread_mutex_lock(&s->lock);
+    s->done = 1;
+    pthread_mutex_unlock(&s->lock);
+    return NULL;
+}
+
+static int engine_across_threads(void) {
+    enum { N = 6, NEW = 16 };
+    gpt2_options o = gpt2_default_options();
+    o.backend = GPT2_BACKEND_CPU;
+    o.max_batch = 3;
+    gpt2_model *m;
+    if (gpt2_load(&m, "weights", &o)) return printf("FAIL engine: %s\n", gpt2_last_error()), 1;
+    static int prompt[N][4], want[N][NEW], got[N][NEW];
+    gpt2_request a[N], b[N];
+    for (int i = 0; i < N; i++) {
+        for (int t = 0; t < 4; t++) prompt[i][t] = 100 + 17 * i + t;
+        memset(&a[i], 0, sizeof a[i]);
+        a[i].prompt = prompt[i]; a[i].prompt_len = 4; a[i].max_new_tokens = NEW; a[i].stop_token = -1;
+        a[i].sampling.temperature = 0.8f; a[i].sampling.seed = (uint64_t)i;
+        b[i] = a[i];
+        a[i].out = want[i]; b[i].out = got[i];
+    }
+    if (gpt2_generate(m, a, N, NULL, NULL)) return printf("FAIL engine: %s\n", gpt2_last_error()), 1;
+    gpt2_engine *e;
+    if (gpt2_engine_create(&e, m, NULL)) return printf("FAIL engine: %s\n", gpt2_last_error()), 1;
+    submitter sub = {e, b, N, PTHREAD_MUTEX_INITIALIZER, 0};
+    pthread_t th;
+    pthread_create(&th, NULL, submit_thread, &sub);
+    int busy = 1, done = 0, bad = 0;
+    while (!done || busy) {
+        if (gpt2_engine_step(e, &busy)) { printf("FAIL engine step: %s\n", gpt2_last_error()); bad = 1; break; }
+        pthread_mutex_lock(&sub.lock);
+        done = sub.done;
+        pthread_mutex_unlock(&sub.lock);
+    }
+    pthread_join(th, NULL);
+    gpt2_engine_free(e);
+    gpt2_free(m);
+    for (int i = 0; i < N && !bad; i++) {
+        const int full = i < N - 1; /* the last one was cancelled: whatever it made is a prefix of its own tokens */
+        if ((full && b[i].n_out != NEW) || memcmp(got[i], want[i], sizeof(int) * (size_t)b[i].n_out)) {
+            printf("FAIL engine: request %d, submitted from another thread, made %d tokens differing from its own\n", i, b[i].n_out);
+            bad = 1;
+        }
+    }
+    if (!bad) printf("threads: an engine stepped here while another thread submitted %d requests and cancelled one: their own tokens\n", N);
+    return bad;
+}
+
 int main(int argc, char **argv) {
     int n = argc > 1 ? atoi(argv[1]) : 4, failed = 0;
     if (n < 2 || n > MAX_THREADS) return fprintf(stderr, "threads: 2..%d\n", MAX_THREADS), 2;
@@ -129,5 +187,6 @@ int main(int argc, char **argv) {
     gpt2_tokenizer_free(tok);
     printf("threads: %d threads, each its own model (%s, %s), one shared tokenizer: %s\n", n, model_dirs[0], model_dirs[1],
            failed ? "FAILED" : "same results as alone, last errors per thread");
+    failed += engine_across_threads();
     return failed ? 1 : 0;
 }
