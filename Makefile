@@ -1,6 +1,7 @@
 # make            build demo and test_gpt2 (nvcc when on PATH: CUDA + CPU backends; else cc: CPU only)
 # make test       build and run every test (CPU backend; GPT2_TEST_BACKEND=cuda for the GPU)
 # make demo       build the demo
+# make server     build the OpenAI-compatible server (needs libmicrohttpd and cJSON: pkg-config)
 # make bench      build the benchmarks (bench_gpt2, bench_mixed: nvcc and a GPU; bench_cpu: the CPU backend, plain C)
 # make fuzz       the fuzz smoke: every libFuzzer harness over its corpus + 30 s (needs clang)
 # demo_mpi and the MPI tests are built when mpicc is found.
@@ -28,7 +29,13 @@ CBUILD = $(CC) -x c -O3 -std=gnu99 $(WARN) -Werror $(OPENMP) -DGPT2_NO_CUDA -I.
 HEADERS = gpt2.cuh
 TEST_INC = $(wildcard tests/*.inc) tests/mpi/workload.h
 
-all: demo test_gpt2 $(if $(MPICC),demo_mpi)
+# the server (server.c) needs libmicrohttpd and cJSON, found by pkg-config: built by make when they are there
+SERVER_DEPS := $(shell pkg-config --exists libmicrohttpd libcjson 2>/dev/null && echo yes)
+
+all: demo test_gpt2 $(if $(MPICC),demo_mpi) $(if $(SERVER_DEPS),server)
+
+server: server.c $(HEADERS)
+	$(BUILD) $(shell pkg-config --cflags libmicrohttpd libcjson) server.c -o $@ $(LIBS) $(shell pkg-config --libs libmicrohttpd libcjson) -lpthread
 
 demo: demo.cu $(HEADERS)
 	$(BUILD) demo.cu -o $@ $(LIBS)
@@ -78,7 +85,7 @@ examples/hello_tsan: examples/hello.c $(HEADERS)
 
 test: demo test_gpt2 test_gpt2_c test_gpt2_native test_gpt2_asan examples/hello tests/threads_tsan_gcc examples/hello_tsan \
       $(if $(CLANG),tests/threads_tsan_clang) $(if $(VALGRIND),demo_c) $(if $(MPICC),demo_mpi tests/mpi/test_mpi) \
-      $(if $(NVCC),tests/sanitize_kernels)
+      $(if $(NVCC),tests/sanitize_kernels) $(if $(SERVER_DEPS),server)
 	@echo "== the headers under strict warnings (C99 and C++11, -Wpedantic -Werror, with and without OpenMP)"
 	@for c in "$(CC) -x c -std=c99" $(if $(CXX_FOUND),"$(CXX) -x c++ -std=c++11") \
 	  $(if $(MPICC),"$(CC) -x c -std=c99 -DSTRICT_MPI $(MPI_CFLAGS)" $(if $(CXX_FOUND),"$(CXX) -x c++ -std=c++11 -DSTRICT_MPI $(MPI_CFLAGS)")); do \
@@ -109,6 +116,12 @@ endif
 	@tail -n 1 test_gpt2_asan.log
 ifeq ($(MPICC),)
 	@echo "MPI tests skipped: Open MPI (mpicc) is not installed"
+endif
+ifneq ($(SERVER_DEPS),)
+	@echo "== the server under the openai client (loopback, CPU)"
+	bash tests/server/run.sh
+else
+	@echo "server tests skipped: libmicrohttpd or cJSON is not installed (pkg-config finds no libmicrohttpd or no libcjson)"
 endif
 	@echo "== the suite"
 	./test_gpt2
@@ -143,6 +156,6 @@ bench/load_time: bench/load_time.cu $(HEADERS)
 	$(BUILD) bench/load_time.cu -o $@ $(LIBS)
 
 clean:
-	rm -f demo_c examples/hello examples/hello_tsan tests/threads_tsan_gcc tests/threads_tsan_clang tests/mpi/test_mpi tests/sanitize_kernels demo demo_mpi test_gpt2 test_gpt2_c test_gpt2_native test_gpt2_native.log test_gpt2_asan test_gpt2_asan.log bench/bench_gpt2 bench/bench_mixed bench/bench_cpu bench/trace bench/load_time
+	rm -f server demo_c examples/hello examples/hello_tsan tests/threads_tsan_gcc tests/threads_tsan_clang tests/mpi/test_mpi tests/sanitize_kernels demo demo_mpi test_gpt2 test_gpt2_c test_gpt2_native test_gpt2_native.log test_gpt2_asan test_gpt2_asan.log bench/bench_gpt2 bench/bench_mixed bench/bench_cpu bench/trace bench/load_time
 
 .PHONY: all test fuzz bench clean
