@@ -713,7 +713,7 @@ static void stream_collect(stream *s) {
         int nt = c->nt, done = c->done, finish = c->finish, text_len = c->text_len;
         memcpy(s->snap, c->toks, (size_t)nt * sizeof(int));
         pthread_mutex_unlock(&g.lock);
-        size_t len, pb = 0;
+        size_t len;
         char *t = decode_all(s->snap, nt, &len);
         if (t) {
             size_t L = done ? (text_len >= 0 && (size_t)text_len < len ? (size_t)text_len : len) : safe_len(j, t, len);
@@ -721,7 +721,6 @@ static void stream_collect(stream *s) {
             else if (done) stream_event(s, c, "", 0, finish_name(finish));
             if (L > s->sent[i]) s->sent[i] = L;
         }
-        (void)pb;
         free(t);
         pthread_mutex_lock(&g.lock);
         if (done) s->final_sent[i] = 1; else all = 0;
