@@ -104,9 +104,7 @@ static const char demo_usage[] =
     "the CPU backend for now (--backend cpu); --stop and --stop-at-eos on both.\n"
 #ifdef GPT2_DEMO_MPI
     "demo_mpi: run under mpirun; rank 0 reads the model, prompts and tokenizer, the requests are shared\n"
-    "out across the ranks (one GPU each), and rank 0 prints every result, in order, at the end. It does not take\n"
-    "the penalties, --no-repeat-ngram, --min-p, --typical-p, --min-new-tokens, --logit-bias, --stop or --logprobs\n"
-    "yet (nor their keys): use ./demo for those.\n"
+    "out across the ranks (one GPU each), and rank 0 prints every result, in order, at the end.\n"
 #endif
     ;
 
@@ -949,28 +947,6 @@ static int demo_make_work(demo_work *w, const demo_args *a, const gpt2_tokenizer
     return ok && demo_alloc_outputs(w);
 }
 
-#ifdef GPT2_DEMO_MPI
-/* The first control a request sets that gpt2_mpi_generate does not carry to the other ranks yet (its option), or NULL */
-static const char *demo_mpi_missing(const demo_work *w) {
-    for (int i = 0; i < w->n; i++) {
-        const gpt2_request *r = &w->reqs[i];
-        const gpt2_sampling *s = &r->sampling;
-        if (s->repetition_penalty != 0.0f && s->repetition_penalty != 1.0f) return "--repetition-penalty (repetition_penalty)";
-        if (s->presence_penalty != 0.0f) return "--presence-penalty (presence_penalty)";
-        if (s->frequency_penalty != 0.0f) return "--frequency-penalty (frequency_penalty)";
-        if (s->no_repeat_ngram) return "--no-repeat-ngram (no_repeat_ngram_size)";
-        if (s->min_p != 0.0f) return "--min-p (min_p)";
-        if (s->typical_p > 0.0f && s->typical_p < 1.0f) return "--typical-p (typical_p)";
-        if (s->min_new_tokens) return "--min-new-tokens (min_new_tokens)";
-        if (s->n_bias) return "--logit-bias (logit_bias)";
-        if (r->n_stop_strings) return "--stop (stop)";
-        if (r->n_stop_ids) return "more than one eos_token_id";
-        if (r->out_logprobs) return "--logprobs (logprobs)";
-    }
-    return NULL;
-}
-#endif
-
 /* ---------------------------------------------------------------- output: streamed samples, JSON Lines */
 
 /* Token id's text as a JSON string (valid UTF-8: part of a character shows U+FFFD) */
@@ -988,8 +964,6 @@ static void demo_json_number(FILE *f, const char *fmt, double v) {
     if (v == v && v - v == 0) fprintf(f, fmt, v);
     else fputs("null", f);
 }
-
-#ifndef GPT2_DEMO_MPI /* streaming happens in one process; under MPI rank 0 prints at the end */
 
 /* --logprobs without --batch-file: a table after the sample, one line per generated token */
 static void demo_print_logprobs(const gpt2_tokenizer *tok, const gpt2_request *r) {
@@ -1009,6 +983,8 @@ static void demo_print_logprobs(const gpt2_tokenizer *tok, const gpt2_request *r
         putchar('\n');
     }
 }
+
+#ifndef GPT2_DEMO_MPI /* streaming happens in one process; under MPI rank 0 prints at the end */
 
 /* Sample mode: the sample being shown streams live; the others collect their text until their turn. */
 typedef struct demo_stream {
@@ -1673,12 +1649,8 @@ int main(int argc, char **argv) {
     }
     if (a.spec >= 0) m->spec = a.spec;
     if (rank == 0) {
-        const char *missing;
         if (gpt2_tokenizer_load(&tok, a.model_dir)) ok = demo_fail("%s", gpt2_last_error());
         else ok = demo_make_work(&w, &a, tok, gpt2_model_max_seq(m), gpt2_model_config(m).n_vocab, input, input_len);
-        if (ok && (missing = demo_mpi_missing(&w)))
-            ok = demo_fail("demo_mpi does not take %s yet (gpt2_mpi_generate does not carry it to the other ranks): "
-                           "use ./demo", missing);
         if (!ok) demo_setup_error(demo_error);
         else if (a.stats) demo_print_setup(m, demo_now() - t0, ranks);
     }
@@ -1701,6 +1673,7 @@ int main(int argc, char **argv) {
                     fwrite(w.jobs[i].prompt, 1, w.jobs[i].prompt_bytes, stdout);
                     fwrite(text, 1, len, stdout);
                     putchar('\n');
+                    demo_print_logprobs(tok, &w.reqs[i]);
                     free(text);
                 }
             } else {
