@@ -582,13 +582,58 @@ static cJSON *token_string(int id) {
     return s;
 }
 
+static size_t token_bytes(int id) {
+    char b[256];
+    int k = gpt2_decode(g.tok, &id, 1, b, sizeof b);
+    return k > 0 ? (size_t)k : 0;
+}
+
+/* the end of the generated tokens ids[from..) that lie in the text before limit, token from starting at offset off:
+   those that start before it (whole: those that end by it) */
+static int tokens_within(const int *ids, int from, int n, size_t off, size_t limit, int whole) {
+    int t = from;
+    for (; t < n; t++) {
+        size_t k = token_bytes(ids[t]);
+        if (whole ? off + k > limit : off >= limit) break;
+        off += k;
+    }
+    return t;
+}
+
+/* generated tokens [from, to) into the legacy logprobs arrays of o, token from at text offset off */
+static void add_gen_logprobs(cJSON *o, const job *j, const int *ids, const float *lp, const int *tid, const float *tlp,
+                             int from, int to, size_t off) {
+    cJSON *toks = cJSON_GetObjectItemCaseSensitive(o, "tokens"), *lps = cJSON_GetObjectItemCaseSensitive(o, "token_logprobs");
+    cJSON *tops = cJSON_GetObjectItemCaseSensitive(o, "top_logprobs"), *offs = cJSON_GetObjectItemCaseSensitive(o, "text_offset");
+    for (int t = from; t < to; t++) {
+        cJSON_AddItemToArray(toks, token_string(ids[t]));
+        cJSON_AddItemToArray(lps, cJSON_CreateNumber(lp[t]));
+        cJSON *d = cJSON_CreateObject();
+        for (int k = 0; k < j->logprobs; k++) {
+            cJSON *s = token_string(tid[(size_t)t * j->logprobs + k]);
+            if (!cJSON_GetObjectItemCaseSensitive(d, s->valuestring))
+                cJSON_AddNumberToObject(d, s->valuestring, tlp[(size_t)t * j->logprobs + k]);
+            cJSON_Delete(s);
+        }
+        cJSON_AddItemToArray(tops, d);
+        cJSON_AddItemToArray(offs, cJSON_CreateNumber((double)off));
+        off += token_bytes(ids[t]);
+    }
+}
+
+static cJSON *logprobs_object(void) {
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddArrayToObject(o, "tokens"); cJSON_AddArrayToObject(o, "token_logprobs");
+    cJSON_AddArrayToObject(o, "top_logprobs"); cJSON_AddArrayToObject(o, "text_offset");
+    return o;
+}
+
 /* OpenAI's legacy logprobs: tokens, token_logprobs, top_logprobs, text_offset */
 static cJSON *choice_logprobs(const job *j, const choice *c, size_t text_bytes) {
-    cJSON *o = cJSON_CreateObject();
-    cJSON *toks = cJSON_AddArrayToObject(o, "tokens"), *lps = cJSON_AddArrayToObject(o, "token_logprobs");
-    cJSON *tops = cJSON_AddArrayToObject(o, "top_logprobs"), *offs = cJSON_AddArrayToObject(o, "text_offset");
+    cJSON *o = logprobs_object();
+    cJSON *toks = cJSON_GetObjectItemCaseSensitive(o, "tokens"), *lps = cJSON_GetObjectItemCaseSensitive(o, "token_logprobs");
+    cJSON *tops = cJSON_GetObjectItemCaseSensitive(o, "top_logprobs"), *offs = cJSON_GetObjectItemCaseSensitive(o, "text_offset");
     size_t off = 0;
-    char b[256];
     if (j->echo) {
         const int *p = j->prompts[c->prompt];
         for (int t = 0; t < j->prompt_lens[c->prompt]; t++) {
@@ -602,25 +647,11 @@ static cJSON *choice_logprobs(const job *j, const choice *c, size_t text_bytes) 
                 cJSON_AddItemToArray(tops, d);
             }
             cJSON_AddItemToArray(offs, cJSON_CreateNumber((double)off));
-            int k = gpt2_decode(g.tok, &p[t], 1, b, sizeof b);
-            off += k > 0 ? (size_t)k : 0;
+            off += token_bytes(p[t]);
         }
     }
-    for (int t = 0; t < c->nt && off < text_bytes; t++) {
-        cJSON_AddItemToArray(toks, token_string(c->toks[t]));
-        cJSON_AddItemToArray(lps, cJSON_CreateNumber(c->lp[t]));
-        cJSON *d = cJSON_CreateObject();
-        for (int k = 0; k < j->logprobs; k++) {
-            cJSON *s = token_string(c->top_ids[(size_t)t * j->logprobs + k]);
-            if (!cJSON_GetObjectItemCaseSensitive(d, s->valuestring))
-                cJSON_AddNumberToObject(d, s->valuestring, c->top_lp[(size_t)t * j->logprobs + k]);
-            cJSON_Delete(s);
-        }
-        cJSON_AddItemToArray(tops, d);
-        cJSON_AddItemToArray(offs, cJSON_CreateNumber((double)off));
-        int k = gpt2_decode(g.tok, &c->toks[t], 1, b, sizeof b);
-        off += k > 0 ? (size_t)k : 0;
-    }
+    int to = tokens_within(c->toks, 0, c->nt, off, text_bytes, 0);
+    add_gen_logprobs(o, j, c->toks, c->lp, c->top_ids, c->top_lp, 0, to, off);
     return o;
 }
 
@@ -668,6 +699,9 @@ typedef struct stream {
     job *j;
     char *buf; size_t len, off, cap;
     size_t *sent; int *final_sent; int *snap; int ended;
+    size_t prompt_bytes;        /* echo: the prompt's text before each choice's */
+    int *tok_sent; size_t *tok_off; /* logprobs: tokens sent by choice, and the text offset after them */
+    float *slp; int *stid; float *stlp; /* logprobs: snapshots of a choice's */
 } stream;
 
 static void sbuf_add(stream *s, const char *t, size_t n) {
@@ -691,12 +725,12 @@ static void sbuf_event(stream *s, cJSON *o) {
     free(t);
 }
 
-static void stream_event(stream *s, const choice *c, const char *text, size_t n, const char *finish) {
+static void stream_event(stream *s, const choice *c, const char *text, size_t n, const char *finish, cJSON *lp) {
     const job *j = s->j;
     cJSON *o = chunk_head(j), *chs = cJSON_AddArrayToObject(o, "choices"), *x = cJSON_CreateObject();
     cJSON_AddNumberToObject(x, "index", c->index);
     add_clean(x, "text", text, n);
-    cJSON_AddNullToObject(x, "logprobs");
+    if (lp) cJSON_AddItemToObject(x, "logprobs", lp); else cJSON_AddNullToObject(x, "logprobs");
     if (finish) cJSON_AddStringToObject(x, "finish_reason", finish); else cJSON_AddNullToObject(x, "finish_reason");
     cJSON_AddItemToArray(chs, x);
     sbuf_event(s, o);
@@ -712,13 +746,28 @@ static void stream_collect(stream *s) {
         if (s->final_sent[i]) continue;
         int nt = c->nt, done = c->done, finish = c->finish, text_len = c->text_len;
         memcpy(s->snap, c->toks, (size_t)nt * sizeof(int));
+        const int K = j->logprobs > 0 ? j->logprobs : 0;
+        if (j->logprobs >= 0) { /* written before on_token reported each of them, and never again */
+            memcpy(s->slp, c->lp, (size_t)nt * sizeof(float));
+            memcpy(s->stid, c->top_ids, (size_t)nt * K * sizeof(int));
+            memcpy(s->stlp, c->top_lp, (size_t)nt * K * sizeof(float));
+        }
         pthread_mutex_unlock(&g.lock);
         size_t len;
         char *t = decode_all(s->snap, nt, &len);
         if (t) {
             size_t L = done ? (text_len >= 0 && (size_t)text_len < len ? (size_t)text_len : len) : safe_len(j, t, len);
-            if (L > s->sent[i]) stream_event(s, c, t + s->sent[i], L - s->sent[i], done ? finish_name(finish) : NULL);
-            else if (done) stream_event(s, c, "", 0, finish_name(finish));
+            cJSON *lp = NULL;
+            if (j->logprobs >= 0 && (L > s->sent[i] || done)) {
+                int to = tokens_within(s->snap, s->tok_sent[i], nt, s->tok_off[i], L, !done);
+                lp = logprobs_object();
+                add_gen_logprobs(lp, j, s->snap, s->slp, s->stid, s->stlp, s->tok_sent[i], to, s->prompt_bytes + s->tok_off[i]);
+                for (int k = s->tok_sent[i]; k < to; k++) s->tok_off[i] += token_bytes(s->snap[k]);
+                s->tok_sent[i] = to;
+            }
+            if (L > s->sent[i]) stream_event(s, c, t + s->sent[i], L - s->sent[i], done ? finish_name(finish) : NULL, lp);
+            else if (done) stream_event(s, c, "", 0, finish_name(finish), lp);
+            else cJSON_Delete(lp);
             if (L > s->sent[i]) s->sent[i] = L;
         }
         free(t);
@@ -772,6 +821,7 @@ static void stream_free(void *cls) {
     job_release(s->j);
     pthread_mutex_unlock(&g.lock);
     free(s->buf); free(s->sent); free(s->final_sent); free(s->snap);
+    free(s->tok_sent); free(s->tok_off); free(s->slp); free(s->stid); free(s->stlp);
     free(s);
 }
 
@@ -878,17 +928,27 @@ static enum MHD_Result completions(struct MHD_Connection *conn, const upload *cx
             s->sent = (size_t *)calloc((size_t)j->n_choices, sizeof(size_t));
             s->final_sent = (int *)calloc((size_t)j->n_choices, sizeof(int));
             s->snap = (int *)malloc((size_t)T * sizeof(int));
+            s->tok_sent = (int *)calloc((size_t)j->n_choices, sizeof(int));
+            s->tok_off = (size_t *)calloc((size_t)j->n_choices, sizeof(size_t));
+            s->slp = (float *)malloc((size_t)T * sizeof(float));
+            s->stid = (int *)malloc((size_t)T * (L ? L : 1) * sizeof(int));
+            s->stlp = (float *)malloc((size_t)T * (L ? L : 1) * sizeof(float));
         }
-        if (!s || !s->sent || !s->final_sent || !s->snap) {
+        if (!s || !s->sent || !s->final_sent || !s->snap || !s->tok_sent || !s->tok_off || !s->slp || !s->stid || !s->stlp) {
             pthread_mutex_lock(&g.lock); job_cancel(j); job_release(j); pthread_mutex_unlock(&g.lock);
-            if (s) { free(s->sent); free(s->final_sent); free(s->snap); free(s); }
+            if (s) {
+                free(s->sent); free(s->final_sent); free(s->snap);
+                free(s->tok_sent); free(s->tok_off); free(s->slp); free(s->stid); free(s->stlp);
+                free(s);
+            }
             return send_error(conn, 503, NULL, NULL, "out of memory");
         }
         if (j->echo) { /* the prompt's text goes first */
             for (int i = 0; i < j->n_choices; i++) {
                 size_t pl;
                 char *pt = decode_all(j->prompts[j->ch[i].prompt], j->prompt_lens[j->ch[i].prompt], &pl);
-                if (pt) stream_event(s, &j->ch[i], pt, pl, NULL);
+                if (pt) stream_event(s, &j->ch[i], pt, pl, NULL, NULL);
+                s->prompt_bytes = pt ? pl : 0;
                 free(pt);
             }
         }

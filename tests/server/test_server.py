@@ -159,6 +159,21 @@ def logprobs_have_the_legacy_shape():
 
 
 @test
+def streamed_logprobs_equal_the_whole_response():
+    kw = dict(prompt="ROMEO:", max_tokens=20, temperature=0, logprobs=2, ignore_eos=True)
+    whole = complete(**kw).choices[0].logprobs
+    toks, lps, offs = [], [], []
+    for ch in complete(stream=True, **kw):
+        for c in ch.choices:
+            if c.logprobs:
+                toks += c.logprobs.tokens
+                lps += c.logprobs.token_logprobs
+                offs += c.logprobs.text_offset
+    check(toks == whole.tokens and lps == whole.token_logprobs and offs == whole.text_offset,
+          f"streamed {toks} {lps} {offs}, whole {whole.tokens} {whole.token_logprobs} {whole.text_offset}")
+
+
+@test
 def echo_scoring_equals_demo_score():
     text = "ROMEO: But soft, what light through yonder window breaks?"
     c = complete(prompt=text, max_tokens=0, echo=True, logprobs=0).choices[0]
