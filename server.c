@@ -71,6 +71,7 @@ typedef struct job {
     char *stops[MAX_STOP]; int n_stop;
     int *bias_ids; float *bias; int n_bias;
     float **plp;                /* echo scoring: [prompt][prompt_len - 1] */
+    int **ptop_ids; float **ptop_lp; /* echo scoring's alternatives: [prompt][prompt_len - 1][logprobs] */
     int scored; char score_err[600];
     struct job *score_next;
     long long created; char id[48];
@@ -116,7 +117,12 @@ static void job_free(job *j) {
         choice *c = &j->ch[i];
         free(c->out); free(c->lp); free(c->top_ids); free(c->top_lp); free(c->toks);
     }
-    for (int p = 0; p < j->n_prompts; p++) { free(j->prompts[p]); if (j->plp) free(j->plp[p]); }
+    for (int p = 0; p < j->n_prompts; p++) {
+        free(j->prompts[p]);
+        if (j->plp) free(j->plp[p]);
+        if (j->ptop_ids) { free(j->ptop_ids[p]); free(j->ptop_lp[p]); }
+    }
+    free(j->ptop_ids); free(j->ptop_lp);
     for (int s = 0; s < j->n_stop; s++) free(j->stops[s]);
     free(j->prompts); free(j->prompt_lens); free(j->ch); free(j->plp); free(j->bias_ids); free(j->bias);
     pthread_cond_destroy(&j->cond);
@@ -190,6 +196,46 @@ static void job_cancel(job *j) {
 
 /* ==== the stepping thread ====================================================================================== */
 
+/* echo with logprobs > 0: the most likely tokens at each prompt position after the first, from the logits of
+   gpt2_forward (what lm-evaluation-harness reads to tell whether a continuation is greedy) */
+static void prompt_alternatives(job *j) {
+    const int K = j->logprobs, V = g.V;
+    j->ptop_ids = (int **)calloc((size_t)j->n_prompts, sizeof(int *));
+    j->ptop_lp = (float **)calloc((size_t)j->n_prompts, sizeof(float *));
+    if (!j->ptop_ids || !j->ptop_lp) return;
+    for (int p = 0; p < j->n_prompts; p++) {
+        const int T = j->prompt_lens[p];
+        if (T < 2) continue;
+        float *logits = (float *)malloc((size_t)T * V * sizeof(float));
+        j->ptop_ids[p] = (int *)malloc((size_t)T * K * sizeof(int));
+        j->ptop_lp[p] = (float *)malloc((size_t)T * K * sizeof(float));
+        if (!logits || !j->ptop_ids[p] || !j->ptop_lp[p] || gpt2_forward(g.m, j->prompts[p], 1, T, logits) != GPT2_OK) {
+            free(logits); free(j->ptop_ids[p]); free(j->ptop_lp[p]);
+            j->ptop_ids[p] = NULL; j->ptop_lp[p] = NULL;
+            continue;
+        }
+        for (int t = 0; t + 1 < T; t++) { /* row t predicts token t + 1 */
+            const float *l = logits + (size_t)t * V;
+            int *ids = j->ptop_ids[p] + (size_t)t * K;
+            float *lp = j->ptop_lp[p] + (size_t)t * K;
+            float mx = l[0];
+            for (int v = 1; v < V; v++) mx = l[v] > mx ? l[v] : mx;
+            double sum = 0;
+            for (int v = 0; v < V; v++) sum += exp((double)l[v] - mx);
+            const double lse = mx + log(sum);
+            int n = 0;
+            for (int v = 0; v < V; v++) { /* insertion into the K best so far, most likely first (ties: lower id) */
+                if (n == K && l[v] <= lp[K - 1]) continue;
+                int i = n < K ? n++ : K - 1;
+                while (i > 0 && lp[i - 1] < l[v]) { lp[i] = lp[i - 1]; ids[i] = ids[i - 1]; i--; }
+                lp[i] = l[v]; ids[i] = v;
+            }
+            for (int i = 0; i < K; i++) lp[i] = (float)(lp[i] - lse);
+        }
+        free(logits);
+    }
+}
+
 static void run_score(job *j) {
     gpt2_score_request *sr = (gpt2_score_request *)calloc((size_t)j->n_prompts, sizeof *sr);
     j->plp = (float **)calloc((size_t)j->n_prompts, sizeof(float *));
@@ -203,6 +249,7 @@ static void run_score(job *j) {
     if (gpt2_score(g.m, sr, j->n_prompts) != GPT2_OK)
         snprintf(j->score_err, sizeof j->score_err, "%s", gpt2_last_error());
     free(sr);
+    if (!j->score_err[0] && j->logprobs > 0) prompt_alternatives(j);
 }
 
 /* the engine failed: every request it held ends (the engine is never stepped again, so it writes nothing more) */
@@ -643,7 +690,15 @@ static cJSON *choice_logprobs(const job *j, const choice *c, size_t text_bytes) 
                 double lp = j->plp && j->plp[c->prompt] ? j->plp[c->prompt][t - 1] : 0;
                 cJSON_AddItemToArray(lps, cJSON_CreateNumber(lp));
                 cJSON *d = cJSON_CreateObject();
-                cJSON_AddNumberToObject(d, cJSON_GetArrayItem(toks, t)->valuestring, lp);
+                const int K = j->logprobs;
+                if (K > 0 && j->ptop_ids && j->ptop_ids[c->prompt])
+                    for (int k = 0; k < K; k++) {
+                        cJSON *s = token_string(j->ptop_ids[c->prompt][(size_t)(t - 1) * K + k]);
+                        if (!cJSON_GetObjectItemCaseSensitive(d, s->valuestring))
+                            cJSON_AddNumberToObject(d, s->valuestring, j->ptop_lp[c->prompt][(size_t)(t - 1) * K + k]);
+                        cJSON_Delete(s);
+                    }
+                else cJSON_AddNumberToObject(d, cJSON_GetArrayItem(toks, t)->valuestring, lp);
                 cJSON_AddItemToArray(tops, d);
             }
             cJSON_AddItemToArray(offs, cJSON_CreateNumber((double)off));

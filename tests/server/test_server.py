@@ -181,11 +181,19 @@ def echo_scoring_equals_demo_score():
     lp = c.logprobs.token_logprobs
     with tempfile.NamedTemporaryFile("w", suffix=".jsonl", delete=False) as f:
         f.write(json.dumps({"text": text}) + "\n")
-    want = json.loads(demo("--batch-file", f.name, "--score", "--logprobs"))["logprobs"]
+    ref = json.loads(demo("--batch-file", f.name, "--score", "--logprobs"))
     os.unlink(f.name)
+    want = ref["logprobs"]
     check(lp[0] is None and len(lp) == len(want) + 1, f"{len(lp)} logprobs, first {lp[0]}; demo {len(want)}")
     diff = max(abs(a - b) for a, b in zip(lp[1:], want))
     check(diff < 1e-5, f"echo logprobs differ from ./demo --score by {diff}")
+    # with alternatives: the most likely prompt token at each place (the token itself where its rank is 0)
+    e = complete(prompt=text, max_tokens=0, echo=True, logprobs=2).choices[0].logprobs
+    for t in range(1, len(e.tokens)):
+        top = e.top_logprobs[t]
+        best = max(top, key=top.get)
+        check(len(top) == 2 and top[best] >= e.token_logprobs[t] - 1e-4, f"place {t}: {e.token_logprobs[t]}, top {top}")
+        check((best == e.tokens[t]) == (ref["ranks"][t - 1] == 0), f"place {t}: rank {ref['ranks'][t - 1]}, top {top}")
 
 
 @test
