@@ -851,8 +851,9 @@ static const test_case model_tests[] = {
 #include "tests/score_tests.inc"
 #include "tests/engine_tests.inc"
 #include "tests/generate_tests.inc"
+#include "tests/demo_tests.inc"
 
-static const test_case *const test_groups[] = { model_tests, family_tests, ckpt_tests, score_tests, engine_tests, generate_tests, tokenizer_tests, cuda_tests, mpi_tests };
+static const test_case *const test_groups[] = { model_tests, family_tests, ckpt_tests, score_tests, engine_tests, generate_tests, demo_tests, tokenizer_tests, cuda_tests, mpi_tests };
 
 int main(int argc, char **argv) {
     int passed = 0, failed = 0, skipped = 0;
