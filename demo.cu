@@ -1270,8 +1270,6 @@ static gpt2_options demo_options(const demo_args *a) {
 
 /* ---------------------------------------------------------------- scoring: --score */
 
-#ifndef GPT2_DEMO_MPI /* demo_mpi does not score yet */
-
 #define DEMO_SCORE_PIECE 8192 /* tokens a gpt2_score call takes at most (a longer text goes in pieces): the bar's step */
 
 /* One text to score: its tokens (after <|endoftext|> with --prepend-eos), the request, its outputs. */
@@ -1301,6 +1299,7 @@ static void demo_bar_show(demo_bar *b, int final) {
     fflush(stderr);
 }
 
+#ifndef GPT2_DEMO_MPI
 /* Scores r in pieces of about DEMO_SCORE_PIECE tokens, each beginning where a window begins: every token is scored in
    the window it has in one call over the whole text (the windows of a piece starting at window j0 are the text's
    windows j0, j0 + 1, ...; its n_context leaves out what earlier pieces scored). L: the model's max_seq. */
@@ -1352,6 +1351,27 @@ static gpt2_status demo_score_all(gpt2_model *m, demo_text *t, int n, demo_bar *
     free(group);
     return st;
 }
+#else
+/* demo_mpi: every text in one gpt2_mpi_score call, which shares the texts out across the ranks (rank 0 passes them,
+   the others call demo_score_other); no progress bar between */
+static gpt2_status demo_score_all(gpt2_model *m, demo_text *t, int n, demo_bar *b) {
+    gpt2_score_request *group = (gpt2_score_request *)malloc((size_t)(n ? n : 1) * sizeof *group);
+    int g = 0;
+    for (int i = 0; group && i < n; i++) if (t[i].r.n_tokens) group[g++] = t[i].r;
+    gpt2_status st = gpt2_mpi_score(MPI_COMM_WORLD, m, group, group ? g : 0);
+    for (int i = 0, x = 0; group && !st && i < n; i++)
+        if (t[i].r.n_tokens) { t[i].r = group[x++]; b->done += t[i].r.n_scored; }
+    free(group);
+    return group ? st : GPT2_ERR_OOM;
+}
+
+/* demo_mpi --score on ranks other than 0: learn whether rank 0 read its texts, then take a share of them */
+static int demo_score_other(gpt2_model *m) {
+    int ok = 0;
+    MPI_Bcast(&ok, 1, MPI_INT, 0, MPI_COMM_WORLD);
+    return ok ? gpt2_mpi_score(MPI_COMM_WORLD, m, NULL, 0) != GPT2_OK : 1;
+}
+#endif
 
 /* A text's tokens (after <|endoftext|> with --prepend-eos) and its request; 0 with demo_error set on failure */
 static int demo_text_make(demo_text *t, const gpt2_tokenizer *tok, const demo_args *a, const char *where, const char *text, size_t len) {
@@ -1438,7 +1458,11 @@ static int demo_score_texts(const demo_args *a, const gpt2_tokenizer *tok, const
 static int demo_score(const demo_args *a, gpt2_model *m, const gpt2_tokenizer *tok, const char *input, size_t len, FILE *f) {
     demo_text *t = NULL;
     int n = 0, rc = 1;
-    if (!demo_score_texts(a, tok, input, len, &t, &n)) { demo_setup_error(demo_error); demo_texts_free(t, n); return 1; }
+    int prepared = demo_score_texts(a, tok, input, len, &t, &n);
+#ifdef GPT2_DEMO_MPI
+    MPI_Bcast(&prepared, 1, MPI_INT, 0, MPI_COMM_WORLD); /* the other ranks wait in demo_score_other */
+#endif
+    if (!prepared) { demo_setup_error(demo_error); demo_texts_free(t, n); return 1; }
     demo_bar b;
     memset(&b, 0, sizeof b);
     b.on = isatty(2);
@@ -1483,8 +1507,6 @@ static int demo_score(const demo_args *a, gpt2_model *m, const gpt2_tokenizer *t
     demo_texts_free(t, n);
     return rc;
 }
-
-#endif
 
 #if !defined(GPT2_DEMO_MPI) && !defined(DEMO_NO_MAIN)
 
@@ -1612,12 +1634,6 @@ int main(int argc, char **argv) {
         MPI_Finalize();
         return help ? 0 : 2;
     }
-    if (a.score) {
-        if (rank == 0) fprintf(stderr, "demo: --score runs in ./demo (one process) for now\n");
-        demo_args_free(&a);
-        MPI_Finalize();
-        return 2;
-    }
     gpt2_options opt = demo_options(&a);
     int local = gpt2_mpi_local_rank(MPI_COMM_WORLD);
 #if DEMO_CUDA
@@ -1637,7 +1653,7 @@ int main(int argc, char **argv) {
     char *input = NULL;
     FILE *results = NULL;
     if (rank == 0) {
-        input = demo_generation_config(&a) ? demo_read_input(&a, &input_len) : NULL;
+        input = a.score || demo_generation_config(&a) ? demo_read_input(&a, &input_len) : NULL;
         results = input ? demo_open_output(&a) : NULL;
         if (!input || !results) { demo_setup_error(demo_error); ok = 0; }
     }
@@ -1650,11 +1666,15 @@ int main(int argc, char **argv) {
     if (a.spec >= 0) m->spec = a.spec;
     if (rank == 0) {
         if (gpt2_tokenizer_load(&tok, a.model_dir)) ok = demo_fail("%s", gpt2_last_error());
-        else ok = demo_make_work(&w, &a, tok, gpt2_model_max_seq(m), gpt2_model_config(m).n_vocab, input, input_len);
+        else if (!a.score) ok = demo_make_work(&w, &a, tok, gpt2_model_max_seq(m), gpt2_model_config(m).n_vocab, input, input_len);
         if (!ok) demo_setup_error(demo_error);
         else if (a.stats) demo_print_setup(m, demo_now() - t0, ranks);
     }
     if (!demo_mpi_all_ok(ok)) goto done;
+    if (a.score) { /* rank 0 reads and prints the texts; every rank scores a share */
+        rc = rank == 0 ? demo_score(&a, m, tok, input, input_len, results) : demo_score_other(m);
+        goto done;
+    }
     {
         double t_start = demo_now();
         gpt2_status st = gpt2_mpi_generate(MPI_COMM_WORLD, m, w.reqs, w.n, NULL, NULL);
