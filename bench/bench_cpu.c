@@ -7,6 +7,11 @@
    each the best of REPS runs, beside the bandwidth of a plain read of 512 MB with every thread, measured in the same
    run: a batch-1 step must read every weight once (F32 on the CPU: 4 bytes a parameter) plus the live K/V.
    Usage: bench/bench_cpu [SIZE: 124M (default), 355M, 774M, 1558M] [DIR (default /tmp/gpt2-bench-cpu-SIZE)] [REPS]
+                          [WORKLOAD: decode or prompt]
+   With WORKLOAD it runs only that one of the workloads bench/cpu_peers.sh times on every system (one a process, so
+   the process's peak RSS is the workload's; speculation off, as the peers run; one untimed run, then REPS, each
+   printed): decode, batch 1, a prompt of 128 then 128 greedy tokens, ms a token after the first; prompt, one prompt
+   of 256, tokens/s to its first token. A DIR that holds model.safetensors is used as it is (any dtype).
    Build: make bench/bench_cpu (cc -O3 -fopenmp; no GPU needed). */
 #define GPT2_IMPLEMENTATION
 #include "gpt2.cuh"
@@ -15,6 +20,7 @@
 #include <string.h>
 #include <time.h>
 #include <sys/stat.h>
+#include <sys/resource.h>
 
 static double now(void) { struct timespec t; clock_gettime(CLOCK_MONOTONIC, &t); return t.tv_sec + t.tv_nsec * 1e-9; }
 
@@ -128,6 +134,24 @@ static double run(gpt2_model *m, int nb, int plen, int gen, int *ids, int *out) 
     return gen == 1 ? t1 - t0 : t1 - t_first;
 }
 
+/* one of bench/cpu_peers.sh's workloads (the header says which), REPS times after an untimed run */
+static int peer_workload(gpt2_model *m, const char *workload, int reps, int *ids, int *out) {
+    int decode = !strcmp(workload, "decode");
+    if (!decode && strcmp(workload, "prompt")) { fprintf(stderr, "bench_cpu: WORKLOAD is decode or prompt\n"); return 2; }
+    m->spec = 0;
+    for (int r = -1; r < reps; r++) {
+        double s = decode ? run(m, 1, 128, 128, ids, out) : run(m, 1, 256, 1, ids, out);
+        if (r < 0) continue;
+        if (decode) printf("decode_ms_per_token %.3f\n", s / 127 * 1e3);
+        else printf("prompt_tokens_per_s %.1f\n", 256 / s);
+        fflush(stdout);
+    }
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    printf("peak_rss_kb %ld\n", ru.ru_maxrss);
+    return 0;
+}
+
 static double read_bandwidth(void) {
     size_t n = (size_t)64 << 20; /* 512 MB of 8-byte words */
     uint64_t *a = (uint64_t *)malloc(n * sizeof(uint64_t));
@@ -154,7 +178,7 @@ int main(int argc, char **argv) {
     else if (!strcmp(size, "355M")) { L = 24; C = 1024; H = 16; }
     else if (!strcmp(size, "774M")) { L = 36; C = 1280; H = 20; }
     else if (!strcmp(size, "1558M")) { L = 48; C = 1600; H = 25; }
-    else { fprintf(stderr, "usage: bench_cpu [124M|355M|774M|1558M] [DIR] [REPS]\n"); return 2; }
+    else { fprintf(stderr, "usage: bench_cpu [124M|355M|774M|1558M] [DIR] [REPS] [decode|prompt]\n"); return 2; }
     char dir[512];
     if (argc > 2) snprintf(dir, sizeof dir, "%s", argv[2]);
     else snprintf(dir, sizeof dir, "/tmp/gpt2-bench-cpu-%s", size);
@@ -165,12 +189,20 @@ int main(int argc, char **argv) {
     struct stat st;
     if (stat(cfg, &st) != 0 && write_model(dir, L, C, H)) return 1;
 
+    const char *workload = argc > 4 ? argv[4] : NULL;
     gpt2_options o = gpt2_default_options();
-    o.backend = GPT2_BACKEND_CPU; o.max_batch = 8; o.max_seq = 1024;
+    o.backend = GPT2_BACKEND_CPU; o.max_batch = workload ? 1 : 8; o.max_seq = 1024;
     gpt2_model *m;
     double t = now();
     if (gpt2_load(&m, dir, &o) != GPT2_OK) { fprintf(stderr, "bench_cpu: %s\n", gpt2_last_error()); return 1; }
     double t_load = now() - t;
+    static int ids[1024], out[8 * 128];
+    for (int i = 0; i < 1024; i++) ids[i] = (int)((i * 7919u + 13) % 50257);
+    if (workload) {
+        int rc = peer_workload(m, workload, reps, ids, out);
+        gpt2_free(m);
+        return rc;
+    }
     int threads = 1;
 #ifdef _OPENMP
     threads = omp_get_max_threads();
@@ -180,8 +212,6 @@ int main(int argc, char **argv) {
     printf("bench_cpu %s: %.0fM parameters (F32 on the CPU: %.0f MB), %d threads, load %.2f s, read bandwidth %.1f GB/s\n",
            size, params / 1e6, params * 4 / 1e6, threads, t_load, bw / 1e9);
 
-    static int ids[1024], out[8 * 64];
-    for (int i = 0; i < 1024; i++) ids[i] = (int)((i * 7919u + 13) % 50257);
     const int gen = 32;
     double best;
     int ctxs[2] = {16, 896};
