@@ -10,8 +10,8 @@
 #   decode   batch 1, a prompt of 128 then 128 greedy tokens (EOS ignored, no speculation): ms per token
 #            (llama-bench: -n 128 at a depth of 128; it decodes without sampling)
 #   prompt   one prompt of 256: tokens/s to its first token (llama-bench: -p 256)
-# REPS runs each (default 5) after an untimed one; the table gives min–max. Before timing it waits (every 20 s, at
-# most 15 minutes) for the 1-minute load average to fall below 1.5, and notes the load of each workload.
+# REPS runs each (default 5) after an untimed one; the table gives min–max. Before each workload it waits (every
+# 20 s, at most 15 minutes in all) for the 1-minute load average to fall below 1.5, and notes the load it started at.
 # Installs what is missing (pip: torch transformers safetensors numpy; apt-get: cmake) and keeps the downloads,
 # the llama.cpp build, the model and its GGUF files under CACHE (default ~/.cache/gpt2cuh-peers): a second run
 # skips what is there. Builds and installs run under nice -n 19. Writes the table to $OUT/cpu_peers.md (OUT
@@ -92,14 +92,19 @@ $NICE ${cmd/-o bench\/bench_cpu/-o $cache/bench_cpu} || die "building bench_cpu 
 $NICE ${cmd/-o bench\/bench_cpu/-march=native -o $cache/bench_cpu_native} || die "building bench_cpu -march=native failed"
 step "bench_cpu built: $cmd (and with -march=native)"
 
-# ---- wait for a quiet machine
+# ---- a quiet machine: before each workload, wait (every 20 s) until the 1-minute load average is below 1.5; the
+# waits together last at most 15 minutes, after which the rest run as they come (the table gives each one's load)
 load1() { cut -d' ' -f1 /proc/loadavg; }
-for i in $(seq 0 45); do
-    awk -v l="$(load1)" 'BEGIN { exit !(l < 1.5) }' && break
-    [ "$i" = 45 ] && { echo "cpu_peers: load average still $(load1) after 15 minutes; timing anyway" | tee -a "$logs/steps.log"; break; }
-    echo "load average $(load1), waiting" >> "$logs/steps.log"
-    sleep 20
-done
+wait_left=900
+wait_quiet() {
+    while [ "$wait_left" -gt 0 ] && ! awk -v l="$(load1)" 'BEGIN { exit !(l < 1.5) }'; do
+        echo "load average $(load1), waiting" >> "$logs/steps.log"
+        sleep 20
+        wait_left=$((wait_left - 20))
+    done
+    [ "$wait_left" -gt 0 ] || echo "load average $(load1) and the 15 minutes of waiting spent: timing anyway" >> "$logs/steps.log"
+}
+wait_quiet
 step "load average $(load1): timing"
 
 # ---- the workloads; results.tsv: system, workload, the runs' figures (comma separated), peak RSS kB, load average
@@ -110,6 +115,7 @@ step "load average $(load1): timing"
 measure() {
     local name=$1 w=$2 kind=$3; shift 3
     local f="$logs/$(echo "$name" | tr -c 'A-Za-z0-9\n' '_')_$w" l vals rss
+    wait_quiet
     l=$(load1)
     timeout 900 /usr/bin/time -v -o "$f.time" "$@" > "$f.log" 2> "$f.err" ||
         { echo "cpu_peers: $name, $w failed (see $f.err)"; tail -5 "$f.err"; }
@@ -148,6 +154,7 @@ python3 - "$logs/results.tsv" "$(date -u +'%Y-%m-%d %H:%M UTC')" "$cpu" "$(nproc
 import sys
 tsv, date, cpu, cores, commit, versions, lcp, llama_info, reps = sys.argv[1:]
 build, fa = llama_info.split()
+fa = {"-1": "auto", "0": "off", "1": "on"}.get(fa, fa)
 rows = {}
 for line in open(tsv):
     name, w, vals, rss, load = line.rstrip("\n").split("\t")
