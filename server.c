@@ -751,13 +751,41 @@ static cJSON *completion_json(const job *j) {
 /* ==== streaming =============================================================================================== */
 
 typedef struct stream {
-    job *j;
+    job *j; int n;              /* its job, and the job's choices */
     char *buf; size_t len, off, cap;
     size_t *sent; int *final_sent; int *snap; int ended;
     size_t prompt_bytes;        /* echo: the prompt's text before each choice's */
     int *tok_sent; size_t *tok_off; /* logprobs: tokens sent by choice, and the text offset after them */
     float *slp; int *stid; float *stlp; /* logprobs: snapshots of a choice's */
+    char **text; size_t *tlen, *tcap; int *ndec; /* each choice's text, decoded as its tokens come */
 } stream;
+
+static void stream_drop(stream *s) {
+    for (int i = 0; s->text && i < s->n; i++) free(s->text[i]);
+    free(s->buf); free(s->sent); free(s->final_sent); free(s->snap);
+    free(s->tok_sent); free(s->tok_off); free(s->slp); free(s->stid); free(s->stlp);
+    free(s->text); free(s->tlen); free(s->tcap); free(s->ndec);
+    free(s);
+}
+
+/* appends the text of choice i's tokens snap[ndec[i] .. nt) to text[i]; 0, or -1 out of memory */
+static int stream_decode(stream *s, int i, int nt) {
+    const int from = s->ndec[i];
+    size_t need = s->tlen[i] + (size_t)(nt - from) * 8 + 1;
+    while (nt > from) {
+        if (need > s->tcap[i]) {
+            char *b = (char *)realloc(s->text[i], need * 2);
+            if (!b) return -1;
+            s->text[i] = b; s->tcap[i] = need * 2;
+        }
+        int k = gpt2_decode(g.tok, s->snap + from, nt - from, s->text[i] + s->tlen[i], s->tcap[i] - s->tlen[i]);
+        if (k < 0) return -1;
+        if ((size_t)k < s->tcap[i] - s->tlen[i]) { s->tlen[i] += (size_t)k; break; }
+        need = s->tlen[i] + (size_t)k + 1;
+    }
+    s->ndec[i] = nt;
+    return 0;
+}
 
 static void sbuf_add(stream *s, const char *t, size_t n) {
     if (s->len + n + 1 > s->cap) {
@@ -808,8 +836,8 @@ static void stream_collect(stream *s) {
             memcpy(s->stlp, c->top_lp, (size_t)nt * K * sizeof(float));
         }
         pthread_mutex_unlock(&g.lock);
-        size_t len;
-        char *t = decode_all(s->snap, nt, &len);
+        const char *t = stream_decode(s, i, nt) ? NULL : s->text[i];
+        const size_t len = s->tlen[i];
         if (t) {
             size_t L = done ? (text_len >= 0 && (size_t)text_len < len ? (size_t)text_len : len) : safe_len(j, t, len);
             cJSON *lp = NULL;
@@ -825,7 +853,6 @@ static void stream_collect(stream *s) {
             else cJSON_Delete(lp);
             if (L > s->sent[i]) s->sent[i] = L;
         }
-        free(t);
         pthread_mutex_lock(&g.lock);
         if (done) s->final_sent[i] = 1; else all = 0;
     }
@@ -875,9 +902,7 @@ static void stream_free(void *cls) {
     job_cancel(s->j);
     job_release(s->j);
     pthread_mutex_unlock(&g.lock);
-    free(s->buf); free(s->sent); free(s->final_sent); free(s->snap);
-    free(s->tok_sent); free(s->tok_off); free(s->slp); free(s->stid); free(s->stlp);
-    free(s);
+    stream_drop(s);
 }
 
 /* ==== endpoints ================================================================================================ */
@@ -979,7 +1004,11 @@ static enum MHD_Result completions(struct MHD_Connection *conn, const upload *cx
     if (j->stream) {
         stream *s = (stream *)calloc(1, sizeof *s);
         if (s) {
-            s->j = j;
+            s->j = j; s->n = j->n_choices;
+            s->text = (char **)calloc((size_t)j->n_choices, sizeof(char *));
+            s->tlen = (size_t *)calloc((size_t)j->n_choices, sizeof(size_t));
+            s->tcap = (size_t *)calloc((size_t)j->n_choices, sizeof(size_t));
+            s->ndec = (int *)calloc((size_t)j->n_choices, sizeof(int));
             s->sent = (size_t *)calloc((size_t)j->n_choices, sizeof(size_t));
             s->final_sent = (int *)calloc((size_t)j->n_choices, sizeof(int));
             s->snap = (int *)malloc((size_t)T * sizeof(int));
@@ -989,13 +1018,10 @@ static enum MHD_Result completions(struct MHD_Connection *conn, const upload *cx
             s->stid = (int *)malloc((size_t)T * (L ? L : 1) * sizeof(int));
             s->stlp = (float *)malloc((size_t)T * (L ? L : 1) * sizeof(float));
         }
-        if (!s || !s->sent || !s->final_sent || !s->snap || !s->tok_sent || !s->tok_off || !s->slp || !s->stid || !s->stlp) {
+        if (!s || !s->sent || !s->final_sent || !s->snap || !s->tok_sent || !s->tok_off || !s->slp || !s->stid || !s->stlp
+            || !s->text || !s->tlen || !s->tcap || !s->ndec) {
             pthread_mutex_lock(&g.lock); job_cancel(j); job_release(j); pthread_mutex_unlock(&g.lock);
-            if (s) {
-                free(s->sent); free(s->final_sent); free(s->snap);
-                free(s->tok_sent); free(s->tok_off); free(s->slp); free(s->stid); free(s->stlp);
-                free(s);
-            }
+            if (s) stream_drop(s);
             return send_error(conn, 503, NULL, NULL, "out of memory");
         }
         if (j->echo) { /* the prompt's text goes first */
