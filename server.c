@@ -943,7 +943,7 @@ static enum MHD_Result completions(struct MHD_Connection *conn, const upload *cx
         pthread_mutex_unlock(&g.lock);
         r->stop_token = ignore_eos ? -1 : g.eos;
         r->out = c->out;
-        if (j->logprobs >= 0) {
+        if (j->logprobs >= 0 && j->max_tokens > 0) { /* (echo's prompt logprobs come from gpt2_score) */
             r->out_logprobs = c->lp; r->top_logprobs = L;
             if (L) { r->out_top_ids = c->top_ids; r->out_top_logprobs = c->top_lp; }
         }
