@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The server's tests: ./server on two free loopback ports (the embedded model, CPU backend), the openai client
 # against them (tests/server/test_server.py), then SIGTERM: each server must exit 0. Skips (exit 0, with a
-# message) where python3 or its openai package is missing. Bounded: 90 s in all.
+# message) where python3 or its openai package is missing. Bounded: the tests 60 s, each server 10 s to start and to stop.
 set -u
 cd "$(dirname "$0")/../.."
 if ! command -v python3 >/dev/null || ! python3 -c "import openai" 2>/dev/null; then
@@ -22,7 +22,7 @@ up() { python3 -c "import sys, urllib.request; urllib.request.urlopen('http://12
 for _ in $(seq 100); do up "$P1" && up "$P2" && break; sleep 0.1; done
 rc=0
 SERVER_URL=http://127.0.0.1:$P1 SMALL_URL=http://127.0.0.1:$P2 SERVER_KEY=$KEY ROOT=. \
-  timeout 90 python3 tests/server/test_server.py || rc=1
+  timeout 60 python3 tests/server/test_server.py || rc=1
 for s in $S1 $S2; do
   kill -TERM "$s" 2>/dev/null
   for _ in $(seq 100); do kill -0 "$s" 2>/dev/null || break; sleep 0.1; done
