@@ -60,7 +60,7 @@ int main(int argc, char **argv) {
         return 2;
     }
     const char *model_dir = argv[1], *hidden = NULL;
-    int n = atoi(argv[2]), kind = atoi(argv[3]), max_batch = 3, fail_load = -1, fail_gen = -1, logits_T = 0, bad = 0, score = 0;
+    int n = atoi(argv[2]), kind = atoi(argv[3]), max_batch = 3, fail_load = -1, fail_gen = -1, logits_T = 0, bad = 0, score = 0, single = 0;
     for (int a = 4; a + 1 < argc; a += 2) {
         if (!strcmp(argv[a], "--max-batch")) max_batch = atoi(argv[a + 1]);
         else if (!strcmp(argv[a], "--fail-load-rank")) fail_load = atoi(argv[a + 1]);
@@ -69,6 +69,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[a], "--logits")) logits_T = atoi(argv[a + 1]);
         else if (!strcmp(argv[a], "--bad")) bad = atoi(argv[a + 1]);
         else if (!strcmp(argv[a], "--score")) score = atoi(argv[a + 1]);
+        else if (!strcmp(argv[a], "--single")) single = atoi(argv[a + 1]);
     }
     int local = gpt2_mpi_local_rank(MPI_COMM_WORLD);
     int *locals = (int *)malloc((size_t)size * sizeof(int));
@@ -90,7 +91,9 @@ int main(int argc, char **argv) {
     opt.max_batch = rank == fail_load ? -1 : max_batch;
     if (rank == fail_gen) opt.max_seq = 8;
     gpt2_model *m = NULL;
-    gpt2_status st = gpt2_mpi_load(MPI_COMM_WORLD, &m, model_dir, &opt);
+    /* --single 1 (with one rank): the same work through the single-process calls, the reference of the MPI runs
+       from the same build (another build, e.g. one with fused multiply-adds, may differ in the last bits) */
+    gpt2_status st = single ? gpt2_load(&m, model_dir, &opt) : gpt2_mpi_load(MPI_COMM_WORLD, &m, model_dir, &opt);
     print_statuses("load", st, rank, size);
     if (st) { fflush(stdout); MPI_Finalize(); return 1; }
     if (logits_T > 0) { /* every rank's model, on the same tokens; rank 0 prints them all */
@@ -130,7 +133,7 @@ int main(int argc, char **argv) {
             if (score == 2 && n > 2) texts[2].n_context = 0;
             n_texts = n;
         }
-        st = gpt2_mpi_score(MPI_COMM_WORLD, m, texts, n_texts);
+        st = single ? gpt2_score(m, texts, n_texts) : gpt2_mpi_score(MPI_COMM_WORLD, m, texts, n_texts);
         print_statuses("score", st, rank, size);
         if (rank == 0 && st == GPT2_OK) {
             char *line = (char *)malloc(WORKLOAD_SCORE_LINE);
@@ -173,7 +176,7 @@ int main(int argc, char **argv) {
     log.kind = kind; log.n = 0; log.cap = n * WORKLOAD_MAX_NEW;
     log.pairs = (int *)malloc(((size_t)log.cap + 1) * 2 * sizeof(int));
     log.count = (int *)calloc((size_t)n + 1, sizeof(int));
-    st = gpt2_mpi_generate(MPI_COMM_WORLD, m, reqs, n_here, log_token, &log);
+    st = single ? gpt2_generate(m, reqs, n_here, log_token, &log) : gpt2_mpi_generate(MPI_COMM_WORLD, m, reqs, n_here, log_token, &log);
     print_statuses("generate", st, rank, size);
 
     /* every rank's callback log to rank 0, to check it against the gathered outputs */

@@ -21,7 +21,7 @@ static uint32_t workload_next(uint32_t *x) {
 }
 
 /* Fills n requests; prompts has room for n * WORKLOAD_MAX_PROMPT ids, outs for n * WORKLOAD_MAX_NEW. */
-static void workload_make(gpt2_request *reqs, int *prompts, int *outs, int n, int kind, int n_vocab) {
+static inline void workload_make(gpt2_request *reqs, int *prompts, int *outs, int n, int kind, int n_vocab) {
     uint32_t x = 20261122u;
     for (int i = 0; i < n; i++) {
         gpt2_request *r = &reqs[i];
@@ -54,7 +54,7 @@ static const char *const workload_stop_strings[3] = {"(D", "\xa2", "i"};
 /* Makes the workload WORKLOAD_CONTROLS's from a WORKLOAD_MIXED one: every request gets some of the controls, so that
    each control is met greedy and sampled. lps has room for n * WORKLOAD_MAX_NEW floats, top_ids and top_lps for
    n * WORKLOAD_MAX_NEW * WORKLOAD_MAX_TOP; tok decodes the stop strings (rank 0's). */
-static void workload_controls(gpt2_request *reqs, int n, float *lps, int *top_ids, float *top_lps, const gpt2_tokenizer *tok) {
+static inline void workload_controls(gpt2_request *reqs, int n, float *lps, int *top_ids, float *top_lps, const gpt2_tokenizer *tok) {
     for (int i = 0; i < n; i++) {
         gpt2_request *r = &reqs[i];
         gpt2_sampling *s = &r->sampling;
@@ -84,7 +84,7 @@ static unsigned workload_bits(float f) {
 }
 
 /* Request i's results as one line: "req I N: tokens | finish R text T | lp bits | top id:bits ..."; returns its length. */
-static int workload_format(char *buf, int i, const gpt2_request *r) {
+static inline int workload_format(char *buf, int i, const gpt2_request *r) {
     char *p = buf;
     p += sprintf(p, "req %d %d:", i, r->n_out);
     for (int t = 0; t < r->n_out; t++) p += sprintf(p, " %d", r->out[t]);
@@ -101,7 +101,7 @@ static int workload_format(char *buf, int i, const gpt2_request *r) {
    the text), strides 0, 1, 17 and 64, logprobs and ranks asked for or not. tokens has room for n * WORKLOAD_MAX_TEXT
    ids, lps and ranks for as many values. */
 #define WORKLOAD_MAX_TEXT 150
-static void workload_texts(gpt2_score_request *reqs, int *tokens, float *lps, int *ranks, int n, int n_vocab) {
+static inline void workload_texts(gpt2_score_request *reqs, int *tokens, float *lps, int *ranks, int n, int n_vocab) {
     uint32_t x = 4099u;
     static const int strides[4] = {0, 1, 17, 64};
     for (int i = 0; i < n; i++) {
@@ -119,7 +119,7 @@ static void workload_texts(gpt2_score_request *reqs, int *tokens, float *lps, in
 }
 
 /* Text i's results as one line: "score I N sum BITS: lp bits | ranks"; returns its length. */
-static int workload_format_score(char *buf, int i, const gpt2_score_request *r) {
+static inline int workload_format_score(char *buf, int i, const gpt2_score_request *r) {
     char *p = buf;
     uint64_t sum;
     memcpy(&sum, &r->sum_logprob, 8);
@@ -133,12 +133,12 @@ static int workload_format_score(char *buf, int i, const gpt2_score_request *r) 
 #define WORKLOAD_SCORE_LINE (64 + WORKLOAD_MAX_TEXT * 21)
 
 /* The mixed and controls workloads' callback rule: requests 4, 9, 14, ... are ended by on_token after 3 tokens. */
-static int workload_callback_stops(int kind, int index, int n_so_far) {
+static inline int workload_callback_stops(int kind, int index, int n_so_far) {
     return (kind == WORKLOAD_MIXED || kind == WORKLOAD_CONTROLS) && index % 5 == 4 && n_so_far >= 3;
 }
 
 /* The tokens of the logits check (test_mpi --logits T and the single-process reference): T tokens of the vocabulary. */
-static void workload_logit_tokens(int *tokens, int T, int n_vocab) {
+static inline void workload_logit_tokens(int *tokens, int T, int n_vocab) {
     for (int i = 0; i < T; i++) tokens[i] = (int)(((uint32_t)i * 7919u + 3u) % (uint32_t)n_vocab);
 }
 
