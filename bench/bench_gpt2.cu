@@ -1,13 +1,18 @@
 /* bench_gpt2 — the standard workloads on the CUDA backend, random weights made in process.
 
-   Usage: bench/bench_gpt2 [124M|355M|774M|1558M ...] [--dtype f16|bf16|f32] [--only latency|throughput|prefill] [--reps N]
-                           [--prefill-seqs N] [--spec K] [path switches, below]
+   Usage: bench/bench_gpt2 [124M|355M|774M|1558M ...] [--dtype f16|bf16|f32] [--only latency|throughput|prefill|score]
+                           [--reps N] [--prefill-seqs N] [--spec K] [path switches, below]
      latency     batch 1: a 128-token prompt, then ms per generated token
      throughput  1024 sequences (256 at 1558M): a 64-token prompt, then 192 tokens each; tokens/s
      prefill     16 sequences of 1024 prompt tokens, each to its next token; tokens/s
+     score       16 texts of 1024 tokens through gpt2_score (n_context 1: tokens 1..1023 of each scored, their
+                 log-probabilities back on the host); tokens scored/s
    (default: 124M, f16, every workload, 3 repeats). Each line: the figure (median of the repeats, after a warm-up),
    the bytes and FLOPs it had to move/do, and the fraction of the roofline from the copy bandwidth and the fp16 GEMM
-   rate measured at the start of the same run. Also peak device memory per workload.
+   rate measured at the start of the same run (in every dtype: F32 and BF16 rows are held to the fp16 rate too).
+   Also device memory per workload: in use after it (cudaMemGetInfo: the whole device, CUDA context included);
+   for score, the highest in use while the warm-up call ran (sampled), and how much of it is above what the loaded
+   model held before its first call.
    --prefill-seqs N (1..64): the prefill workload over N sequences of 1024 instead of 16 (then not the standard
    workload). The standard workloads run without speculation (--spec K: with at most K draft tokens a step; random
    weights make any continuation's repetitiveness an accident of the weights, so those figures do not measure it).
@@ -35,6 +40,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <vector>
+#include <atomic>
+#include <thread>
 #include <time.h>
 
 static double now_s(void) {
@@ -270,6 +277,46 @@ static double run_prefill(gpt2_model *m, int B, int T) {
     double t = now_s() - t0;
     free(tok);
     return t;
+}
+
+/* B texts of T tokens through the public gpt2_score, every token after the first scored (n_context 1, each text one
+   window when T <= max_seq), the log-probabilities back in lp ([B][T - 1]); seconds for the call. */
+static double run_score(gpt2_model *m, int B, int T, float *lp, double *sum) {
+    static std::vector<int> tok;
+    tok.resize((size_t)B * T);
+    for (size_t i = 0; i < tok.size(); i++) tok[i] = (int)((i * 7919u + 13u) % 50257u);
+    std::vector<gpt2_score_request> r((size_t)B);
+    memset(r.data(), 0, r.size() * sizeof r[0]);
+    for (int i = 0; i < B; i++) {
+        r[i].tokens = tok.data() + (size_t)i * T; r[i].n_tokens = T; r[i].n_context = 1;
+        r[i].logprobs = lp + (size_t)i * (T - 1);
+    }
+    CU(cudaDeviceSynchronize());
+    const double t0 = now_s();
+    CHECK(gpt2_score(m, r.data(), B) == GPT2_OK);
+    const double t = now_s() - t0;
+    *sum = 0.0;
+    for (int i = 0; i < B; i++) { CHECK(r[i].n_scored == T - 1); *sum += r[i].sum_logprob; }
+    return t;
+}
+
+/* The most device memory in use (cudaMemGetInfo, sampled every 100 us by a thread of its own) while fn runs, and
+   once after it. Only around an untimed call: the samples' driver calls could disturb a timed one. */
+template <typename F> static size_t peak_during(F fn) {
+    std::atomic<int> done(0);
+    std::atomic<size_t> peak(peak_used());
+    std::thread poll([&]() {
+        while (!done.load()) {
+            const size_t u = peak_used();
+            if (u > peak.load()) peak.store(u);
+            std::this_thread::sleep_for(std::chrono::microseconds(100));
+        }
+    });
+    fn();
+    done.store(1);
+    poll.join();
+    const size_t u = peak_used();
+    return u > peak.load() ? u : peak.load();
 }
 
 /* Where one step's time goes: the whole step, then each phase of its forward pass alone over the same inputs
@@ -553,6 +600,10 @@ int main(int argc, char **argv) {
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--dtype") && i + 1 < argc) {
             i++;
+            if (strcmp(argv[i], "f16") && strcmp(argv[i], "bf16") && strcmp(argv[i], "f32")) {
+                fprintf(stderr, "bench_gpt2: --dtype takes f16, bf16 or f32, not '%s'\n", argv[i]);
+                return 2;
+            }
             dt = !strcmp(argv[i], "bf16") ? GPT2_DTYPE_BF16 : !strcmp(argv[i], "f32") ? GPT2_DTYPE_F32 : GPT2_DTYPE_F16;
         } else if (!strcmp(argv[i], "--only") && i + 1 < argc) only = argv[++i];
         else if (!strcmp(argv[i], "--reps") && i + 1 < argc) reps = atoi(argv[++i]);
@@ -614,10 +665,25 @@ int main(int argc, char **argv) {
             gpt2_free(m);
             return 0;
         }
-        else if (ns < 8) sizes[ns++] = argv[i];
+        else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            printf("usage: bench/bench_gpt2 [124M|355M|774M|1558M ...] [--dtype f16|bf16|f32] "
+                   "[--only latency|throughput|prefill|score] [--reps N] [--prefill-seqs N] [--spec K]\n"
+                   "       bench/bench_gpt2 [--only prefill] --breakdown [SIZE]; --spec-text DIR [K...]; --profile KIND\n"
+                   "(the comment at the top of bench/bench_gpt2.cu says what each workload and switch does)\n");
+            return 0;
+        }
+        else if (!strcmp(argv[i], "124M") || !strcmp(argv[i], "355M") || !strcmp(argv[i], "774M") || !strcmp(argv[i], "1558M")) {
+            if (ns < 8) sizes[ns++] = argv[i];
+        }
+        else { fprintf(stderr, "bench_gpt2: unknown argument '%s' (--help lists them)\n", argv[i]); return 2; }
+    }
+    if (only && strcmp(only, "latency") && strcmp(only, "throughput") && strcmp(only, "prefill") && strcmp(only, "score")) {
+        fprintf(stderr, "bench_gpt2: --only takes latency, throughput, prefill or score, not '%s'\n", only);
+        return 2;
     }
     if (!ns) sizes[ns++] = "124M";
     if (reps < 1) reps = 1;
+    if (reps > 16) reps = 16;
     cudaDeviceProp pr;
     CU(cudaGetDeviceProperties(&pr, 0));
     const double bw = measure_copy_bw(), flops = measure_gemm_rate();
@@ -667,7 +733,7 @@ int main(int argc, char **argv) {
                it: a step budget of NS x 1024 prompt tokens */
             const int ns = g_prefill_seqs ? g_prefill_seqs : 16;
             gpt2_model *m = random_model(size, dt, ns > 16 ? ns : 16, 1024, ns * 1024);
-            if (!m) continue;
+            if (!m) goto score;
             const double P = params_of(m), C = m->cfg.n_embd, L = m->cfg.n_layer, V = 50257;
             run_prefill(m, ns, 1024);
             for (int r = 0; r < reps; r++) t[r] = run_prefill(m, ns, 1024);
@@ -681,6 +747,31 @@ int main(int argc, char **argv) {
                         ns * (2.0 * (W - 2 * C * C) + 2.0 * 2 * 1024 * C) + ns * 2.0 * V * C;
             printf("%-6s prefill     %8.0f tokens/s (%d x 1024, %.2f ms)   %.3g TFLOP, roofline %.0f%% (%.0f tokens/s)   peak %.1f GB\n",
                    size, tps, ns, s * 1e3, fl / 1e12, 100.0 * (fl / flops) / s, ns * 1024 / (fl / flops), peak_used() / 1e9);
+            gpt2_free(m);
+        }
+    score:
+        if (!only || !strcmp(only, "score")) {
+            /* 16 texts of 1024 tokens, loaded as a user would for them (gpt2_load with max_batch 16, max_seq 1024: the
+               engine's own step budget) */
+            const int B = 16, T = 1024;
+            gpt2_model *m = random_model(size, dt, B, T, 0);
+            if (!m) continue;
+            const double P = params_of(m), C = m->cfg.n_embd, L = m->cfg.n_layer, V = m->cfg.n_vocab;
+            std::vector<float> lp((size_t)B * (T - 1));
+            double sum = 0.0;
+            const size_t before = peak_used();
+            const size_t peak = peak_during([&]() { run_score(m, B, T, lp.data(), &sum); });
+            for (int r = 0; r < reps; r++) t[r] = run_score(m, B, T, lp.data(), &sum);
+            const double s = median(t, reps), n = (double)B * (T - 1), tps = n / s;
+            /* FLOPs that must be done: each text feeds its T - 1 tokens before the last; every fed row goes through every
+               layer (2 x the non-embedding weights W of a layer, and causal attention: 2 x 2 x C per key, row p attending
+               to p + 1 keys) and through the logits product (2 x C x V) */
+            const double W = (P - V * C - 1024 * C) / L;
+            const double fl = B * ((T - 1) * (2.0 * W * L + 2.0 * C * V) + 2.0 * 2 * C * L * (T - 1.0) * T / 2);
+            printf("%-6s score       %8.0f tokens/s (%d x %d, %.0f scored, %.2f ms)   %.3g TFLOP, roofline %.0f%% (%.0f tokens/s)   "
+                   "peak %.1f GB (+%.0f MB over the loaded model)   mean logprob %.4f\n",
+                   size, tps, B, T, n, s * 1e3, fl / 1e12, 100.0 * (fl / flops) / s, n / (fl / flops), peak / 1e9,
+                   peak > before ? (peak - before) / 1e6 : 0.0, sum / n);
             gpt2_free(m);
         }
     }
