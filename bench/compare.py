@@ -4,7 +4,7 @@ workload in a process of its own) against the careful-PyTorch peer (DIR/torch_pe
 and how much faster (+) or slower (-) that is. Then the scoring table, a row per size and dtype (BF16 and F32 from
 DIR/gpt2cuh_score.txt), each system's tokens scored/s also as a fraction of gpt2.cuh's roofline for it (the FLOPs
 of the scoring forward at the fp16 GEMM rate measured in gpt2.cuh's process), and the sizes run for gpt2.cuh alone
-(DIR/gpt2cuh_extra.txt)."""
+(DIR/gpt2cuh_extra.txt, DIR/gpt2cuh_extra_score.txt)."""
 import json, os, re, sys
 
 d = sys.argv[1]
@@ -42,7 +42,8 @@ ours = figures("gpt2cuh.txt")  # each workload in a process of its own
 for k, v in figures("gpt2cuh_extra.txt").items():  # the sizes run for gpt2.cuh alone (EXTRA_SIZES)
     ours.setdefault(k, v)
 one = figures("gpt2cuh_one_process.txt")  # all in one process, each model after the ones before
-dev = open(os.path.join(d, "gpt2cuh.txt")).readline().strip()
+dev = next((line.strip() for f in ("gpt2cuh.txt", "gpt2cuh_score.txt", "gpt2cuh_extra.txt") if os.path.exists(os.path.join(d, f))
+            for line in open(os.path.join(d, f)) if line.startswith("device ")), "")
 
 
 def peer(name):
@@ -63,9 +64,10 @@ def peer(name):
 
 torch_r, hf_r = peer("torch_peer.json"), peer("hf_peer.json")
 print(f"{open(os.path.join(d, 'date.txt')).read().strip()}; {dev}")
-print("| workload | HF transformers | careful PyTorch | gpt2.cuh | gpt2.cuh vs PyTorch | gpt2.cuh roofline "
-      "| gpt2.cuh, all workloads in one process |")
-print("| --- | --- | --- | --- | --- | --- | --- |")
+if any(w != "score" for _, w in ours):
+    print("| workload | HF transformers | careful PyTorch | gpt2.cuh | gpt2.cuh vs PyTorch | gpt2.cuh roofline "
+          "| gpt2.cuh, all workloads in one process |")
+    print("| --- | --- | --- | --- | --- | --- | --- |")
 for size in ("124M", "355M", "774M", "1558M"):
     for w, unit in (("latency", "ms/token"), ("throughput", "tokens/s"), ("prefill", "tokens/s")):
         if (size, w) not in ours:
@@ -91,7 +93,8 @@ def peer_scores(name):
 
 
 sc = {**score_lines("gpt2cuh_score.txt"), **score_lines("gpt2cuh.txt")}
-sc_one, sc_extra = score_lines("gpt2cuh_one_process.txt"), score_lines("gpt2cuh_extra.txt")
+sc_one = score_lines("gpt2cuh_one_process.txt")
+sc_extra = {**score_lines("gpt2cuh_extra_score.txt"), **score_lines("gpt2cuh_extra.txt")}
 for k, v in sc_extra.items():
     sc.setdefault(k, v)
 torch_s, hf_s = peer_scores("torch_peer.json"), peer_scores("hf_peer.json")
