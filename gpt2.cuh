@@ -45,7 +45,7 @@
        [GPT2:SAMPLER] sampling rule     [GPT2:CPU] CPU reference backend
        CUDA backend: [GPT2:CUDA] overview  [GPT2:CUDA_PRIM] GPU primitives  [GPT2:CUDA_STATE] state, launch helper
          one per operation, kernel + launcher + capability check together, in forward order:
-         [GPT2:OP_LN] embedding, residual + layer norm   [GPT2:OP_GELU]   [GPT2:OP_GEMM] cuBLASLt products
+         [GPT2:OP_LN] embedding, residual + layer norm   [GPT2:OP_ACT]    [GPT2:OP_GEMM] cuBLASLt products
          [GPT2:OP_FEW_ROW] few-row products, ln_fold     [GPT2:OP_LINEAR] which product, split-K
          [GPT2:OP_ATTN_DECODE]   [GPT2:OP_ATTN_PREFILL]   [GPT2:OP_ATTN] which attention   [GPT2:OP_SAMPLE]
          [GPT2:FORWARD] a forward pass   [GPT2:PARTS] two-part mode   [GPT2:STEP] step + graphs   [GPT2:CUDA_INIT]
@@ -56,8 +56,8 @@
    also sharded with its index), read as data by a restricted reader that executes nothing. F32/F16/BF16 tensors,
    either key layout. config.json's activation_function (gelu_new, gelu_pytorch_tanh, gelu_fast, gelu, quick_gelu,
    relu), n_inner, scale_attn_weights, scale_attn_by_inverse_layer_idx and tie_word_embeddings (false: lm_head.weight
-   is its own matrix) are honoured; the CUDA backend does not run the non-tanh activations, either attention scale
-   change or an untied head yet and refuses such a model by the field's name. Whatever the loader cannot run it
+   is its own matrix) are honoured on both backends (on the GPU an activation other than the tanh GELU runs as its
+   own pass after the prompt rows' product, with the same bits rule). Whatever the loader cannot run it
    refuses, naming the field or file (a tied head beside a differing lm_head.weight, cross-attention, a legacy
    torch file, TensorFlow or Flax weights alone).
    The files are mapped while gpt2_load runs; the CUDA backend uploads its bytes (through 64 MB of pinned host
@@ -291,9 +291,10 @@ GPT2_API int          gpt2_model_max_seq(const gpt2_model *model);
 /* The CUDA backend's internal knobs (GPT2__*: not a stable interface; tests and bench builds set some). Each one's
    use is described where it is used; search for its name. */
 
-/* gpt2_score, both backends: at most GPT2__SCORE_ROWS rows whose logits are reduced in a step (the CPU backend holds
-   their logits, GPT2__SCORE_ROWS x n_vocab floats, at once) and at most GPT2__SCORE_FEED context rows (rows no token
-   is scored from: they only store their K and V). Neither changes a result: only the memory and the step sizes. */
+/* gpt2_score on the CPU backend: at most GPT2__SCORE_ROWS rows whose logits are reduced in a step (it holds their
+   logits, GPT2__SCORE_ROWS x n_vocab floats, at once) and at most GPT2__SCORE_FEED context rows (rows no token is
+   scored from: they only store their K and V). Neither changes a result: only the memory and the step sizes. (The
+   CUDA backend's steps are its prompt steps, gpt2__cuda_score.) */
 #define GPT2__SCORE_ROWS 256
 #define GPT2__SCORE_FEED 1024
 
@@ -757,7 +758,7 @@ static int gpt2__json_member(gpt2__json *j, int *first, char *key, size_t cap, s
 /* config.json's switches that change the computation, each 0 for GPT-2's own choice. activation_function's names
    (Hugging Face's ACT2FN): gelu_new, gelu_pytorch_tanh and gelu_fast are one formula (the tanh form, with constants
    equal in float32); gelu is the exact erf form. */
-enum { GPT2__ACT_GELU_TANH = 0, GPT2__ACT_GELU_ERF, GPT2__ACT_QUICK_GELU, GPT2__ACT_RELU };
+enum { GPT2__ACT_NONE = -1, GPT2__ACT_GELU_TANH = 0, GPT2__ACT_GELU_ERF, GPT2__ACT_QUICK_GELU, GPT2__ACT_RELU }; /* NONE: no activation (a product's epilogue) */
 typedef struct gpt2__arch {
     int act;                         /* the MLP's activation: GPT2__ACT_* */
     int attn_unscaled;               /* scale_attn_weights false: scores not divided by sqrt(head size) */
@@ -3837,6 +3838,37 @@ GPT2__NO_CONTRACT static int gpt2__sample(const float *logits, int V, const gpt2
     return scratch[n - 1].id;
 }
 
+/* ---- gpt2_score's windows (both backends): which tokens a window feeds and which it scores */
+
+/* One window of a request: tokens[s .. s + n_in) fed at positions 0 .. n_in - 1 of a KV slot; rows first .. n_in - 1
+   (window positions) are scored, row p predicting tokens[s + p + 1]; fed counts the rows fed so far. */
+typedef struct gpt2__score_win { int req, s, n_in, first, fed, slot; } gpt2__score_win;
+
+/* The windows of every request, in order (request, then window): the cursor (req, j) moves to the next window that
+   scores something. Window j starts at s = j * k and scores the tokens t in [lo, hi), t >= n_context:
+       lo = j ? L + (j - 1) * k + e : 0,   hi = min(L + j * k + e, n_tokens),
+   e = 1 when k = L (token j L is then scored in window j - 1, whose L tokens all precede it), else 0. That is the
+   rule s = k * max(0, ceil((t + 1 - L) / k)): for t in [lo, hi), ceil((t + 1 - L) / k) = j. A window feeds the tokens
+   up to the one before its last scored token: at most L - 1 + e <= L positions. */
+typedef struct gpt2__score_cursor { int req; long j; } gpt2__score_cursor;
+
+static int gpt2__score_next(const gpt2_score_request *reqs, int n, int L, gpt2__score_cursor *c, gpt2__score_win *w) {
+    while (c->req < n) {
+        const gpt2_score_request *r = &reqs[c->req];
+        const long N = r->n_tokens, k = r->stride ? r->stride : L / 2, e = k == L;
+        if (c->j == 0 && r->n_context >= L + e) c->j = (r->n_context - L - e) / k + 1; /* windows before n_context */
+        const long j = c->j, lo0 = j ? L + (j - 1) * k + e : 0;
+        if (lo0 >= N) { c->req++; c->j = 0; continue; }
+        const long hi = L + j * k + e < N ? L + j * k + e : N, lo = lo0 > r->n_context ? lo0 : r->n_context, s = j * k;
+        c->j++;
+        if (lo >= hi) continue;
+        w->req = c->req; w->s = (int)s; w->n_in = (int)(hi - 1 - s); w->first = (int)(lo - 1 - s);
+        w->fed = 0; w->slot = -1;
+        return 1;
+    }
+    return 0;
+}
+
 /* == [GPT2:CPU] == CPU backend: plain C fp32 forward with KV cache (the reference) =============================== */
 
 /* out [N][O] = in [N][I] @ w [I][O] + b [O]   (GPT-2's Conv1D layout; b may be NULL).
@@ -4238,7 +4270,7 @@ static gpt2_status gpt2__cpu_step(gpt2_model *m, const gpt2__seq *seqs, int n, i
    - decode products of at most 16 rows run on gpt2__few_row_kernel (F32: gpt2__few_row32_kernel) where
      gpt2__few_row_check found it to give cuBLASLt's bits (it adds K in 16-wide MMA slices in order, as the pinned
      algorithm does; F32's in one fused multiply-add chain, as its pinned class without a split of K does), so
-     batch invariance holds either way; decode rows take their GELU from gpt2__gelu (bias into T, then GELU),
+     batch invariance holds either way; decode rows take their activation from gpt2__act (bias into T, then the activation),
      never from cuBLASLt's epilogue, whose rounding no formula reproduced (gpt2__decode_lt)
    - the logits of such a step in F16/BF16 (gpt2__few_row_kernel's AM form) also leave, per 8 columns, their largest value and
      its index (gpt2__amax), and a greedy row's sampler reduces those instead of the vocabulary: the same id
@@ -4290,8 +4322,8 @@ static constexpr int gpt2__min_arch_of(int i, int n) {
 
 /* == [GPT2:CUDA_PRIM] == GPU primitives: element types, PDL, cp.async, TMA, mma / ldmatrix / wgmma wrappers ====== */
 
-/* a linear layer's epilogue: none, + bias, + bias then GELU */
-enum { GPT2__EPI_NONE = 0, GPT2__EPI_BIAS = 1, GPT2__EPI_BIAS_GELU = 2 };
+/* a linear layer's epilogue: none, + bias, + bias then the model's activation (the MLP's first product) */
+enum { GPT2__EPI_NONE = 0, GPT2__EPI_BIAS = 1, GPT2__EPI_BIAS_ACT = 2 };
 
 static __device__ __forceinline__ float gpt2__f(float x) { return x; }
 static __device__ __forceinline__ float gpt2__f(__half x) { return __half2float(x); }
@@ -4580,7 +4612,7 @@ typedef struct gpt2__cuda_layer {
     float *ln1_w, *ln1_b, *ln2_w, *ln2_b;
 } gpt2__cuda_layer;
 
-/* A cuBLASLt plan for D[O][N] = W[O][I] x X[N][I]^T (+ bias, + GELU), found once per shape. */
+/* A cuBLASLt plan for D[O][N] = W[O][I] x X[N][I]^T (+ bias, + the tanh GELU), found once per shape. */
 typedef struct gpt2__gemm {
     int O, N, I, epi, out_f32, ldd, ref, pieces;
     int how;                       /* 0: the reference algorithm, 1: a candidate of its class, 2: N's own (not invariant) */
@@ -4621,8 +4653,10 @@ typedef struct gpt2__cuda_state {
     size_t esize;                       /* bytes per element of T */
     void *warena;                       /* every weight, 256-byte aligned */
     void *wte, *wpe;
+    void *lm_head;                      /* [ldv][C]: the logits' matrix, wte itself when the head is tied */
     float *lnf_w, *lnf_b;
     gpt2__cuda_layer *layers;           /* host array of device pointers */
+    int mlp_act;                        /* the MLP's activation (GPT2__ACT_*) */
     void *k_cache, *v_cache;
     int max_rows;                       /* fed rows per step the workspace holds */
     void *act;                          /* activations and logits, one allocation */
@@ -4921,21 +4955,31 @@ static gpt2_status gpt2__residual_ln(cudaStream_t st, int n, float *x, gpt2__res
     return gpt2__launch(k, dim3((unsigned)n), dim3(256), 0, st, pdl, x, ad, rows, tok, pos, wte, wpe, g, b, out, C, eps);
 }
 
-/* == [GPT2:OP_GELU] == GELU (the MLP activation after a product) ================================================= */
+/* == [GPT2:OP_ACT] == the MLP's activation after a product =================================================== */
 
-/* gelu_new (as gpt2__cpu_activation) of a value already rounded to T, in fp32, every operation rounded as written (no
-   fused multiply-add), so each kernel that calls it gives the same bits: the decode rows' GELU (gpt2__linear) */
-static __device__ __forceinline__ float gpt2__gelu(float v) {
-    const float v3 = __fmul_rn(__fmul_rn(v, v), v);
-    const float u = __fmul_rn(0.7978845608028654f, __fadd_rn(v, __fmul_rn(0.044715f, v3)));
-    return __fmul_rn(__fmul_rn(0.5f, v), __fadd_rn(1.0f, tanhf(u)));
+/* The activation act (GPT2__ACT_*, as gpt2__cpu_activation) of a value already rounded to T, in fp32, every operation
+   rounded as written (no fused multiply-add), so each kernel that calls it gives the same bits: the decode rows'
+   activation (gpt2__linear). GPT2__ACT_NONE: v. */
+static __device__ __forceinline__ float gpt2__act(float v, int act) {
+    switch (act) {
+    case GPT2__ACT_GELU_TANH: {
+        const float v3 = __fmul_rn(__fmul_rn(v, v), v);
+        const float u = __fmul_rn(0.7978845608028654f, __fadd_rn(v, __fmul_rn(0.044715f, v3)));
+        return __fmul_rn(__fmul_rn(0.5f, v), __fadd_rn(1.0f, tanhf(u)));
+    }
+    case GPT2__ACT_GELU_ERF: return __fmul_rn(__fmul_rn(0.5f, v), __fadd_rn(1.0f, erff(__fmul_rn(v, 0.70710678118654752f))));
+    case GPT2__ACT_QUICK_GELU: return __fdiv_rn(v, __fadd_rn(1.0f, expf(__fmul_rn(-1.702f, v))));
+    case GPT2__ACT_RELU: return v > 0.0f ? v : 0.0f;
+    default: return v;
+    }
 }
 
-/* x [n] in T := gpt2__gelu(x), in place: decode rows of the MLP's first product that cuBLASLt computed with the
-   bias alone (rows contiguous; in every dtype). 16 bytes of elements per thread and step when x is 16-byte aligned
-   and n a multiple of their count, else one; grid-stride. */
+/* x [n] in T := gpt2__act(x, act), in place: rows of the MLP's first product that cuBLASLt computed with the bias
+   alone (rows contiguous; in every dtype): every decode row, and the prompt rows of a model whose activation is not
+   cuBLASLt's GELU epilogue (the tanh form). 16 bytes of elements per thread and step when x is 16-byte aligned and
+   n a multiple of their count, else one; grid-stride. */
 template <typename T>
-__global__ void gpt2__gelu_kernel(T *x, size_t n) {
+__global__ void gpt2__act_kernel(T *x, size_t n, int act) {
     gpt2__pdl_enter();
     const size_t stride = (size_t)gridDim.x * blockDim.x, t0 = (size_t)blockIdx.x * blockDim.x + threadIdx.x;
     constexpr int E = 16 / sizeof(T);
@@ -4944,12 +4988,17 @@ __global__ void gpt2__gelu_kernel(T *x, size_t n) {
             uint4 u = ((const uint4 *)x)[i];
             T *e = (T *)&u;
 #pragma unroll
-            for (int k = 0; k < E; k++) gpt2__put(e + k, gpt2__gelu(gpt2__f(e[k])));
+            for (int k = 0; k < E; k++) gpt2__put(e + k, gpt2__act(gpt2__f(e[k]), act));
             ((uint4 *)x)[i] = u;
         }
         return;
     }
-    for (size_t i = t0; i < n; i += stride) gpt2__put(x + i, gpt2__gelu(gpt2__f(x[i])));
+    for (size_t i = t0; i < n; i += stride) gpt2__put(x + i, gpt2__act(gpt2__f(x[i]), act));
+}
+template <typename T>
+static gpt2_status gpt2__act_run(cudaStream_t st, int pdl, int sms, T *x, size_t elems, int act) {
+    const size_t want = elems / 8 / 256 + 1, most = (size_t)sms * 8;
+    return gpt2__launch(gpt2__act_kernel<T>, dim3((unsigned)(want < most ? want : most)), dim3(256), 0, st, pdl, x, elems, act);
 }
 
 /* == [GPT2:OP_GEMM] == products on cuBLASLt (pinned algorithm classes) =========================================== */
@@ -4975,8 +5024,8 @@ static void gpt2__algo_class(const cublasLtMatmulAlgo_t *a, int cls[4]) {
     }
 }
 
-/* D [N][O] (T, or fp32 with out_f32; rows ldd apart, 0: O) = X [N][I] @ W^T, W stored [O][I]; + bias [O]; then GELU
-   (tanh form, as gpt2__cpu_activation) with GPT2__EPI_BIAS_GELU, through cuBLASLt. fp32 accumulation (CUBLAS_COMPUTE_32F:
+/* D [N][O] (T, or fp32 with out_f32; rows ldd apart, 0: O) = X [N][I] @ W^T, W stored [O][I]; + bias [O]; then with
+   GPT2__EPI_BIAS_ACT cuBLASLt's GELU (the tanh form; gpt2__linear runs other activations after it), through cuBLASLt. fp32 accumulation (CUBLAS_COMPUTE_32F:
    no TF32 in F32 mode). Whatever N, the arithmetic is that of the algorithm cuBLASLt picks for `ref` rows of this
    shape (see below). With pieces > 1 (I a multiple of 8 * pieces; no epilogue, out_f32): one batched product per
    piece of K, D [k][N][ldd] = X[:, k*I/s .. (k+1)*I/s) @ W[:, same]^T, k < s, each piece with the arithmetic above.
@@ -5004,7 +5053,7 @@ static gpt2_status gpt2__gemm_run(gpt2__cuda_state *S, cudaDataType_t dt, void *
         g->O = -1; /* not usable until complete */
         cublasOperation_t opT = CUBLAS_OP_T;
         cublasLtEpilogue_t ep = epi == GPT2__EPI_BIAS ? CUBLASLT_EPILOGUE_BIAS
-                              : epi == GPT2__EPI_BIAS_GELU ? CUBLASLT_EPILOGUE_GELU_BIAS : CUBLASLT_EPILOGUE_DEFAULT;
+                              : epi == GPT2__EPI_BIAS_ACT ? CUBLASLT_EPILOGUE_GELU_BIAS : CUBLASLT_EPILOGUE_DEFAULT;
         GPT2__LT(cublasLtMatmulDescCreate(&g->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
         GPT2__LT(cublasLtMatmulDescSetAttribute(g->desc, CUBLASLT_MATMUL_DESC_TRANSA, &opT, sizeof opT));
         GPT2__LT(cublasLtMatmulDescSetAttribute(g->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &ep, sizeof ep));
@@ -5239,7 +5288,7 @@ static __host__ __device__ int gpt2__ln_fold_stages(int C) {
    that starts at 0; this kernel does the same, so a row's result does not depend on which of the two ran it.
    D = X [n][ld I] @ W^T over piece p of K (Ik = I / pieces elements from p*Ik), W [O][I]; as gpt2__gemm_run:
    out_f32: D [p][n][ldd] fp32, the sums alone; else D [n][ldd] in T, sum + bias (T) in fp32, rounded once, and with
-   gelu, gpt2__gelu of that, rounded again (what cuBLASLt with the bias and gpt2__gelu_kernel give).
+   act, gpt2__act of that, rounded again (what cuBLASLt with the bias and gpt2__act_kernel give).
    Ik a multiple of 16, O of 8, rows 16-byte aligned.
    Grid: (O / (8 NW) rounded up, pieces); block: NW warps, warp w owning columns o0+8w..+7: one m16n8k16 chain
    over K, whose step time (not the weight reads) bounds a one-row product, so a step is two ldmatrix and two MMAs
@@ -5259,7 +5308,7 @@ template <typename T, bool R16, int NW = GPT2__FEW_ROW_NW, int KC = GPT2__FEW_RO
           bool FIT = false>
 __global__ void __launch_bounds__(32 * NW) gpt2__few_row_kernel(const T *__restrict__ W, const T *__restrict__ X, void *__restrict__ D,
                                                                 const T *__restrict__ bias, int O, int n, int I, int Ik, int ldd, int out_f32,
-                                                                int gelu, gpt2__ln_fold<T> ln_fold, gpt2__amax amax) {
+                                                                int act, gpt2__ln_fold<T> ln_fold, gpt2__amax amax) {
 #if __CUDA_ARCH__ >= 800
     constexpr int LDW = KC + 8, COLS = 8 * NW, PER = KC / 32; /* PER: 16-byte copies per thread per stage */
     static_assert(KC % 32 == 0, "a stage holds whole pairs of 16-wide slices");
@@ -5385,7 +5434,7 @@ __global__ void __launch_bounds__(32 * NW) gpt2__few_row_kernel(const T *__restr
             T *o = (T *)D + (size_t)r * ldd + col;
             gpt2__put(o, v0);
             gpt2__put(o + 1, v1);
-            if (gelu) { gpt2__put(o, gpt2__gelu(gpt2__f(o[0]))); gpt2__put(o + 1, gpt2__gelu(gpt2__f(o[1]))); }
+            if (act != GPT2__ACT_NONE) { gpt2__put(o, gpt2__act(gpt2__f(o[0]), act)); gpt2__put(o + 1, gpt2__act(gpt2__f(o[1]), act)); }
         }
     }
 #endif
@@ -5397,7 +5446,7 @@ __global__ void __launch_bounds__(32 * NW) gpt2__few_row_kernel(const T *__restr
    shapes; gpt2__few_row_check keeps a product on this kernel only where every output bit agrees). D = X [n][I] @ W^T
    per piece of K as
    gpt2__gemm_run: piece p of `gridDim.y` covers [p Ik, (p+1) Ik) into D + p n ldd (fp32, no bias: out_f32), or one
-   piece + bias (fp32 add after the chain) then GELU with gelu (gpt2__gelu, as every F32 decode row now applies it).
+   piece + bias (fp32 add after the chain) then gpt2__act(act), as every F32 decode row applies it.
    Grid: (ceil(O / COLS), pieces); block: one warp, lane l the output column COLS blockIdx.x + l (COLS 32, or 16
    where a product has few blocks, gpt2__few_row32_cols: lanes 16..31 then repeat lanes 0..15 and store nothing), its chain
    over k in order with one accumulator per row (NR rows at most, n at run time). W's COLS rows stream through shared
@@ -5409,7 +5458,7 @@ __global__ void __launch_bounds__(32 * NW) gpt2__few_row_kernel(const T *__restr
 
 template <int NR, int COLS>
 __global__ void __launch_bounds__(32) gpt2__few_row32_kernel(const float *__restrict__ W, const float *__restrict__ X, float *__restrict__ D,
-                                                             const float *__restrict__ bias, int O, int n, int I, int Ik, int ldd, int gelu) {
+                                                             const float *__restrict__ bias, int O, int n, int I, int Ik, int ldd, int act) {
     extern __shared__ __align__(16) float gpt2__few_row32_sh[];
     constexpr int KC = GPT2__FEW_ROW32_KC, ST = GPT2__FEW_ROW32_ST * 32 / COLS, G = GPT2__FEW_ROW32_G * 32 / COLS, LD = KC + 4;
     static_assert(ST % G == 0 && ST > G, "GPT2__FEW_ROW32_G divides GPT2__FEW_ROW32_ST");
@@ -5479,7 +5528,7 @@ __global__ void __launch_bounds__(32) gpt2__few_row32_kernel(const float *__rest
         if (r >= n) break;
         if (bias) {
             float v = acc[r] + bias[col];
-            if (gelu) v = gpt2__gelu(v);
+            v = gpt2__act(v, act);
             D[(size_t)r * ldd + col] = v;
         } else D[((size_t)p * n + r) * ldd + col] = acc[r];
     }
@@ -5507,10 +5556,10 @@ static int gpt2__few_row_enable(void) {
            cudaFuncGetAttributes(&fa, gpt2__few_row_kernel<T, false, NW, KC, ST>) == cudaSuccess && fa.ptxVersion >= 80;
 }
 /* The product of gpt2__gemm_run (n rows; epilogue bias when bias is set and not out_f32, else none; T half or
-   bfloat16) by gpt2__few_row_kernel, then with gelu gpt2__gelu; pdl as gpt2__launch. */
+   bfloat16) by gpt2__few_row_kernel, then gpt2__act(act); pdl as gpt2__launch. */
 template <typename T, int NW = GPT2__FEW_ROW_NW, int KC = GPT2__FEW_ROW_KC, int ST = GPT2__FEW_ROW_ST>
 static gpt2_status gpt2__few_row_run(cudaStream_t st, int pdl, void *D, const T *W, const T *X, const T *bias, int O, int n,
-                                     int I, int out_f32, int ldd, int pieces, int gelu = 0, gpt2__amax amax = {NULL, 0}) {
+                                     int I, int out_f32, int ldd, int pieces, int act = GPT2__ACT_NONE, gpt2__amax amax = {NULL, 0}) {
     if (ldd < O) ldd = O;
     const int Ik = I / pieces;
     const bool am = out_f32 && pieces == 1 && amax.p;
@@ -5518,14 +5567,14 @@ static gpt2_status gpt2__few_row_run(cudaStream_t st, int pdl, void *D, const T 
                               : (am ? gpt2__few_row_kernel<T, false, NW, KC, ST, 0, true> : gpt2__few_row_kernel<T, false, NW, KC, ST>),
                         dim3((unsigned)((O + 8 * NW - 1) / (8 * NW)), (unsigned)pieces), dim3(32 * NW),
                         gpt2__few_row_smem(n, Ik, sizeof(T), NW, KC, ST), st, pdl, W, X, D, out_f32 ? (const T *)NULL : bias, O, n, I, Ik, ldd,
-                        out_f32, out_f32 ? 0 : gelu, gpt2__ln_fold<T>{}, am ? amax : gpt2__amax{NULL, 0});
+                        out_f32, out_f32 ? (int)GPT2__ACT_NONE : act, gpt2__ln_fold<T>{}, am ? amax : gpt2__amax{NULL, 0});
 }
 
 /* gpt2__few_row_run with GPT2__FEW_ROW_NW warps a block, or GPT2__FEW_ROW_NW_WIDE where the product still has two blocks an SM
    at that many (columns / 8 / NW_WIDE blocks per piece). Each warp's chain is the same either way, so are the bits. */
 template <typename T>
 static gpt2_status gpt2__few_row_go(const gpt2__cuda_state *S, cudaStream_t st, int pdl, void *D, const T *W, const T *X,
-                                    const T *bias, int O, int n, int I, int out_f32, int ldd, int pieces, int gelu,
+                                    const T *bias, int O, int n, int I, int out_f32, int ldd, int pieces, int act,
                                     gpt2__amax amax = {NULL, 0}) {
     const bool wide = (long long)(O / (8 * GPT2__FEW_ROW_NW_WIDE)) * pieces >= 2LL * S->sms &&
                       gpt2__few_row_smem(GPT2__FEW_ROW_MAX, I / pieces, sizeof(T), GPT2__FEW_ROW_NW_WIDE) <= GPT2__FEW_ROW_SMEM_MAX;
@@ -5537,15 +5586,15 @@ static gpt2_status gpt2__few_row_go(const gpt2__cuda_state *S, cudaStream_t st, 
     const bool shortr = n > 1 && S->sm_smem > 0 && blocks > (long long)(S->sm_smem / per) * S->sms;
     if (wide)
         return shortr ? gpt2__few_row_run<T, GPT2__FEW_ROW_NW_WIDE, GPT2__FEW_ROW_KC, GPT2__FEW_ROW_ST_SHORT>(st, pdl, D, W, X, bias, O, n, I, out_f32, ldd,
-                                                                                              pieces, gelu, amax)
-                      : gpt2__few_row_run<T, GPT2__FEW_ROW_NW_WIDE>(st, pdl, D, W, X, bias, O, n, I, out_f32, ldd, pieces, gelu, amax);
+                                                                                              pieces, act, amax)
+                      : gpt2__few_row_run<T, GPT2__FEW_ROW_NW_WIDE>(st, pdl, D, W, X, bias, O, n, I, out_f32, ldd, pieces, act, amax);
     return shortr ? gpt2__few_row_run<T, GPT2__FEW_ROW_NW, GPT2__FEW_ROW_KC, GPT2__FEW_ROW_ST_SHORT>(st, pdl, D, W, X, bias, O, n, I, out_f32, ldd, pieces,
-                                                                                    gelu, amax)
-                  : gpt2__few_row_run<T>(st, pdl, D, W, X, bias, O, n, I, out_f32, ldd, pieces, gelu, amax);
+                                                                                    act, amax)
+                  : gpt2__few_row_run<T>(st, pdl, D, W, X, bias, O, n, I, out_f32, ldd, pieces, act, amax);
 }
 
 /* gpt2__few_row32_kernel (F32): its shared memory, whether it takes a product's shape, its limit raised (0: it cannot
-   run here), and the product of gpt2__gemm_run by it (bias set: one piece, + bias, then GELU with gelu; else fp32
+   run here), and the product of gpt2__gemm_run by it (bias set: one piece, + bias, then gpt2__act(act); else fp32
    pieces); pdl as gpt2__launch. */
 static size_t gpt2__few_row32_smem(int n, int Ik) { return ((size_t)GPT2__FEW_ROW32_ST * 32 * (GPT2__FEW_ROW32_KC + 4) + (size_t)n * Ik) * sizeof(float); }
 static int gpt2__few_row32_fits(int O, int n, int I, int pieces) {
@@ -5565,7 +5614,7 @@ static int gpt2__few_row32_cols(int O, int pieces, int sms) {
     return 4 * (long long)((O + 31) / 32) * pieces < (long long)sms * GPT2__FEW_ROW32_NARROW ? 16 : 32;
 }
 static gpt2_status gpt2__few_row32_run(cudaStream_t st, int pdl, void *D, const float *W, const float *X, const float *bias, int O, int n,
-                                       int I, int ldd, int pieces, int gelu, int cols) {
+                                       int I, int ldd, int pieces, int act, int cols) {
     if (ldd < O) ldd = O;
     const int Ik = I / pieces;
     void (*k)(const float *, const float *, float *, const float *, int, int, int, int, int, int) =
@@ -5573,7 +5622,7 @@ static gpt2_status gpt2__few_row32_run(cudaStream_t st, int pdl, void *D, const 
                    : (n <= 1 ? gpt2__few_row32_kernel<1, 32> : n <= 4 ? gpt2__few_row32_kernel<4, 32> : gpt2__few_row32_kernel<GPT2__FEW_ROW_MAX, 32>);
     cols = cols == 16 ? 16 : 32;
     return gpt2__launch(k, dim3((unsigned)((O + cols - 1) / cols), (unsigned)pieces), dim3(32), gpt2__few_row32_smem(n, Ik), st, pdl, W, X,
-                        (float *)D, bias, O, n, I, Ik, ldd, gelu);
+                        (float *)D, bias, O, n, I, Ik, ldd, act);
 }
 
 /* gpt2__few_row_kernel with its own residual + layer norm (gpt2__ln_fold): GPT2__LN_FOLD_NW warps a block, so that a block
@@ -5603,9 +5652,9 @@ static int gpt2__ln_fold_enable(gpt2__cuda_state *S) {
 }
 /* The ring stages of the LN-folded products of width C as S runs them */
 static int gpt2__ln_fold_ring(const gpt2__cuda_state *S, int C) { return S->ln_fold_fit ? gpt2__ln_fold_stages(C) : GPT2__LN_FOLD_ST; }
-/* D [n][O] (T) = LN(residual rows) @ W^T + bias (then GELU with gelu), the residual rows updated into ln_fold.xo */
+/* D [n][O] (T) = LN(residual rows) @ W^T + bias (then gpt2__act(act)), the residual rows updated into ln_fold.xo */
 template <typename T>
-static gpt2_status gpt2__ln_fold_run(gpt2__cuda_state *S, void *D, const void *W, const void *bias, int O, int n, int C, int gelu,
+static gpt2_status gpt2__ln_fold_run(gpt2__cuda_state *S, void *D, const void *W, const void *bias, int O, int n, int C, int act,
                                      gpt2__ln_fold<T> ln_fold) {
     if constexpr (sizeof(T) != 2) return gpt2__fail(GPT2_ERR_ARG, "%s:%d: gpt2__ln_fold has no F32 form", __FILE__, __LINE__);
     else {
@@ -5621,7 +5670,7 @@ static gpt2_status gpt2__ln_fold_run(gpt2__cuda_state *S, void *D, const void *W
     if (C > 4096) return gpt2__fail(GPT2_ERR_ARG, "%s:%d: gpt2__ln_fold over width %d", __FILE__, __LINE__, C);
     return gpt2__launch(k, dim3((unsigned)((O + 8 * GPT2__LN_FOLD_NW - 1) / (8 * GPT2__LN_FOLD_NW)), 1u), dim3(32 * GPT2__LN_FOLD_NW),
                         gpt2__few_row_smem(n, C, sizeof(T), GPT2__LN_FOLD_NW, GPT2__FEW_ROW_KC, st), S->stream, S->pdl, (const T *)W, (const T *)NULL, D,
-                        (const T *)bias, O, n, C, C, O, 0, gelu, ln_fold, gpt2__amax{NULL, 0});
+                        (const T *)bias, O, n, C, C, O, 0, act, ln_fold, gpt2__amax{NULL, 0});
     }
 }
 
@@ -5640,7 +5689,7 @@ static int gpt2__few_row_use(const gpt2__cuda_state *S, int O, int n, int I, int
 static int gpt2__ln_fold_use(const gpt2__cuda_state *S, const gpt2_model *m, int N, int P) {
     const int C = m->cfg.n_embd, F = m->n_inner;
     return S->ln_fold && S->esize == 2 && P == 0 && N >= 1 && N <= GPT2__LN_FOLD_ROWS && C % 4 == 0 && C <= GPT2__LN_FOLD_MAX_C &&
-           gpt2__few_row_use(S, 3 * C, N, C, 1, GPT2__EPI_BIAS, 0) && gpt2__few_row_use(S, F, N, C, 1, GPT2__EPI_BIAS_GELU, 0) &&
+           gpt2__few_row_use(S, 3 * C, N, C, 1, GPT2__EPI_BIAS, 0) && gpt2__few_row_use(S, F, N, C, 1, GPT2__EPI_BIAS_ACT, 0) &&
            gpt2__few_row_smem(N, C, S->esize, GPT2__LN_FOLD_NW, GPT2__FEW_ROW_KC, gpt2__ln_fold_ring(S, C)) <= (size_t)S->ln_fold_smem;
 }
 
@@ -5657,22 +5706,21 @@ static int gpt2__decode_pieces(int I) {
 }
 
 /* Decode rows of a linear layer through cuBLASLt (gpt2__gemm_run, the algorithm pinned for GPT2_GEMM_REF_ROWS rows).
-   In F16/BF16 the GELU of the MLP's first product is not cuBLASLt's epilogue but the bias alone and then
-   gpt2__gelu_kernel: gpt2__few_row_kernel computes exactly that for few rows, while cuBLASLt's GELU rounds
-   differently from any formula found, and a row must compute alike at any row count. */
+   The activation of the MLP's first product is not cuBLASLt's epilogue but the bias alone and then gpt2__act_kernel:
+   gpt2__few_row_kernel computes exactly that for few rows, while cuBLASLt's GELU rounds differently from any formula
+   found, and a row must compute alike at any row count. */
 template <typename T>
 static gpt2_status gpt2__decode_lt(gpt2__cuda_state *S, void *D, const void *W, const void *X, const void *bias, int O, int n,
                                    int I, int epi, int out_f32, int ldd, int sp) {
-    const int own_gelu = epi == GPT2__EPI_BIAS_GELU && !out_f32;
-    gpt2_status st = gpt2__gemm_run(S, gpt2__cuda_type<T>::id, D, W, X, bias, O, n, I, own_gelu ? GPT2__EPI_BIAS : epi, out_f32, ldd,
+    const int own_act = epi == GPT2__EPI_BIAS_ACT && !out_f32;
+    gpt2_status st = gpt2__gemm_run(S, gpt2__cuda_type<T>::id, D, W, X, bias, O, n, I, own_act ? GPT2__EPI_BIAS : epi, out_f32, ldd,
                                     GPT2_GEMM_REF_ROWS, sp);
-    if (st || !own_gelu || n < 1) return st;
-    if (ldd > O) return gpt2__fail(GPT2_ERR_ARG, "%s:%d: decode GELU over rows %d apart, %d wide", __FILE__, __LINE__, ldd, O);
-    const size_t elems = (size_t)n * O, want = elems / 8 / 256 + 1, most = (size_t)S->sms * 8;
-    return gpt2__launch(gpt2__gelu_kernel<T>, dim3((unsigned)(want < most ? want : most)), dim3(256), 0, S->stream, S->pdl, (T *)D, elems);
+    if (st || !own_act || n < 1) return st;
+    if (ldd > O) return gpt2__fail(GPT2_ERR_ARG, "%s:%d: decode activation over rows %d apart, %d wide", __FILE__, __LINE__, ldd, O);
+    return gpt2__act_run<T>(S->stream, S->pdl, S->sms, (T *)D, (size_t)n * O, S->mlp_act);
 }
 
-/* A linear layer over N fed rows, the first P of them prompt rows: D [N][O] = X [N][I] @ W^T (+ bias, + GELU), as
+/* A linear layer over N fed rows, the first P of them prompt rows: D [N][O] = X [N][I] @ W^T (+ bias, + activation), as
    gpt2__gemm_run. Each kind of row has its own reference cuBLASLt algorithm (any tile of its class runs: the same
    arithmetic), so a row computes the same in any step:
      prompt rows: the algorithm picked for a full prompt step (prefill_tokens rows);
@@ -5687,7 +5735,14 @@ static gpt2_status gpt2__linear(gpt2_model *m, gpt2__cuda_state *S, void *D, con
     const cudaDataType_t dt = gpt2__cuda_type<T>::id;
     if (ldd < O) ldd = O;
     gpt2_status st;
-    if (P > 0 && (st = gpt2__gemm_run(S, dt, D, W, X, bias, O, P, I, epi, out_f32, ldd, m->prefill_tokens, 1))) return st;
+    /* prompt rows: cuBLASLt's GELU epilogue is the tanh form; another activation follows the bias epilogue */
+    const int lt_act = epi == GPT2__EPI_BIAS_ACT && S->mlp_act != GPT2__ACT_GELU_TANH;
+    if (P > 0 && (st = gpt2__gemm_run(S, dt, D, W, X, bias, O, P, I, lt_act ? GPT2__EPI_BIAS : epi, out_f32, ldd, m->prefill_tokens, 1)))
+        return st;
+    if (P > 0 && lt_act) {
+        if (out_f32 || ldd != O) return gpt2__fail(GPT2_ERR_ARG, "%s:%d: prompt activation over rows %d apart, %d wide", __FILE__, __LINE__, ldd, O);
+        if ((st = gpt2__act_run<T>(S->stream, S->pdl, S->sms, (T *)D, (size_t)P * O, S->mlp_act))) return st;
+    }
     if (N <= P) return GPT2_OK;
     const T *Xd = (const T *)X + (size_t)P * I;
     const int nd = N - P, sp = part ? gpt2__decode_pieces(I) : 1;
@@ -5696,29 +5751,29 @@ static gpt2_status gpt2__linear(gpt2_model *m, gpt2__cuda_state *S, void *D, con
     if constexpr (sizeof(T) == 2) {
         if (gpt2__few_row_use(S, O, nd, I, sp, epi, out_f32))
             return gpt2__few_row_go<T>(S, S->stream, S->pdl, D, (const T *)W, Xd, (const T *)bias, O, nd, I, out_f32, ldd, sp,
-                                       epi == GPT2__EPI_BIAS_GELU, amax);
+                                       epi == GPT2__EPI_BIAS_ACT ? S->mlp_act : GPT2__ACT_NONE, amax);
     } else if (gpt2__few_row_use(S, O, nd, I, sp, epi, out_f32))
         return gpt2__few_row32_run(S->stream, S->pdl, D, (const float *)W, (const float *)Xd, (const float *)bias, O, nd, I, ldd, sp,
-                              epi == GPT2__EPI_BIAS_GELU, gpt2__few_row32_cols(O, sp, S->sms));
+                              epi == GPT2__EPI_BIAS_ACT ? S->mlp_act : GPT2__ACT_NONE, gpt2__few_row32_cols(O, sp, S->sms));
     return gpt2__decode_lt<T>(S, D, W, Xd, bias, O, nd, I, epi, out_f32, ldd, sp);
 }
 
 /* A model's five decode products as gpt2__few_row_check runs them (qkv with bias; the attention projection in K
-   pieces, fp32; the MLP's first product with bias and GELU; its second in K pieces, fp32; the logits, fp32), on
-   layer 0's weights and wte. */
+   pieces, fp32; the MLP's first product with bias and activation; its second in K pieces, fp32; the logits, fp32), on
+   layer 0's weights and lm_head. */
 typedef struct gpt2__few_row_product { const char *name; int O, I, sp, epi, f32; const void *W, *b; } gpt2__few_row_product;
 static void gpt2__few_row_products(const gpt2_model *m, const gpt2__cuda_state *S, gpt2__few_row_product pr[5]) {
     const int C = m->cfg.n_embd, F = m->n_inner;
     const gpt2__cuda_layer *y = &S->layers[0];
     pr[0] = gpt2__few_row_product{"qkv", 3 * C, C, 1, GPT2__EPI_BIAS, 0, y->qkv_w, y->qkv_b};
     pr[1] = gpt2__few_row_product{"proj", C, C, gpt2__decode_pieces(C), GPT2__EPI_NONE, 1, y->proj_w, NULL};
-    pr[2] = gpt2__few_row_product{"fc", F, C, 1, GPT2__EPI_BIAS_GELU, 0, y->fc_w, y->fc_b};
+    pr[2] = gpt2__few_row_product{"fc", F, C, 1, GPT2__EPI_BIAS_ACT, 0, y->fc_w, y->fc_b};
     pr[3] = gpt2__few_row_product{"fcproj", C, F, gpt2__decode_pieces(F), GPT2__EPI_NONE, 1, y->fcp_w, NULL};
-    pr[4] = gpt2__few_row_product{"logits", S->ldv, C, 1, GPT2__EPI_NONE, 1, S->wte, NULL};
+    pr[4] = gpt2__few_row_product{"logits", S->ldv, C, 1, GPT2__EPI_NONE, 1, S->lm_head, NULL};
 }
 
 /* Which decode products gpt2__few_row_kernel may serve: for each of the model's (gpt2__few_row_products), it and
-   gpt2__decode_lt run on the same weights (layer 0, wte) and random rows, 1 and GPT2__FEW_ROW_MAX of them; only a product
+   gpt2__decode_lt run on the same weights (layer 0, lm_head) and random rows, 1 and GPT2__FEW_ROW_MAX of them; only a product
    whose every output bit agrees is listed in S->few_row_ok. In F32 the kernel is gpt2__few_row32_kernel. Nothing is listed
    below sm_80 or when a product does not fit. */
 template <typename T>
@@ -5769,10 +5824,10 @@ static gpt2_status gpt2__few_row_check(gpt2_model *m, gpt2__cuda_state *S) {
             if (!st) st = gpt2__decode_lt<T>(S, d1, pr[k].W, dx, pr[k].b, O, n, I, pr[k].epi, pr[k].f32, O, sp);
             if constexpr (sizeof(T) == 2) {
                 if (!st) st = gpt2__few_row_go<T>(S, S->stream, 0, d2, (const T *)pr[k].W, (const T *)dx, (const T *)pr[k].b, O, n, I,
-                                                  pr[k].f32, O, sp, pr[k].epi == GPT2__EPI_BIAS_GELU);
+                                                  pr[k].f32, O, sp, pr[k].epi == GPT2__EPI_BIAS_ACT ? S->mlp_act : GPT2__ACT_NONE);
             } else if (!st)
                 st = gpt2__few_row32_run(S->stream, 0, d2, (const float *)pr[k].W, (const float *)dx, pr[k].f32 ? NULL : (const float *)pr[k].b,
-                                    O, n, I, O, sp, pr[k].epi == GPT2__EPI_BIAS_GELU, gpt2__few_row32_cols(O, sp, S->sms));
+                                    O, n, I, O, sp, pr[k].epi == GPT2__EPI_BIAS_ACT ? S->mlp_act : GPT2__ACT_NONE, gpt2__few_row32_cols(O, sp, S->sms));
             if (!st && (cudaStreamSynchronize(S->stream) != cudaSuccess || cudaMemcpy(h1, d1, bytes, cudaMemcpyDeviceToHost) != cudaSuccess ||
                         cudaMemcpy(h2, d2, bytes, cudaMemcpyDeviceToHost) != cudaSuccess))
                 st = gpt2__fail(GPT2_ERR_DEVICE, "%s:%d: the few-row product check failed: %s", __FILE__, __LINE__,
@@ -6529,9 +6584,8 @@ static void gpt2__kv_maps(gpt2_model *m, gpt2__cuda_state *S) {
    (store) and staging is on; else gpt2__attn_stream_kernel. The same bits either way. */
 template <typename T>
 static gpt2_status gpt2__attn_mma_launch(gpt2__cuda_state *S, const gpt2_model *m, T *kc, T *vc, const gpt2__cuda_meta *d,
-                                         int n_span, int span_len, int store, int prefetch) {
+                                         int n_span, int span_len, int store, int prefetch, float scale_log2) {
     const int C = m->cfg.n_embd, H = m->cfg.n_head;
-    const float scale_log2 = 1.4426950408889634f / 8.0f; /* log2(e) / sqrt(64) */
     if (prefetch) {
         const size_t rec = 8 * 66 * sizeof(float), stage = rec + 2 * (size_t)span_len * 64 * sizeof(T);
         const dim3 grid((unsigned)n_span, (unsigned)H, (unsigned)d->n_att);
@@ -6577,18 +6631,17 @@ static int gpt2__att_dup_mma(const gpt2__cuda_state *S, const gpt2_model *m, con
    Splits are GPT2__SPAN_LEN keys whatever the batch: a row computes the same in any batch, graph or eager. */
 template <typename T, int VE, int MAXC>
 static gpt2_status gpt2__attn_launch(gpt2__cuda_state *S, const gpt2_model *m, T *kc, T *vc, const gpt2__cuda_meta *d,
-                                     int n_span, int span_len, int store) {
+                                     int n_span, int span_len, int store, float scale_log2) {
     const int C = m->cfg.n_embd, H = m->cfg.n_head, hd = C / H, nc = hd / VE;
     int lpk = 1;
     while (lpk * MAXC < nc) lpk <<= 1;
     const int G = 128 / lpk;
     const size_t smem = ((size_t)G * hd + 2 * G) * sizeof(float);
-    const float scale_log2 = 1.4426950408889634f / sqrtf((float)hd);
     dim3 grid((unsigned)n_span, (unsigned)H, (unsigned)d->n_att);
     /* L2 prefetch of the cached keys and values when every row's whole cache is at most GPT2__ATT_PREFETCH bytes */
     const int prefetch = gpt2__att_prefetch(S, m, d, sizeof(T));
     if constexpr (sizeof(T) == 2)
-        if (S->att_mma && hd == 64 && span_len == 256) return gpt2__attn_mma_launch<T>(S, m, kc, vc, d, n_span, span_len, store, prefetch);
+        if (S->att_mma && hd == 64 && span_len == 256) return gpt2__attn_mma_launch<T>(S, m, kc, vc, d, n_span, span_len, store, prefetch, scale_log2);
     /* and into shared memory, when each row is the only new row of its sequence (store) and a span's keys fit */
     const size_t stage = smem + 2 * (size_t)span_len * hd * sizeof(T);
     if (VE * sizeof(T) == 16 && prefetch && store && S->att_stage && stage <= (size_t)S->att_stage_smem)
@@ -7041,10 +7094,10 @@ static int gpt2__prefill_heads_inner(const gpt2__cuda_state *S, const gpt2__cuda
     return S->prefill_order >= 0 ? S->prefill_order : 2.0 * (double)d->tile_keys * C * es <= 0.5 * (double)S->l2_bytes;
 }
 template <typename T, int HD>
-static gpt2_status gpt2__prefill_launch(gpt2__cuda_state *S, const gpt2_model *m, T *kc, T *vc, const gpt2__cuda_meta *d) {
+static gpt2_status gpt2__prefill_launch(gpt2__cuda_state *S, const gpt2_model *m, T *kc, T *vc, const gpt2__cuda_meta *d, float scale_log2) {
     const int C = m->cfg.n_embd, H = m->cfg.n_head, heads_inner = gpt2__prefill_heads_inner(S, d, C, sizeof(T));
     gpt2__attn_prefill_kernel<T, HD><<<dim3((unsigned)d->n_tiles * (unsigned)H), 2 * GPT2__FQ, gpt2__prefill_smem<T, HD>(), S->stream>>>(
-        (const T *)S->qkv, kc, vc, (T *)S->att, d->tiles, C, H, m->max_seq, 1.4426950408889634f / sqrtf((float)HD), heads_inner);
+        (const T *)S->qkv, kc, vc, (T *)S->att, d->tiles, C, H, m->max_seq, scale_log2, heads_inner);
     GPT2__LAUNCHED();
     return GPT2_OK;
 }
@@ -7080,23 +7133,33 @@ static int gpt2__prefill_usable(gpt2_dtype dt, int hd, int device) {
 }
 
 template <int HD>
-static gpt2_status gpt2__prefill32_launch(gpt2__cuda_state *S, const gpt2_model *m, float *kc, float *vc, const gpt2__cuda_meta *d) {
+static gpt2_status gpt2__prefill32_launch(gpt2__cuda_state *S, const gpt2_model *m, float *kc, float *vc, const gpt2__cuda_meta *d,
+                                          float scale_log2) {
     const int C = m->cfg.n_embd, H = m->cfg.n_head, heads_inner = gpt2__prefill_heads_inner(S, d, C, sizeof(float));
     gpt2__attn_prefill32_kernel<HD><<<dim3((unsigned)d->n_tiles * (unsigned)H), GPT2__F32_NT, gpt2__prefill32_smem<HD>(), S->stream>>>(
-        (const float *)S->qkv, kc, vc, (float *)S->att, d->tiles, C, H, m->max_seq, 1.4426950408889634f / sqrtf((float)HD), heads_inner);
+        (const float *)S->qkv, kc, vc, (float *)S->att, d->tiles, C, H, m->max_seq, scale_log2, heads_inner);
     GPT2__LAUNCHED();
     return GPT2_OK;
 }
-static gpt2_status gpt2__prefill(gpt2__cuda_state *S, const gpt2_model *m, float *kc, float *vc, const gpt2__cuda_meta *d) {
+static gpt2_status gpt2__prefill(gpt2__cuda_state *S, const gpt2_model *m, float *kc, float *vc, const gpt2__cuda_meta *d, float scale_log2) {
     const int hd = m->cfg.n_embd / m->cfg.n_head;
-    return hd == 32 ? gpt2__prefill32_launch<32>(S, m, kc, vc, d) : hd == 64 ? gpt2__prefill32_launch<64>(S, m, kc, vc, d)
-                    : gpt2__prefill32_launch<128>(S, m, kc, vc, d);
+    return hd == 32 ? gpt2__prefill32_launch<32>(S, m, kc, vc, d, scale_log2) : hd == 64 ? gpt2__prefill32_launch<64>(S, m, kc, vc, d, scale_log2)
+                    : gpt2__prefill32_launch<128>(S, m, kc, vc, d, scale_log2);
 }
 template <typename T>
-static gpt2_status gpt2__prefill(gpt2__cuda_state *S, const gpt2_model *m, T *kc, T *vc, const gpt2__cuda_meta *d) {
+static gpt2_status gpt2__prefill(gpt2__cuda_state *S, const gpt2_model *m, T *kc, T *vc, const gpt2__cuda_meta *d, float scale_log2) {
     const int hd = m->cfg.n_embd / m->cfg.n_head;
-    return hd == 32 ? gpt2__prefill_launch<T, 32>(S, m, kc, vc, d) : hd == 64 ? gpt2__prefill_launch<T, 64>(S, m, kc, vc, d)
-                    : gpt2__prefill_launch<T, 128>(S, m, kc, vc, d);
+    return hd == 32 ? gpt2__prefill_launch<T, 32>(S, m, kc, vc, d, scale_log2) : hd == 64 ? gpt2__prefill_launch<T, 64>(S, m, kc, vc, d, scale_log2)
+                    : gpt2__prefill_launch<T, 128>(S, m, kc, vc, d, scale_log2);
+}
+
+/* Layer l's attention scores' scale in log2 units: log2(e) / sqrt(head size) (none with scale_attn_weights false),
+   and / (l + 1) with scale_attn_by_inverse_layer_idx, as gpt2__cpu_forward's */
+static float gpt2__attn_scale_log2(const gpt2_model *m, int l) {
+    float s = 1.4426950408889634f;
+    if (!m->arch.attn_unscaled) s /= sqrtf((float)(m->cfg.n_embd / m->cfg.n_head));
+    if (m->arch.attn_by_layer) s /= (float)(l + 1);
+    return s;
 }
 
 /* == [GPT2:OP_ATTN] == a layer's attention: which kernel serves which rows ======================================= */
@@ -7118,7 +7181,8 @@ static gpt2_status gpt2__attention(gpt2__cuda_state *S, const gpt2_model *m, int
     gpt2_status st = GPT2_OK;
     if (n_kv > 0 && (st = gpt2__kv_store<T>(S->stream, S->sms, (const T *)S->qkv, kc, vc, d->slot, d->pos, n_kv, C, H, m->max_seq)))
         return st;
-    if (d->n_tiles > 0 && (st = gpt2__prefill(S, m, kc, vc, d))) return st;
+    const float scale_log2 = gpt2__attn_scale_log2(m, l);
+    if (d->n_tiles > 0 && (st = gpt2__prefill(S, m, kc, vc, d, scale_log2))) return st;
     if (N < 1) return GPT2_OK;
     /* in a green step (gpt2__cuda_parts) the part's attention runs in its stream of the attention set, between two
        events; no programmatic launch across them */
@@ -7134,10 +7198,10 @@ static gpt2_status gpt2__attention(gpt2__cuda_state *S, const gpt2_model *m, int
     }
     /* spans of a fixed length, so a row's result never depends on how many rows share the step */
     const int span_len = GPT2__SPAN_LEN, n_span = (m->max_seq + span_len - 1) / span_len;
-    if (hd % VE == 0 && hd / VE <= 32) st = gpt2__attn_launch<T, 16 / sizeof(T), 1>(S, m, kc, vc, d, n_span, span_len, store);
-    else if (hd % VE == 0) st = gpt2__attn_launch<T, 16 / sizeof(T), 4>(S, m, kc, vc, d, n_span, span_len, store);
-    else if (hd <= 32) st = gpt2__attn_launch<T, 1, 1>(S, m, kc, vc, d, n_span, span_len, store);
-    else st = gpt2__attn_launch<T, 1, 8>(S, m, kc, vc, d, n_span, span_len, store);
+    if (hd % VE == 0 && hd / VE <= 32) st = gpt2__attn_launch<T, 16 / sizeof(T), 1>(S, m, kc, vc, d, n_span, span_len, store, scale_log2);
+    else if (hd % VE == 0) st = gpt2__attn_launch<T, 16 / sizeof(T), 4>(S, m, kc, vc, d, n_span, span_len, store, scale_log2);
+    else if (hd <= 32) st = gpt2__attn_launch<T, 1, 1>(S, m, kc, vc, d, n_span, span_len, store, scale_log2);
+    else st = gpt2__attn_launch<T, 1, 8>(S, m, kc, vc, d, n_span, span_len, store, scale_log2);
     S->stream = own;
     S->pdl = pdl;
     if (!st && S->att_stream) {
@@ -7433,11 +7497,12 @@ __global__ void __launch_bounds__(256) gpt2__gather_kernel(const float *__restri
 }
 
 /* The forward pass on the GPU over the rows described by d (uploaded): N fed rows, the first P of them prompt rows
-   (gpt2__linear); logits [n_out][V] fp32 into
-   S->logits for the rows d->out_row (all rows in order when all_rows). Same computation as gpt2__cpu_run. */
+   (gpt2__linear); logits [n_out][V] fp32 into S->logits for the rows d->out_row (all rows in order when all_rows).
+   Same computation as gpt2__cpu_run. Without head, it stops at the final layer norm: the n_out rows in S->ln (the
+   scorer's logits follow in chunks, gpt2__cuda_score). */
 template <typename T>
 static gpt2_status gpt2__cuda_run_t(gpt2_model *m, gpt2__cuda_state *S, const gpt2__cuda_meta *d, int N, int P, int n_out,
-                                    int all_rows) {
+                                    int all_rows, int head) {
     const gpt2_config *cf = &m->cfg;
     const int C = cf->n_embd, F = m->n_inner, L = cf->n_layer;
     T *ln = (T *)S->ln, *qkv = (T *)S->qkv, *att = (T *)S->att, *proj = (T *)S->proj, *fc = (T *)S->fc;
@@ -7457,7 +7522,7 @@ static gpt2_status gpt2__cuda_run_t(gpt2_model *m, gpt2__cuda_state *S, const gp
         if (fuse && l > 0) {
             const gpt2__ln_fold<T> f = {S->x2, S->x, S->part, ad.stride, gpt2__decode_pieces(F), (const T *)S->layers[l - 1].fcp_b,
                                     y->ln1_w, y->ln1_b, cf->ln_eps};
-            st = gpt2__ln_fold_run<T>(S, qkv, y->qkv_w, y->qkv_b, 3 * C, N, C, 0, f);
+            st = gpt2__ln_fold_run<T>(S, qkv, y->qkv_w, y->qkv_b, 3 * C, N, C, GPT2__ACT_NONE, f);
         } else st = gpt2__linear<T>(m, S, qkv, y->qkv_w, ln, y->qkv_b, 3 * C, N, P, C, GPT2__EPI_BIAS, 0, 0, NULL);
         if (st) return st;
         if ((st = gpt2__attention<T>(S, m, l, d, N))) return st;
@@ -7481,13 +7546,13 @@ static gpt2_status gpt2__cuda_run_t(gpt2_model *m, gpt2__cuda_state *S, const gp
         ad.pieces = gpt2__decode_pieces(C);
         if (fuse) {
             const gpt2__ln_fold<T> f = {S->x, S->x2, S->part, ad.stride, ad.pieces, ad.bias, y->ln2_w, y->ln2_b, cf->ln_eps};
-            st = gpt2__ln_fold_run<T>(S, fc, y->fc_w, y->fc_b, F, N, C, 1, f);
+            st = gpt2__ln_fold_run<T>(S, fc, y->fc_w, y->fc_b, F, N, C, S->mlp_act, f);
         } else {
             /* prompt rows' x stays: the proj output joins it again in the layer's second pass (gpt2__resid) */
             ad.defer = 1;
             st = gpt2__residual_ln<T>(S->stream, Nl, xl, ad, NULL, NULL, NULL, NULL, NULL, y->ln2_w, y->ln2_b, ln, C, cf->ln_eps, S->pdl);
             ad.defer = 0;
-            if (!st) st = gpt2__linear<T>(m, S, fc, y->fc_w, ln, y->fc_b, F, Nl, Pl, C, GPT2__EPI_BIAS_GELU, 0, 0, NULL);
+            if (!st) st = gpt2__linear<T>(m, S, fc, y->fc_w, ln, y->fc_b, F, Nl, Pl, C, GPT2__EPI_BIAS_ACT, 0, 0, NULL);
         }
         if (st) return st;
         /* prompt rows into att (free once the proj product has read it): proj's output joins them again below */
@@ -7502,19 +7567,20 @@ static gpt2_status gpt2__cuda_run_t(gpt2_model *m, gpt2__cuda_state *S, const gp
         ad.add2 = NULL;
         if (st) return st;
     }
+    if (!head) return GPT2_OK;
     /* logits of few rows on gpt2__few_row_kernel (not inside a step of parts, whose runs share S->amax) leave the
        greedy sampler their argmax candidates */
     const int am = S->esize == 2 && !S->in_parts && n_out <= GPT2__FEW_ROW_MAX && S->ldv % 8 == 0 && gpt2__few_row_use(S, S->ldv, n_out, C, 1, GPT2__EPI_NONE, 1);
     S->amax_n = am ? S->ldv / 8 : 0;
-    return gpt2__linear<T>(m, S, S->logits, S->wte, ln, NULL, S->ldv, n_out, 0, C, GPT2__EPI_NONE, 1, S->ldv, NULL,
+    return gpt2__linear<T>(m, S, S->logits, S->lm_head, ln, NULL, S->ldv, n_out, 0, C, GPT2__EPI_NONE, 1, S->ldv, NULL,
                            am ? gpt2__amax{S->amax, cf->n_vocab} : gpt2__amax{NULL, 0});
 }
 
-static gpt2_status gpt2__cuda_run(gpt2_model *m, const gpt2__cuda_meta *d, int N, int P, int n_out, int all_rows) {
+static gpt2_status gpt2__cuda_run(gpt2_model *m, const gpt2__cuda_meta *d, int N, int P, int n_out, int all_rows, int head = 1) {
     gpt2__cuda_state *S = (gpt2__cuda_state *)m->cuda;
-    if (m->dtype == GPT2_DTYPE_F16) return gpt2__cuda_run_t<__half>(m, S, d, N, P, n_out, all_rows);
-    if (m->dtype == GPT2_DTYPE_BF16) return gpt2__cuda_run_t<__nv_bfloat16>(m, S, d, N, P, n_out, all_rows);
-    return gpt2__cuda_run_t<float>(m, S, d, N, P, n_out, all_rows);
+    if (m->dtype == GPT2_DTYPE_F16) return gpt2__cuda_run_t<__half>(m, S, d, N, P, n_out, all_rows, head);
+    if (m->dtype == GPT2_DTYPE_BF16) return gpt2__cuda_run_t<__nv_bfloat16>(m, S, d, N, P, n_out, all_rows, head);
+    return gpt2__cuda_run_t<float>(m, S, d, N, P, n_out, all_rows, head);
 }
 
 /* == [GPT2:PARTS] == the two-part throughput mode (streams, green contexts) ====================================== */
@@ -7790,6 +7856,145 @@ static gpt2_status gpt2__cuda_forward(gpt2_model *m, const int *tokens, int B, i
         GPT2__CU(cudaStreamSynchronize(S->stream));
     }
     return GPT2_OK;
+}
+
+/* ---- scoring on the GPU: windows batched like prompts, the logits in chunks of rows reduced on the device */
+
+/* Row b of logits [n][ld] (fp32, V used) against its target id targets[b]: lp[b] = logit[target] - log-sum-exp over
+   V (the sum of exp(l - max) in double) and rank[b] = how many logits exceed the target's: gpt2__score_rows' rule,
+   its sum in a block's tree instead of index order (equal within double rounding). Grid: n blocks of 256 threads. */
+__global__ void __launch_bounds__(256) gpt2__score_kernel(const float *__restrict__ logits, int V, int ld, const int *__restrict__ targets,
+                                                          double *__restrict__ lp, int *__restrict__ rank) {
+    __shared__ float red_f[8];
+    __shared__ double red_d[8];
+    __shared__ int red_i[8];
+    const int tid = threadIdx.x, lane = tid & 31, w = tid >> 5;
+    const float *l = logits + (size_t)blockIdx.x * ld;
+    float mx = -INFINITY;
+    for (int i = tid; i < V; i += 256) mx = fmaxf(mx, l[i]);
+    for (int o = 16; o; o >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
+    if (lane == 0) red_f[w] = mx;
+    __syncthreads();
+    for (int i = 0; i < 8; i++) mx = fmaxf(mx, red_f[i]);
+    const float lt = l[targets[blockIdx.x]];
+    double sum = 0.0;
+    int above = 0;
+    for (int i = tid; i < V; i += 256) {
+        sum += exp((double)l[i] - (double)mx);
+        above += l[i] > lt;
+    }
+    for (int o = 16; o; o >>= 1) {
+        sum += __shfl_xor_sync(0xffffffffu, sum, o);
+        above += __shfl_xor_sync(0xffffffffu, above, o);
+    }
+    if (lane == 0) { red_d[w] = sum; red_i[w] = above; }
+    __syncthreads();
+    if (tid == 0) {
+        sum = 0.0;
+        above = 0;
+        for (int i = 0; i < 8; i++) { sum += red_d[i]; above += red_i[i]; }
+        lp[blockIdx.x] = (double)lt - ((double)mx + log(sum));
+        rank[blockIdx.x] = above;
+    }
+}
+
+/* The scored rows of a step (n of them, their final layer norm in S->ln in order) to lp / rank on the device: the
+   logits product over chunks of at most S->logit_rows rows into S->logits (prompt rows' class, so a row's logits do
+   not depend on the chunk), each chunk reduced by gpt2__score_kernel before the next overwrites it. */
+template <typename T>
+static gpt2_status gpt2__cuda_score_rows(gpt2_model *m, gpt2__cuda_state *S, int n, const int *targets, double *lp, int *rank) {
+    const int C = m->cfg.n_embd;
+    for (int c0 = 0; c0 < n; c0 += S->logit_rows) {
+        const int nr = n - c0 < S->logit_rows ? n - c0 : S->logit_rows;
+        gpt2_status st = gpt2__linear<T>(m, S, S->logits, S->lm_head, (const T *)S->ln + (size_t)c0 * C, NULL, S->ldv, nr, nr, C,
+                                         GPT2__EPI_NONE, 1, S->ldv, NULL);
+        if (st) return st;
+        gpt2__score_kernel<<<nr, 256, 0, S->stream>>>(S->logits, m->cfg.n_vocab, S->ldv, targets + c0, lp + c0, rank + c0);
+        GPT2__LAUNCHED();
+    }
+    return GPT2_OK;
+}
+
+/* gpt2_score on the GPU. Windows (gpt2__score_next, in order) are packed into steps like prompts: whole windows, at
+   most max_batch of them (a KV slot each) and S->max_rows fed rows. A step's last layer runs on its scored rows alone
+   (the compacted rows of gpt2__cuda_run_t), whose final layer norm gpt2__cuda_score_rows turns into log-probabilities
+   and ranks on the device; only those (a double and an int a token) come back. The sums are added on the host in the
+   CPU's order (request, window, row). Device memory: the logits buffer the backend already holds, and 16 bytes a
+   fed row. */
+static gpt2_status gpt2__cuda_score(gpt2_model *m, gpt2_score_request *reqs, int n) {
+    gpt2__cuda_state *S = (gpt2__cuda_state *)m->cuda;
+    const int L = m->max_seq, R = S->max_rows;
+    GPT2__CU(cudaSetDevice(S->device));
+    S->dup_step = 0;
+    gpt2__score_win *win = (gpt2__score_win *)gpt2__alloc((size_t)m->max_batch * sizeof *win);
+    int *targets = (int *)gpt2__alloc((size_t)R * sizeof(int)), *rank = (int *)gpt2__alloc((size_t)R * sizeof(int));
+    double *lp = (double *)gpt2__alloc((size_t)R * sizeof(double));
+    void *dev = NULL;
+    gpt2_status st = win && targets && rank && lp ? GPT2_OK : gpt2__fail(GPT2_ERR_OOM, "gpt2_score: cannot allocate its %d-row tables", R);
+    if (!st && cudaMalloc(&dev, (size_t)R * (sizeof(double) + 2 * sizeof(int))) != cudaSuccess) {
+        cudaGetLastError();
+        st = gpt2__fail(GPT2_ERR_OOM, "gpt2_score: cannot allocate %zu bytes on the GPU", (size_t)R * (sizeof(double) + 2 * sizeof(int)));
+    }
+    double *d_lp = (double *)dev;
+    int *d_rank = (int *)(d_lp + R), *d_targets = d_rank + R;
+    gpt2__score_cursor cur = {0, 0};
+    gpt2__score_win next;
+    int have = !st && gpt2__score_next(reqs, n, L, &cur, &next);
+    while (!st && have) {
+        /* a step: windows while they fit */
+        int nw = 0, N = 0, n_out = 0;
+        while (have && nw < m->max_batch && N + next.n_in <= R) {
+            win[nw++] = next;
+            N += next.n_in;
+            have = gpt2__score_next(reqs, n, L, &cur, &next);
+        }
+        if (nw == 0) { st = gpt2__fail(GPT2_ERR_ARG, "gpt2_score: a window of %d rows exceeds the %d rows of a step", next.n_in, R); break; }
+        gpt2__cuda_meta h = gpt2__meta_at(S->h_meta[0], N, N, 0), d = gpt2__meta_at(S->d_meta, N, N, 0);
+        for (int k = 0, r = 0; k < nw; k++) {
+            const int *tok = reqs[win[k].req].tokens + win[k].s;
+            for (int p = 0; p < win[k].n_in; p++, r++) {
+                h.tok[r] = tok[p];
+                h.pos[r] = p;
+                h.slot[r] = k;
+                if (p < win[k].first) continue;
+                h.out_row[n_out] = h.gat[n_out] = r;
+                h.outc[n_out] = n_out;
+                targets[n_out++] = tok[p + 1];
+            }
+        }
+        gpt2__plan_attention(&h, N, S->flash);
+        d.n_att = h.n_att;
+        d.n_tiles = h.n_tiles; d.tile_keys = h.tile_keys;
+        d.n_gat = n_out; d.gat_P = n_out;
+        if (cudaMemcpyAsync(S->d_meta, S->h_meta[0], h.bytes, cudaMemcpyHostToDevice, S->stream) != cudaSuccess ||
+            cudaMemcpyAsync(d_targets, targets, (size_t)n_out * sizeof(int), cudaMemcpyHostToDevice, S->stream) != cudaSuccess) {
+            st = gpt2__fail(GPT2_ERR_DEVICE, "%s:%d: gpt2_score: copying a step's rows: %s", __FILE__, __LINE__, cudaGetErrorString(cudaGetLastError()));
+            break;
+        }
+        st = gpt2__cuda_run(m, &d, N, N, n_out, 0, 0);
+        if (!st)
+            st = m->dtype == GPT2_DTYPE_F16 ? gpt2__cuda_score_rows<__half>(m, S, n_out, d_targets, d_lp, d_rank)
+               : m->dtype == GPT2_DTYPE_BF16 ? gpt2__cuda_score_rows<__nv_bfloat16>(m, S, n_out, d_targets, d_lp, d_rank)
+               : gpt2__cuda_score_rows<float>(m, S, n_out, d_targets, d_lp, d_rank);
+        if (!st && (cudaMemcpyAsync(lp, d_lp, (size_t)n_out * sizeof(double), cudaMemcpyDeviceToHost, S->stream) != cudaSuccess ||
+                    cudaMemcpyAsync(rank, d_rank, (size_t)n_out * sizeof(int), cudaMemcpyDeviceToHost, S->stream) != cudaSuccess ||
+                    cudaStreamSynchronize(S->stream) != cudaSuccess))
+            st = gpt2__fail(GPT2_ERR_DEVICE, "%s:%d: gpt2_score: %s", __FILE__, __LINE__, cudaGetErrorString(cudaGetLastError()));
+        if (st) { cudaStreamSynchronize(S->stream); break; }
+        for (int k = 0, o = 0; k < nw; k++) {
+            gpt2_score_request *r = &reqs[win[k].req];
+            for (int p = win[k].first; p < win[k].n_in; p++, o++) {
+                const int at = win[k].s + p + 1 - r->n_context;
+                if (r->logprobs) r->logprobs[at] = (float)lp[o];
+                if (r->ranks) r->ranks[at] = rank[o];
+                r->sum_logprob += lp[o];
+                r->n_scored++;
+            }
+        }
+    }
+    if (dev) cudaFree(dev);
+    GPT2_FREE(win); GPT2_FREE(targets); GPT2_FREE(rank); GPT2_FREE(lp);
+    return st;
 }
 
 /* Ends whatever is in flight (after an error, or when gpt2_generate returns). */
@@ -8112,6 +8317,7 @@ static gpt2_status gpt2__cuda_init_state(gpt2_model *m, gpt2__cuda_state *S, con
     S->sm_smem = pr.sharedMemPerMultiprocessor;
     S->l2_bytes = (size_t)pr.l2CacheSize;
     S->esize = m->dtype == GPT2_DTYPE_F32 ? 4 : 2;
+    S->mlp_act = m->arch.act;
     S->use_graphs = 1;
     S->lookahead = 1;
     S->gather = 32;
@@ -8129,7 +8335,8 @@ static gpt2_status gpt2__cuda_init_state(gpt2_model *m, gpt2__cuda_state *S, con
     size_t per_layer = gpt2__align256(C * 3 * C * es) + gpt2__align256(3 * C * es) + gpt2__align256(C * C * es) +
                        gpt2__align256(C * es) + gpt2__align256(C * F * es) + gpt2__align256(F * es) +
                        gpt2__align256(F * C * es) + gpt2__align256(C * es) + 4 * gpt2__align256(C * 4);
-    size_t wbytes = gpt2__align256((size_t)S->ldv * C * es) + gpt2__align256(P * C * es) + 2 * gpt2__align256(C * 4) + L * per_layer;
+    size_t wbytes = (m->arch.untied ? 2 : 1) * gpt2__align256((size_t)S->ldv * C * es) + gpt2__align256(P * C * es) + 2 * gpt2__align256(C * 4) +
+                    L * per_layer;
     /* workspace per fed row: x fp32, ln/att/proj C, qkv 3C, fc F in T, logits V fp32 */
     S->lt_ws_size = (size_t)32 << 20;
     /* S->part: decode attention's span partials, and (never at the same time) a projection's K pieces */
@@ -8244,6 +8451,13 @@ static gpt2_status gpt2__cuda_init_state(gpt2_model *m, gpt2__cuda_state *S, con
     if (!st && cudaMemsetAsync(S->wte, 0, (size_t)S->ldv * C * es, S->stream) != cudaSuccess)
         st = gpt2__fail(GPT2_ERR_DEVICE, "%s:%d: clearing wte failed", __FILE__, __LINE__);
     GPT2__UP(S->wte, GPT2__SLOT_WTE, 0, 0);
+    S->lm_head = S->wte;
+    if (m->arch.untied) { /* the slot after ln_f's two, [V][C] as wte */
+        GPT2__PLACE(S->lm_head, (size_t)S->ldv * C, es);
+        if (!st && cudaMemsetAsync(S->lm_head, 0, (size_t)S->ldv * C * es, S->stream) != cudaSuccess)
+            st = gpt2__fail(GPT2_ERR_DEVICE, "%s:%d: clearing lm_head failed", __FILE__, __LINE__);
+        GPT2__UP(S->lm_head, GPT2__SLOT_LNF(L) + 2, 0, 0);
+    }
     GPT2__PLACE(S->wpe, P * C, es); GPT2__UP(S->wpe, GPT2__SLOT_WPE, 0, 0);
     GPT2__PLACE(S->lnf_w, C, 4); GPT2__UP(S->lnf_w, GPT2__SLOT_LNF(L), 0, 1);
     GPT2__PLACE(S->lnf_b, C, 4); GPT2__UP(S->lnf_b, GPT2__SLOT_LNF(L) + 1, 0, 1);
@@ -8387,15 +8601,6 @@ static gpt2_status gpt2__load_ckpt(gpt2_model **out, const char *cfg_text, size_
         gpt2_dtype d = m->dtype;
         gpt2_free(m);
         return gpt2__fail(GPT2_ERR_ARG, "the CPU backend computes in F32 only (dtype %s was asked for)", gpt2__dtype_name(d));
-    }
-    if (m->backend == GPT2_BACKEND_CUDA) {
-        const char *field = m->arch.act != GPT2__ACT_GELU_TANH ? "activation_function" : m->arch.attn_unscaled ? "scale_attn_weights"
-                          : m->arch.attn_by_layer ? "scale_attn_by_inverse_layer_idx" : m->arch.untied ? "tie_word_embeddings" : NULL;
-        if (field) {
-            gpt2_free(m);
-            return gpt2__fail(GPT2_ERR_FORMAT, "%s: the CUDA backend does not run this model's %s yet (the CPU backend does: "
-                              "options.backend = GPT2_BACKEND_CPU)", cfg_name, field);
-        }
     }
     gpt2__slot *slots = NULL;
     int n_slots = 0;
@@ -9095,35 +9300,6 @@ static gpt2_status gpt2__cpu_score(gpt2_model *m, const gpt2__seq *seqs, int n, 
     return GPT2_OK;
 }
 
-/* One window of a request: tokens[s .. s + n_in) fed at positions 0 .. n_in - 1 of a KV slot; rows first .. n_in - 1
-   (window positions) are scored, row p predicting tokens[s + p + 1]; fed counts the rows fed so far. */
-typedef struct gpt2__score_win { int req, s, n_in, first, fed, slot; } gpt2__score_win;
-
-/* The windows of every request, in order (request, then window): the cursor (req, j) moves to the next window that
-   scores something. Window j starts at s = j * k and scores the tokens t in [lo, hi), t >= n_context:
-       lo = j ? L + (j - 1) * k + e : 0,   hi = min(L + j * k + e, n_tokens),
-   e = 1 when k = L (token j L is then scored in window j - 1, whose L tokens all precede it), else 0. That is the
-   rule s = k * max(0, ceil((t + 1 - L) / k)): for t in [lo, hi), ceil((t + 1 - L) / k) = j. A window feeds the tokens
-   up to the one before its last scored token: at most L - 1 + e <= L positions. */
-typedef struct gpt2__score_cursor { int req; long j; } gpt2__score_cursor;
-
-static int gpt2__score_next(const gpt2_score_request *reqs, int n, int L, gpt2__score_cursor *c, gpt2__score_win *w) {
-    while (c->req < n) {
-        const gpt2_score_request *r = &reqs[c->req];
-        const long N = r->n_tokens, k = r->stride ? r->stride : L / 2, e = k == L;
-        if (c->j == 0 && r->n_context >= L + e) c->j = (r->n_context - L - e) / k + 1; /* windows before n_context */
-        const long j = c->j, lo0 = j ? L + (j - 1) * k + e : 0;
-        if (lo0 >= N) { c->req++; c->j = 0; continue; }
-        const long hi = L + j * k + e < N ? L + j * k + e : N, lo = lo0 > r->n_context ? lo0 : r->n_context, s = j * k;
-        c->j++;
-        if (lo >= hi) continue;
-        w->req = c->req; w->s = (int)s; w->n_in = (int)(hi - 1 - s); w->first = (int)(lo - 1 - s);
-        w->fed = 0; w->slot = -1;
-        return 1;
-    }
-    return 0;
-}
-
 static gpt2_status gpt2__score_check(const gpt2_model *m, const gpt2_score_request *reqs, int n) {
     if (!m) return gpt2__fail(GPT2_ERR_ARG, "gpt2_score: model is NULL");
     if (n < 0 || (n > 0 && !reqs)) return gpt2__fail(GPT2_ERR_ARG, "gpt2_score: %d requests at %p", n, (const void *)reqs);
@@ -9151,36 +9327,6 @@ static gpt2_status gpt2__score_check(const gpt2_model *m, const gpt2_score_reque
 }
 
 #if GPT2__CUDA
-/* The CUDA backend's scoring, for now: each window through gpt2__cuda_forward, its logits copied to the host (at most
-   max_seq x n_vocab floats at once) and reduced there by gpt2__score_rows, windows in order. The same results as the
-   CPU's rule (each token once, in its window; a window's logits do not depend on anything else); the device-side
-   reduction over chunks of rows that keeps the logits on the GPU is still to come. */
-static gpt2_status gpt2__cuda_score_windows(gpt2_model *m, gpt2_score_request *reqs, int n) {
-    const int L = m->max_seq, V = m->cfg.n_vocab;
-    float *logits = (float *)gpt2__alloc((size_t)L * V * sizeof(float));
-    int *targets = (int *)gpt2__alloc((size_t)L * sizeof(int)), *rank = (int *)gpt2__alloc((size_t)L * sizeof(int));
-    double *lp = (double *)gpt2__alloc((size_t)L * sizeof(double));
-    gpt2_status st = logits && targets && rank && lp ? GPT2_OK
-                   : gpt2__fail(GPT2_ERR_OOM, "gpt2_score: cannot allocate %zu MB of logits", (size_t)L * V * 4 >> 20);
-    gpt2__score_cursor cur = {0, 0};
-    gpt2__score_win w;
-    while (!st && gpt2__score_next(reqs, n, L, &cur, &w)) {
-        gpt2_score_request *r = &reqs[w.req];
-        const int *tok = r->tokens + w.s, rows = w.n_in - w.first;
-        if ((st = gpt2__cuda_forward(m, tok, 1, w.n_in, logits))) break;
-        for (int p = 0; p < rows; p++) targets[p] = tok[w.first + p + 1];
-        gpt2__score_rows(logits + (size_t)w.first * V, rows, V, targets, lp, rank);
-        for (int p = 0; p < rows; p++) {
-            const int o = w.s + w.first + p + 1 - r->n_context;
-            if (r->logprobs) r->logprobs[o] = (float)lp[p];
-            if (r->ranks) r->ranks[o] = rank[p];
-            r->sum_logprob += lp[p];
-            r->n_scored++;
-        }
-    }
-    GPT2_FREE(logits); GPT2_FREE(targets); GPT2_FREE(rank); GPT2_FREE(lp);
-    return st;
-}
 #endif
 
 /* Windows go through the KV slots as prompts do: every step, free slots take the next windows; a step feeds either
@@ -9197,7 +9343,7 @@ GPT2_API gpt2_status gpt2_score(gpt2_model *m, gpt2_score_request *reqs, int n) 
     for (int i = 0; i < n; i++) { reqs[i].sum_logprob = 0.0; reqs[i].n_scored = 0; }
     gpt2__score_fn feed = gpt2__cpu_score;
 #if GPT2__CUDA
-    if (m->backend == GPT2_BACKEND_CUDA) return gpt2__cuda_score_windows(m, reqs, n);
+    if (m->backend == GPT2_BACKEND_CUDA) return gpt2__cuda_score(m, reqs, n);
 #endif
     const int L = m->max_seq, V = m->cfg.n_vocab, R = GPT2__SCORE_ROWS;
     const int S = m->max_batch < R ? m->max_batch : R;

@@ -107,8 +107,8 @@ static void skinny_shape(cudaStream_t st, int pdl, const char *dt, int O, int I,
             gpt2__amax m1 = {form == 3 ? a1 : NULL, O - 3}, m2 = {form == 3 ? a2 : NULL, O - 3};
             CK(cudaMemsetAsync(d1, 0x11, nb, st));
             CK(cudaMemsetAsync(d2, 0x22, nb, st));
-            ST_OK((gpt2__few_row_run<T>(st, pdl, d1, W, X, B, O, n, I, f32, 0, sp, gelu, m1)));
-            ST_OK((gpt2__few_row_run<T, GPT2__FEW_ROW_NW_WIDE>(st, pdl, d2, W, X, B, O, n, I, f32, 0, sp, gelu, m2)));
+            ST_OK((gpt2__few_row_run<T>(st, pdl, d1, W, X, B, O, n, I, f32, 0, sp, gelu ? GPT2__ACT_GELU_TANH : GPT2__ACT_NONE, m1)));
+            ST_OK((gpt2__few_row_run<T, GPT2__FEW_ROW_NW_WIDE>(st, pdl, d2, W, X, B, O, n, I, f32, 0, sp, gelu ? GPT2__ACT_GELU_TANH : GPT2__ACT_NONE, m2)));
             CK(cudaStreamSynchronize(st));
             launches += 2;
             char what[160];
@@ -145,7 +145,7 @@ static void skinny32_shape(cudaStream_t st, int pdl, int O, int I, int splits) {
             if (few && n != 1 && n != 2 && n != 9 && n != R) continue;
             const size_t nb = (size_t)sp * n * O;
             CK(cudaMemsetAsync(D, 0x11, nb * 4, st));
-            ST_OK(gpt2__few_row32_run(st, pdl, D, W, X, form == 2 ? NULL : B, O, n, I, 0, sp, form == 1, cols));
+            ST_OK(gpt2__few_row32_run(st, pdl, D, W, X, form == 2 ? NULL : B, O, n, I, 0, sp, form == 1 ? GPT2__ACT_GELU_TANH : GPT2__ACT_NONE, cols));
             CK(cudaStreamSynchronize(st));
             launches++;
             std::vector<float> d(nb);
@@ -199,7 +199,7 @@ static void lnf_width(gpt2__cuda_state *S, const char *dt, int C) {
                 const gpt2__ln_fold<T> f = {x, xo[fit], part, (size_t)n * C, pieces, bias, g, b, 1e-5f};
                 CK(cudaMemsetAsync(D[fit], 0x11 * (fit + 1), (size_t)n * O * sizeof(T), S->stream));
                 CK(cudaMemsetAsync(xo[fit], 0x11 * (fit + 1), (size_t)n * C * sizeof(float), S->stream));
-                ST_OK(gpt2__ln_fold_run<T>(S, D[fit], W, B, O, n, C, gelu, f));
+                ST_OK(gpt2__ln_fold_run<T>(S, D[fit], W, B, O, n, C, gelu ? GPT2__ACT_GELU_TANH : GPT2__ACT_NONE, f));
                 CK(cudaStreamSynchronize(S->stream));
                 launches++;
                 ran++;
