@@ -351,7 +351,7 @@ template <typename T> static void ph_gemms_t(gpt2_model *m) {
         const gpt2__cuda_layer *y = &S->layers[l];
         CHECK(gpt2__linear<T>(m, S, S->qkv, y->qkv_w, S->ln, y->qkv_b, 3 * C, N, g_P, C, GPT2__EPI_BIAS, 0, 0, NULL) == GPT2_OK);
         CHECK(gpt2__linear<T>(m, S, S->proj, y->proj_w, S->att, y->proj_b, C, N, g_P, C, GPT2__EPI_BIAS, 0, 0, S->part) == GPT2_OK);
-        CHECK(gpt2__linear<T>(m, S, S->fc, y->fc_w, S->ln, y->fc_b, F, N, g_P, C, GPT2__EPI_BIAS_GELU, 0, 0, NULL) == GPT2_OK);
+        CHECK(gpt2__linear<T>(m, S, S->fc, y->fc_w, S->ln, y->fc_b, F, N, g_P, C, GPT2__EPI_BIAS_ACT, 0, 0, NULL) == GPT2_OK);
         CHECK(gpt2__linear<T>(m, S, S->att, y->fcp_w, S->fc, y->fcp_b, C, N, g_P, F, GPT2__EPI_BIAS, 0, 0, S->part) == GPT2_OK);
     }
 }
