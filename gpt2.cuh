@@ -301,6 +301,9 @@ GPT2_API int          gpt2_model_max_seq(const gpt2_model *model);
 /* sampler, graphs, cuBLASLt plans */
 #define GPT2__SAMPLE_THREADS 1024
 #define GPT2__PAGE 4096            /* candidates the sampler sorts at once in shared memory */
+#ifndef GPT2_CTL_INTS
+#define GPT2_CTL_INTS 4096         /* a sequence's lists on the GPU: 2 ints a bias entry, 1 a stop id (gpt2__cuda_controls) */
+#endif
 #define GPT2__ARGMAX_LD 4          /* 16-byte loads per thread in flight in the sampler's argmax */
 #define GPT2__MAX_GRAPHS 16
 #define GPT2__MAX_GEMMS 256
@@ -3656,7 +3659,8 @@ static int gpt2__int_cmp(const void *a, const void *b) { int x = *(const int *)a
    when z > 0, z * penalty otherwise), presence and frequency over the output (z -= presence + frequency x count),
    no_repeat_ngram (every token that would complete an n-gram already in prompt + output is banned), then the stop
    tokens banned while fewer than min_new_tokens were generated. ctx: room for prompt_len + n_out + n_extra ints. */
-static void gpt2__process(float *z, int V, const gpt2__seq *q, int *ctx) {
+GPT2__NO_CONTRACT static void gpt2__process(float *z, int V, const gpt2__seq *q, int *ctx) {
+    GPT2__NO_CONTRACT_BODY
     const gpt2_request *r = q->req;
     const gpt2_sampling *s = &r->sampling;
     const int np = r->prompt_len, ng = r->n_out + q->n_extra, nh = np + ng;
@@ -4600,6 +4604,13 @@ typedef struct gpt2__pick {
     int top_k, sample;
     uint64_t seed, draw;
     int *out; /* where the host reads the id (its pinned staging blob, mapped; NULL: none), so no copy follows the step */
+    float min_p;
+    /* the processors (gpt2__process's rule; proc 0: none): the row's history is hist[0 .. pos], its fed position, the
+       first n_prompt of them the prompt; ctl holds n_bias (id, bias bits) pairs sorted by id (in list order among
+       equal ids), then n_stop stop ids (stop_token first when set) */
+    int proc, pos, n_prompt, no_repeat, min_new, n_bias, n_stop;
+    float rep_penalty, presence, frequency;
+    const int *hist, *ctl;
 } gpt2__pick;
 
 /* What a pure decode step's sampler leaves in the device blob for the fed step after it, which then needs no copy
@@ -4657,6 +4668,9 @@ typedef struct gpt2__cuda_state {
     float *lnf_w, *lnf_b;
     gpt2__cuda_layer *layers;           /* host array of device pointers */
     int mlp_act;                        /* the MLP's activation (GPT2__ACT_*) */
+    int *hist;                          /* [max_batch][max_seq]: each slot's tokens by position (the embedding writes them) */
+    int *ctl;                           /* [max_batch][GPT2_CTL_INTS]: each slot's bias and stop lists (gpt2__cuda_controls) */
+    int *ctl_host;                      /* [GPT2_CTL_INTS]: one list's staging */
     void *k_cache, *v_cache;
     int max_rows;                       /* fed rows per step the workspace holds */
     void *act;                          /* activations and logits, one allocation */
@@ -4813,6 +4827,10 @@ template <typename T> struct gpt2__resid {
     const int *feed;
     const T *add2;
     int defer;
+    int *hist;          /* the embedding: each row's token into hist [slot][hist_ld] at its position (the sampler's
+                           processors read it); NULL: not kept */
+    const int *slot;
+    int hist_ld;
 };
 
 /* Element i of prompt row r of the residual stream with what ad joins to it: x[r][i] + add[r][i] (+ add2[r][i]) */
@@ -4859,6 +4877,7 @@ __global__ void __launch_bounds__(256) gpt2__residual_ln_kernel(float *__restric
         }
     gpt2__pdl_enter();
     const int t = mode == 0 ? (tok[r] < 0 ? ad.feed[-1 - tok[r]] : tok[r]) : 0;
+    if (mode == 0 && ad.hist && threadIdx.x == 0) ad.hist[(size_t)ad.slot[r] * ad.hist_ld + pos[r]] = t;
     float sum = 0.0f;
     if (E == 0) {
         for (int i = threadIdx.x; i < C; i += blockDim.x) {
@@ -7301,6 +7320,80 @@ static __device__ void gpt2__page_extract(const float *p, int V, unsigned long l
         }
 }
 
+/* Sorts a[0 .. n) ascending in shared memory (n2: n rounded up to a power of two; a[n .. n2) are filled with
+   INT_MAX here). Called by the whole block. */
+static __device__ void gpt2__block_sort(int *a, int n, int n2) {
+    const int tid = threadIdx.x, nt = blockDim.x;
+    for (int i = n + tid; i < n2; i += nt) a[i] = 0x7FFFFFFF;
+    __syncthreads();
+    for (int k = 2; k <= n2; k <<= 1)
+        for (int j = k >> 1; j > 0; j >>= 1) {
+            for (int i = tid; i < n2; i += nt) {
+                const int ixj = i ^ j;
+                if (ixj > i && ((i & k) == 0 ? a[i] > a[ixj] : a[i] < a[ixj])) { const int t = a[i]; a[i] = a[ixj]; a[ixj] = t; }
+            }
+            __syncthreads();
+        }
+}
+
+/* The processors of gpt2__process, on a sampled row's logits z [V] in place, by the whole block, with the same
+   arithmetic (each value rounded as written): bias (the entries of one id added in list order by one thread),
+   repetition_penalty once per distinct token of the history, presence and frequency over the generated part (each
+   token's count from a sorted copy), no_repeat_ngram's bans, and the stop tokens banned before min_new tokens. The
+   history is the slot's tokens at positions 0 .. pk.pos, the drafts fed before this row included. The sorted copies
+   live in sh->keys (room for 2 GPT2__PAGE ints: the CUDA backend refuses processors beyond that many positions). */
+static __device__ void gpt2__process_row(float *z, int V, const gpt2__pick &pk, gpt2__sample_sh *sh) {
+    const int tid = threadIdx.x, nt = blockDim.x;
+    const int nh = pk.pos + 1, np = pk.n_prompt < nh ? pk.n_prompt : nh, ng = nh - np;
+    const int *ctx = pk.hist, *bl = pk.ctl;
+    for (int k = tid; k < pk.n_bias; k += nt) {
+        const int id = bl[2 * k];
+        if (k > 0 && bl[2 * k - 2] == id) continue;
+        float v = z[id];
+        for (int j = k; j < pk.n_bias && bl[2 * j] == id; j++) v = __fadd_rn(v, __int_as_float(bl[2 * j + 1]));
+        z[id] = v;
+    }
+    __syncthreads();
+    int *srt = (int *)sh->keys;
+    const float rp = pk.rep_penalty;
+    if (rp > 0.0f && rp != 1.0f) {
+        int n2 = 1;
+        while (n2 < nh) n2 <<= 1;
+        for (int i = tid; i < nh; i += nt) srt[i] = ctx[i];
+        gpt2__block_sort(srt, nh, n2);
+        for (int i = tid; i < nh; i += nt)
+            if (!i || srt[i] != srt[i - 1]) {
+                const float v = z[srt[i]];
+                z[srt[i]] = v > 0.0f ? __fdiv_rn(v, rp) : __fmul_rn(v, rp);
+            }
+        __syncthreads();
+    }
+    if ((pk.presence != 0.0f || pk.frequency != 0.0f) && ng > 0) {
+        int n2 = 1;
+        while (n2 < ng) n2 <<= 1;
+        for (int i = tid; i < ng; i += nt) srt[i] = ctx[np + i];
+        gpt2__block_sort(srt, ng, n2);
+        for (int i = tid; i < ng; i += nt)
+            if (!i || srt[i] != srt[i - 1]) {
+                int c = 1;
+                while (i + c < ng && srt[i + c] == srt[i]) c++;
+                z[srt[i]] = __fsub_rn(z[srt[i]], __fadd_rn(pk.presence, __fmul_rn(pk.frequency, (float)c)));
+            }
+        __syncthreads();
+    }
+    if (pk.no_repeat > 0 && nh + 1 >= pk.no_repeat) {
+        const int g = pk.no_repeat - 1;
+        for (int i = tid; i + g < nh; i += nt) {
+            int e = 0;
+            while (e < g && ctx[i + e] == ctx[nh - g + e]) e++;
+            if (e == g) z[ctx[i + g]] = -INFINITY;
+        }
+    }
+    if (ng < pk.min_new)
+        for (int k = tid; k < pk.n_stop; k += nt) z[bl[2 * pk.n_bias + k]] = -INFINITY;
+    __syncthreads();
+}
+
 /* gpt2__sample_kernel's blocks an SM for its launch bounds: sm_75 holds at most 1024 threads an SM (ptxas warned at 2) */
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
 #define GPT2__SAMPLE_MINB 1
@@ -7328,16 +7421,18 @@ __global__ void __launch_bounds__(GPT2__SAMPLE_THREADS, GPT2__SAMPLE_MINB) gpt2_
             adv.pos[row]++;
             adv.tok[row] = -1 - row;
             o->draw = pk.draw + 1;
+            o->pos = pk.pos + 1;
             if (pk.out) o->out = (int *)((const char *)pk.out + ((const char *)pk.out < adv.lo + adv.blob_bytes ? adv.blob_bytes : -adv.blob_bytes));
         }
     }
     float *p = logits + (size_t)row * ld;
     if (!pk.sample) { if (tid == 0) gpt2__put_id(next, row, pk, -1); return; }
+    if (pk.proc) gpt2__process_row(p, V, pk, &sh);
     if (!(pk.temperature > 0.0f)) {
         /* 1. argmax, lowest index among ties */
         float bv = -INFINITY;
         int bi = 0x7FFFFFFF;
-        if (amax) {
+        if (amax && !pk.proc) {
             /* 8 loads in flight per thread before any compare: one round for the 6,283 pairs of GPT-2's vocabulary */
             const float2 *cr = amax + (size_t)row * na;
             for (int i0 = tid; i0 < na; i0 += 8 * nt) {
@@ -7401,10 +7496,13 @@ __global__ void __launch_bounds__(GPT2__SAMPLE_THREADS, GPT2__SAMPLE_MINB) gpt2_
     }
     __syncthreads();
     const int cut_k = pk.top_k > 0 && pk.top_k < V, cut_p = pk.top_p > 0.0f && pk.top_p < 1.0f;
+    /* min_p keeps p >= min_p x the largest p, which is exp(0) = 1 wherever zmax is finite */
+    const float floor_p = pk.min_p > 0.0f ? __fmul_rn(pk.min_p, zmax > -INFINITY && zmax < INFINITY ? 1.0f : 0.0f) : 0.0f;
     const double u = gpt2__uniform(pk.seed, pk.draw);
     double total = 0.0, cum = 0.0; /* meaningful on thread 0 */
     if (!cut_k && !cut_p) {
-        /* 4. no cut: walk all V in index order; thread 0 sums pages staged in shared memory */
+        /* 4. no cut (min_p at most: a filter in index order): walk all V in index order; thread 0 sums pages staged
+           in shared memory */
         float *stage = (float *)sh.keys;
         const int SP = (int)(sizeof sh.keys / sizeof(float));
         for (int pass = 0; pass < 2; pass++) {
@@ -7417,8 +7515,9 @@ __global__ void __launch_bounds__(GPT2__SAMPLE_THREADS, GPT2__SAMPLE_MINB) gpt2_
                 for (int i = tid; i < cn; i += nt) stage[i] = p[c0 + i];
                 __syncthreads();
                 if (tid == 0) {
-                    if (pass == 0) for (int i = 0; i < cn; i++) total += stage[i];
+                    if (pass == 0) { for (int i = 0; i < cn; i++) if (stage[i] >= floor_p) total += stage[i]; }
                     else for (int i = 0; i < cn; i++) {
+                        if (!(stage[i] >= floor_p)) continue;
                         cum += stage[i];
                         if (cum > target) { sh.found = c0 + i; break; }
                     }
@@ -7427,7 +7526,11 @@ __global__ void __launch_bounds__(GPT2__SAMPLE_THREADS, GPT2__SAMPLE_MINB) gpt2_
                 if (sh.found >= 0) break;
             }
         }
-        if (tid == 0) gpt2__put_id(next, row, pk, sh.found >= 0 ? sh.found : V - 1);
+        if (tid == 0) {
+            int last = V - 1; /* the last kept candidate */
+            while (last > 0 && !(p[last] >= floor_p)) last--;
+            gpt2__put_id(next, row, pk, sh.found >= 0 ? sh.found : last);
+        }
         return;
     }
     /* 4. with a cut: candidates in descending (p, -id) order, page by page */
@@ -7435,7 +7538,7 @@ __global__ void __launch_bounds__(GPT2__SAMPLE_THREADS, GPT2__SAMPLE_MINB) gpt2_
     if (single) gpt2__page_extract(p, V, ~0ull, n0, &sh);
     int n = n0, last_id = 0;
     for (int pass = 0; pass < 3; pass++) {
-        if (pass == 1 && !cut_p) continue;
+        if (pass == 1 && !cut_p && !(floor_p > 0.0f)) continue;
         const double target = pass == 1 ? (double)pk.top_p * total : u * total;
         __syncthreads();
         if (tid == 0) { cum = 0.0; sh.found = -1; }
@@ -7449,9 +7552,11 @@ __global__ void __launch_bounds__(GPT2__SAMPLE_THREADS, GPT2__SAMPLE_MINB) gpt2_
                 for (int j = 0; j < cnt; j++) {
                     const double pj = gpt2__key_p(sh.keys[j]);
                     if (pass == 0) { total += pj; continue; }
+                    /* pass 1: the top_p prefix, then min_p's (the candidates come in descending p) */
+                    if (pass == 1 && !(gpt2__key_p(sh.keys[j]) >= floor_p)) { sh.found = start + j; break; }
                     cum += pj;
                     last_id = gpt2__key_id(sh.keys[j]);
-                    if (pass == 1 && cum >= target) { sh.found = start + j + 1; break; }
+                    if (pass == 1 && cut_p && cum >= target) { sh.found = start + j + 1; break; }
                     if (pass == 2 && cum > target) { sh.found = last_id; break; }
                 }
             }
@@ -7507,12 +7612,12 @@ static gpt2_status gpt2__cuda_run_t(gpt2_model *m, gpt2__cuda_state *S, const gp
     const int C = cf->n_embd, F = m->n_inner, L = cf->n_layer;
     T *ln = (T *)S->ln, *qkv = (T *)S->qkv, *att = (T *)S->att, *proj = (T *)S->proj, *fc = (T *)S->fc;
     gpt2_status st;
-    const gpt2__resid<T> emb = {NULL, NULL, NULL, 0, 1, 0, d->next, NULL, 0};
+    const gpt2__resid<T> emb = {NULL, NULL, NULL, 0, 1, 0, d->next, NULL, 0, S->hist, d->slot, m->max_seq};
     if ((st = gpt2__residual_ln<T>(S->stream, N, S->x, emb, NULL, d->tok, d->pos, (const T *)S->wte, (const T *)S->wpe,
                                    S->layers[0].ln1_w, S->layers[0].ln1_b, ln, C, cf->ln_eps, 0)))
         return st;
     /* decode rows of the two projections into the residual come as K pieces (gpt2__linear with part) */
-    gpt2__resid<T> ad = {proj, S->part, NULL, (size_t)(N - P) * C, 1, P, NULL, NULL, 0};
+    gpt2__resid<T> ad = {proj, S->part, NULL, (size_t)(N - P) * C, 1, P, NULL, NULL, 0, NULL, NULL, 0};
     /* a step of at most GPT2__LN_FOLD_ROWS decode rows leaves each residual + LN inside a layer to the product that reads
        it (gpt2__ln_fold: the same bits, one kernel fewer); the residual then alternates between x (read by the MLP's
        first product) and x2 (read by the next layer's qkv, and by the final norm) */
@@ -8005,6 +8110,26 @@ static void gpt2__cuda_drain(gpt2_model *m) {
     S->flying = 0;
 }
 
+/* A request's bias and stop lists into its slot's S->ctl (the sampler's processors read them): the bias entries as
+   (id, bias bits) pairs sorted by id, those of one id in list order (gpt2__process_row adds them so), then the stop ids,
+   stop_token first when it is a token. gpt2__check_controls bounded them by GPT2_CTL_INTS. */
+static int gpt2__bias_cmp(const void *a, const void *b) {
+    const int *x = (const int *)a, *y = (const int *)b;
+    return x[0] != y[0] ? (x[0] > y[0]) - (x[0] < y[0]) : (x[1] > y[1]) - (x[1] < y[1]);
+}
+static gpt2_status gpt2__cuda_controls(gpt2_model *m, gpt2__cuda_state *S, int slot, const gpt2_request *r, const gpt2_sampling *s) {
+    int *c = S->ctl_host, n = 0;
+    for (int k = 0; k < s->n_bias; k++) { c[2 * k] = s->bias_ids[k]; c[2 * k + 1] = k; } /* (id, index) to sort */
+    qsort(c, (size_t)s->n_bias, 2 * sizeof(int), gpt2__bias_cmp);
+    for (int k = 0; k < s->n_bias; k++) { const float b = s->bias[c[2 * k + 1]]; memcpy(&c[2 * k + 1], &b, sizeof b); }
+    n = 2 * s->n_bias;
+    if (r->stop_token >= 0 && r->stop_token < m->cfg.n_vocab) c[n++] = r->stop_token;
+    for (int k = 0; k < r->n_stop_ids; k++) c[n++] = r->stop_ids[k];
+    if (n == 0) return GPT2_OK;
+    GPT2__CU(cudaMemcpyAsync(S->ctl + (size_t)slot * GPT2_CTL_INTS, c, (size_t)n * sizeof(int), cudaMemcpyHostToDevice, S->stream));
+    return GPT2_OK;
+}
+
 /* Stages and launches one step of n sequences without waiting for it: its inputs into the next staging blob and
    over, the forward (a replayed graph when every row is a decode row), sampling, the sampled ids back into the blob,
    then an event. At most two steps are in flight; gpt2__cuda_collect reads the oldest. With feed, the step is the
@@ -8054,6 +8179,25 @@ static gpt2_status gpt2__cuda_launch(gpt2_model *m, const gpt2__seq *seqs, int n
         pk->seed = q->sampling.seed;
         pk->draw = q->draw;
         pk->out = S->h_meta_dev ? (int *)(S->h_meta_dev + ((char *)(h.next + i) - (char *)S->h_meta[0])) : NULL;
+        pk->min_p = q->sampling.min_p;
+        pk->proc = q->sample && q->req && gpt2__processed(q->req);
+        pk->pos = q->pos + q->n_tok - 1;
+        pk->hist = S->hist + (size_t)q->slot * m->max_seq;
+        pk->ctl = S->ctl + (size_t)q->slot * GPT2_CTL_INTS;
+        if (pk->proc) {
+            const gpt2_request *rq = q->req;
+            pk->n_prompt = rq->prompt_len;
+            pk->rep_penalty = q->sampling.repetition_penalty;
+            pk->presence = q->sampling.presence_penalty;
+            pk->frequency = q->sampling.frequency_penalty;
+            pk->no_repeat = q->sampling.no_repeat_ngram;
+            pk->min_new = q->sampling.min_new_tokens;
+            pk->n_bias = q->sampling.n_bias;
+            pk->n_stop = rq->n_stop_ids + (rq->stop_token >= 0 && rq->stop_token < m->cfg.n_vocab);
+            /* the request's lists go up with its prompt (its first step's rows) */
+            gpt2_status st = q->prompt ? gpt2__cuda_controls(m, S, q->slot, rq, &q->sampling) : GPT2_OK;
+            if (st) return st;
+        }
     }
     /* compacted last layer: each prompt's last row in order, then every decode row (N - P of them, one a sequence) */
     h.gat_P = n - (N - P);
@@ -8180,6 +8324,8 @@ static void gpt2__cuda_free(gpt2_model *m) {
     cudaFree(S->k_cache);
     cudaFree(S->v_cache);
     cudaFree(S->act);
+    cudaFree(S->hist);
+    GPT2_FREE(S->ctl_host);
     cudaFree(S->d_meta);
     if (S->h_meta[0]) cudaFreeHost(S->h_meta[0]);
     for (int i = 0; i < 2; i++) if (S->fly_done[i]) cudaEventDestroy(S->fly_done[i]);
@@ -8394,6 +8540,11 @@ static gpt2_status gpt2__cuda_init_state(gpt2_model *m, gpt2__cuda_state *S, con
     GPT2__CU(cudaMalloc(&S->warena, wbytes));
     GPT2__CU(cudaMalloc(&S->k_cache, kv_bytes));
     GPT2__CU(cudaMalloc(&S->v_cache, kv_bytes));
+    /* the sampler's processors: each slot's tokens and lists (hist, then ctl, in one allocation) */
+    GPT2__CU(cudaMalloc(&S->hist, (size_t)m->max_batch * (m->max_seq + GPT2_CTL_INTS) * sizeof(int)));
+    S->ctl = S->hist + (size_t)m->max_batch * m->max_seq;
+    S->ctl_host = (int *)gpt2__alloc(GPT2_CTL_INTS * sizeof(int));
+    if (!S->ctl_host) return gpt2__fail(GPT2_ERR_OOM, "cannot allocate the sampler's list staging");
     /* activations */
     const size_t R = (size_t)S->max_rows;
     size_t act = gpt2__align256(R * C * 4) + logit_bytes + gpt2__align256(S->part_floats * 4) +
@@ -8812,11 +8963,16 @@ static gpt2_status gpt2__check_controls(const gpt2_model *m, const gpt2_request 
             return gpt2__fail(GPT2_ERR_ARG, "request %d: stop_strings[%d] is %s (1..1024 bytes)", i, k,
                               !r->stop_strings[k] ? "NULL" : !r->stop_strings[k][0] ? "empty" : "too long");
     if (m->backend == GPT2_BACKEND_CUDA) {
-        const char *field = gpt2__processed(r) ? "a logits processor (bias, penalties, no_repeat_ngram, min_new_tokens)"
-                          : s->min_p > 0.0f ? "sampling.min_p" : s->typical_p > 0.0f && s->typical_p < 1.0f ? "sampling.typical_p"
+        const char *field = s->typical_p > 0.0f && s->typical_p < 1.0f ? "sampling.typical_p"
                           : r->out_logprobs || r->top_logprobs > 0 ? "logprobs" : NULL;
         if (field)
             return gpt2__fail(GPT2_ERR_DEVICE, "request %d: %s is not run by the CUDA backend yet (the CPU backend runs it)", i, field);
+        if (gpt2__processed(r) && 2 * s->n_bias + r->n_stop_ids + 1 > GPT2_CTL_INTS)
+            return gpt2__fail(GPT2_ERR_ARG, "request %d: n_bias = %d and n_stop_ids = %d exceed the CUDA backend's lists "
+                              "(2 n_bias + n_stop_ids < GPT2_CTL_INTS = %d; define it larger)", i, s->n_bias, r->n_stop_ids, GPT2_CTL_INTS);
+        if (gpt2__processed(r) && m->max_seq > 2 * GPT2__PAGE)
+            return gpt2__fail(GPT2_ERR_ARG, "request %d: the CUDA backend's processors take histories of at most %d tokens "
+                              "(max_seq = %d)", i, 2 * GPT2__PAGE, m->max_seq);
     }
     return GPT2_OK;
 }

@@ -369,7 +369,7 @@ template <typename T> static void ph_norms_t(gpt2_model *m) {
            the MLP's output (in att) after the projection's */
         const gpt2__resid<T> ad = {(const T *)S->proj, S->part, (const T *)S->layers[l / 2].proj_b,
                                         (size_t)(g_N - g_P) * C, gpt2__decode_pieces(K), g_P, NULL,
-                                        l & 1 ? (const T *)S->att : NULL, l & 1 ? 0 : 1};
+                                        l & 1 ? (const T *)S->att : NULL, l & 1 ? 0 : 1, NULL, NULL, 0};
         CHECK(gpt2__residual_ln<T>(S->stream, g_N, S->x, ad, NULL, NULL, NULL, NULL, NULL, S->lnf_w, S->lnf_b, (T *)S->ln, C, 1e-5f, S->pdl) ==
               GPT2_OK);
     }
