@@ -4599,6 +4599,10 @@ static __device__ __forceinline__ void gpt2__wg_4(float (&d)[32], const uint32_t
 typedef struct gpt2__tile { int row0, n, slot, pos0, first; } gpt2__tile; /* first: position of the run's first row */
 
 /* A sequence's sampling request as the sampler kernel reads it. */
+/* A sampled row's logprobs as the sampler leaves them for the host (gpt2__logprobs' values): the chosen token's, and
+   the top alternatives' ids and values, most likely first */
+typedef struct gpt2__lp_rec { float lp; int ids[20]; float lps[20]; } gpt2__lp_rec;
+
 typedef struct gpt2__pick {
     float temperature, top_p;
     int top_k, sample;
@@ -4611,6 +4615,10 @@ typedef struct gpt2__pick {
     int proc, pos, n_prompt, no_repeat, min_new, n_bias, n_stop;
     float rep_penalty, presence, frequency;
     const int *hist, *ctl;
+    /* logprobs (rec NULL: none): the raw row is kept in stash [ldv] for the chosen token's; top alternatives */
+    gpt2__lp_rec *rec;
+    float *stash;
+    int top;
 } gpt2__pick;
 
 /* What a pure decode step's sampler leaves in the device blob for the fed step after it, which then needs no copy
@@ -4643,6 +4651,7 @@ typedef struct gpt2__cuda_meta {
     gpt2__tile *tiles;       /* [n_tiles]: the prompt chunks gpt2__attn_prefill_kernel serves (room for N) */
     gpt2__pick *picks;       /* per sequence [n] */
     int *next;               /* per sequence [n]: the sampled token */
+    gpt2__lp_rec *recs;      /* per sequence [n]: its logprobs, where asked (gpt2__pick.rec) */
     size_t bytes;            /* what the host copies over: everything but next */
     int n_att, n_tiles;      /* host values, set by gpt2__plan_attention */
     int n_gat, gat_P;        /* host values: the last layer runs on n_gat compacted rows, gat_P of them prompt rows
@@ -4688,6 +4697,11 @@ typedef struct gpt2__cuda_state {
     int flying;                         /* steps launched and not yet collected: 0, 1 or 2 */
     int fly_n[2];                       /* per staging blob: its step's sequences */
     int *fly_next[2];                   /* per blob: where its step's sampled ids land (pinned) */
+    gpt2__lp_rec *fly_recs[2];          /* per blob: its rows' logprobs (pinned) */
+    gpt2_request **fly_req[2];          /* per blob [max_rows]: the request of a row with logprobs (NULL: none) */
+    uint64_t *fly_draw[2];              /* per blob [max_rows]: the row's draw (its index in the request's outputs) */
+    float *stash;                       /* [stash_rows][ldv]: raw logits of a step's rows with logprobs */
+    int stash_rows;
     cudaEvent_t fly_done[2];            /* per blob: recorded once its step's ids are back */
     int feed_n;                         /* the last launched step's sequences when it was pure decode, else -1 */
     int lookahead;                      /* gpt2_generate may launch a step before reading the one before (tests: off) */
@@ -4758,11 +4772,12 @@ typedef struct gpt2__cuda_state {
 
 static size_t gpt2__align256(size_t n) { return (n + 255) & ~(size_t)255; }
 
-/* blob layout: tok, pos, slot, att_rows [N] | out_row, gat, outc [n_out] | (16-aligned) tiles [N] | picks [n] | next [n] */
+/* blob layout: tok, pos, slot, att_rows [N] | out_row, gat, outc [n_out] | (16-aligned) tiles [N] | picks [n] | next [n] |
+   recs [n] */
 static size_t gpt2__meta_tiles_at(int N, int n_out) { return ((size_t)(4 * N + 3 * n_out) * sizeof(int) + 15) & ~(size_t)15; }
 static size_t gpt2__meta_size(int N, int n_out, int n) {
     return gpt2__meta_tiles_at(N, n_out) + (((size_t)N * sizeof(gpt2__tile) + 15) & ~(size_t)15) +
-           (size_t)n * (sizeof(gpt2__pick) + sizeof(int));
+           (size_t)n * (sizeof(gpt2__pick) + sizeof(int) + sizeof(gpt2__lp_rec));
 }
 static gpt2__cuda_meta gpt2__meta_at(void *base, int N, int n_out, int n) {
     gpt2__cuda_meta d;
@@ -4777,6 +4792,7 @@ static gpt2__cuda_meta gpt2__meta_at(void *base, int N, int n_out, int n) {
     d.tiles = (gpt2__tile *)(b + gpt2__meta_tiles_at(N, n_out));
     d.picks = (gpt2__pick *)((char *)d.tiles + (((size_t)N * sizeof(gpt2__tile) + 15) & ~(size_t)15)); /* 16-byte aligned */
     d.next = (int *)(d.picks + n);
+    d.recs = (gpt2__lp_rec *)(d.next + n);
     d.bytes = (size_t)((char *)d.next - b);
     d.n_att = N;
     d.n_tiles = 0;
@@ -7242,7 +7258,8 @@ static int gpt2__cuda_head_ok(int hd, size_t esize) {
 
 /* The sampler's id for one row: into next (the device's, which a fed step reads) and straight into the host's
    staging blob (pk.out): a copy after the step would hold the next step back. */
-static __device__ __forceinline__ void gpt2__put_id(int *next, int row, const gpt2__pick &pk, int id) {
+static __device__ __forceinline__ void gpt2__put_id(int *next, int row, const gpt2__pick &pk, int id, double lse = 0.0) {
+    if (pk.rec && id >= 0) pk.rec->lp = (float)((double)pk.stash[id] - lse);
     next[row] = id;
     if (pk.out) {
         *(volatile int *)pk.out = id;
@@ -7266,6 +7283,8 @@ typedef struct gpt2__sample_sh {
     int remaining, count, found;
     float red_v[32];
     int red_i[32];
+    double red_d[32], lse;
+    unsigned long long red_k[32];
 } gpt2__sample_sh;
 
 /* The cnt largest keys of p[0..V) below `bound`, sorted descending into sh->keys[0..cnt) (cnt <= GPT2__PAGE,
@@ -7318,6 +7337,64 @@ static __device__ void gpt2__page_extract(const float *p, int V, unsigned long l
             }
             __syncthreads();
         }
+}
+
+/* A logit's bits as an unsigned key in the order of the values (NaN aside), below the index's: gpt2__lp_prelude's
+   top alternatives, ties by lower index first */
+static __device__ __forceinline__ unsigned long long gpt2__logit_key(float v, int i) {
+    const unsigned u = __float_as_uint(v), o = u & 0x80000000u ? ~u : u | 0x80000000u;
+    return ((unsigned long long)o << 32) | (unsigned long long)(0xFFFFFFFFu - (unsigned)i);
+}
+
+/* gpt2__logprobs' values from a sampled row's raw logits l [V], by the whole block, before anything changes them:
+   l kept in pk.stash (the chosen token's value once it is known, gpt2__put_id), the log-sum-exp into sh->lse (the
+   sum of exp(l - max) in double, over a block's tree: equal to the CPU's within double rounding), and the pk.top
+   largest logits, most likely first (ties: lower index), with their log-probabilities into pk.rec. */
+static __device__ void gpt2__lp_prelude(const float *l, int V, const gpt2__pick &pk, gpt2__sample_sh *sh) {
+    const int tid = threadIdx.x, nt = blockDim.x, lane = tid & 31, w = tid >> 5, nw = nt >> 5;
+    float mx = -INFINITY;
+    for (int i = tid; i < V; i += nt) {
+        const float v = l[i];
+        pk.stash[i] = v;
+        mx = v > mx ? v : mx;
+    }
+    for (int o = 16; o; o >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
+    if (lane == 0) sh->red_v[w] = mx;
+    __syncthreads();
+    for (int i = 0; i < nw; i++) mx = fmaxf(mx, sh->red_v[i]);
+    double sum = 0.0;
+    for (int i = tid; i < V; i += nt) sum += exp((double)l[i] - (double)mx);
+    for (int o = 16; o; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
+    if (lane == 0) sh->red_d[w] = sum;
+    __syncthreads();
+    if (tid == 0) {
+        double t = 0.0;
+        for (int i = 0; i < nw; i++) t += sh->red_d[i];
+        sh->lse = (double)mx + log(t);
+    }
+    __syncthreads();
+    unsigned long long bound = ~0ull;
+    for (int j = 0; j < pk.top; j++) {
+        unsigned long long best = 0;
+        for (int i = tid; i < V; i += nt) {
+            const unsigned long long k = gpt2__logit_key(l[i], i);
+            if (k < bound && k > best) best = k;
+        }
+        for (int o = 16; o; o >>= 1) {
+            const unsigned long long b = __shfl_xor_sync(0xffffffffu, best, o);
+            best = b > best ? b : best;
+        }
+        if (lane == 0) sh->red_k[w] = best;
+        __syncthreads();
+        for (int i = 0; i < nw; i++) best = sh->red_k[i] > best ? sh->red_k[i] : best;
+        if (tid == 0) {
+            const int id = best ? (int)(0xFFFFFFFFu - (unsigned)best) : 0;
+            pk.rec->ids[j] = id;
+            pk.rec->lps[j] = best ? (float)((double)l[id] - sh->lse) : -INFINITY;
+        }
+        bound = best;
+        __syncthreads();
+    }
 }
 
 /* Sorts a[0 .. n) ascending in shared memory (n2: n rounded up to a power of two; a[n .. n2) are filled with
@@ -7423,10 +7500,13 @@ __global__ void __launch_bounds__(GPT2__SAMPLE_THREADS, GPT2__SAMPLE_MINB) gpt2_
             o->draw = pk.draw + 1;
             o->pos = pk.pos + 1;
             if (pk.out) o->out = (int *)((const char *)pk.out + ((const char *)pk.out < adv.lo + adv.blob_bytes ? adv.blob_bytes : -adv.blob_bytes));
+            if (pk.rec && pk.out)
+                o->rec = (gpt2__lp_rec *)((char *)pk.rec + ((const char *)pk.rec < adv.lo + adv.blob_bytes ? adv.blob_bytes : -adv.blob_bytes));
         }
     }
     float *p = logits + (size_t)row * ld;
     if (!pk.sample) { if (tid == 0) gpt2__put_id(next, row, pk, -1); return; }
+    if (pk.rec) gpt2__lp_prelude(p, V, pk, &sh);
     if (pk.proc) gpt2__process_row(p, V, pk, &sh);
     if (!(pk.temperature > 0.0f)) {
         /* 1. argmax, lowest index among ties */
@@ -7478,7 +7558,7 @@ __global__ void __launch_bounds__(GPT2__SAMPLE_THREADS, GPT2__SAMPLE_MINB) gpt2_
         if (tid == 0) {
             for (int i = 1; i < nw; i++)
                 if (sh.red_v[i] > bv || (sh.red_v[i] == bv && sh.red_i[i] < bi)) { bv = sh.red_v[i]; bi = sh.red_i[i]; }
-            gpt2__put_id(next, row, pk, bi == 0x7FFFFFFF ? 0 : bi);
+            gpt2__put_id(next, row, pk, bi == 0x7FFFFFFF ? 0 : bi, sh.lse);
         }
         return;
     }
@@ -7529,7 +7609,7 @@ __global__ void __launch_bounds__(GPT2__SAMPLE_THREADS, GPT2__SAMPLE_MINB) gpt2_
         if (tid == 0) {
             int last = V - 1; /* the last kept candidate */
             while (last > 0 && !(p[last] >= floor_p)) last--;
-            gpt2__put_id(next, row, pk, sh.found >= 0 ? sh.found : last);
+            gpt2__put_id(next, row, pk, sh.found >= 0 ? sh.found : last, sh.lse);
         }
         return;
     }
@@ -7570,7 +7650,7 @@ __global__ void __launch_bounds__(GPT2__SAMPLE_THREADS, GPT2__SAMPLE_MINB) gpt2_
             if (tid == 0) total = cum;
         }
     }
-    if (tid == 0) gpt2__put_id(next, row, pk, sh.found >= 0 ? sh.found : last_id);
+    if (tid == 0) gpt2__put_id(next, row, pk, sh.found >= 0 ? sh.found : last_id, sh.lse);
 }
 
 /* Sampling of rows [row0, row0 + rows) of a step of N fed rows (P prompt rows) and n sequences, into d->next, in st
@@ -8162,6 +8242,20 @@ static gpt2_status gpt2__cuda_launch(gpt2_model *m, const gpt2__seq *seqs, int n
     const int b = S->stage ^ 1;
     gpt2__cuda_meta h = gpt2__meta_at(S->h_meta[b], N, n, n), d = gpt2__meta_at(S->d_meta, N, n, n);
     /* prompt rows first (rows [0, P)), then the decode rows: each kind has its own GEMM kernel (gpt2__linear) */
+    /* the raw rows of the rows with logprobs (gpt2__lp_prelude): S->stash grows to the most a step has had, at a step
+       that is not fed (a fed step has the rows of the one before) */
+    int n_lp = 0;
+    for (int i = 0; i < n; i++) n_lp += seqs[i].sample && seqs[i].req && (seqs[i].req->out_logprobs || seqs[i].req->top_logprobs > 0);
+    if (n_lp > S->stash_rows) {
+        if (feed) return gpt2__fail(GPT2_ERR_ARG, "CUDA step: a fed step with %d rows of logprobs after %d", n_lp, S->stash_rows);
+        if (S->stash) { cudaStreamSynchronize(S->stream); cudaFree(S->stash); S->stash = NULL; S->stash_rows = 0; } /* steps in flight read it */
+        if (cudaMalloc(&S->stash, (size_t)n_lp * S->ldv * sizeof(float)) != cudaSuccess) {
+            cudaGetLastError();
+            return gpt2__fail(GPT2_ERR_OOM, "CUDA step: %d rows of logprobs need %zu MB for their logits", n_lp, (size_t)n_lp * S->ldv * 4 >> 20);
+        }
+        S->stash_rows = n_lp;
+    }
+    n_lp = 0;
     for (int i = 0, rp = 0, rd = P; i < n; i++) {
         const gpt2__seq *q = &seqs[i];
         int *r = q->prompt || q->n_tok > 1 ? &rp : &rd;
@@ -8184,6 +8278,12 @@ static gpt2_status gpt2__cuda_launch(gpt2_model *m, const gpt2__seq *seqs, int n
         pk->pos = q->pos + q->n_tok - 1;
         pk->hist = S->hist + (size_t)q->slot * m->max_seq;
         pk->ctl = S->ctl + (size_t)q->slot * GPT2_CTL_INTS;
+        const int lp = q->sample && q->req && (q->req->out_logprobs || q->req->top_logprobs > 0);
+        pk->rec = !lp ? NULL : S->h_meta_dev ? (gpt2__lp_rec *)(S->h_meta_dev + ((char *)(h.recs + i) - (char *)S->h_meta[0])) : d.recs + i;
+        pk->stash = lp ? S->stash + (size_t)n_lp++ * S->ldv : NULL;
+        pk->top = lp ? q->req->top_logprobs : 0;
+        S->fly_req[b][i] = lp ? q->req : NULL;
+        S->fly_draw[b][i] = q->draw;
         if (pk->proc) {
             const gpt2_request *rq = q->req;
             pk->n_prompt = rq->prompt_len;
@@ -8231,7 +8331,7 @@ static gpt2_status gpt2__cuda_launch(gpt2_model *m, const gpt2__seq *seqs, int n
     if (e == cudaSuccess)
         st = decode && !P && S->use_graphs ? gpt2__cuda_decode_graph(m, &d, n, np) : gpt2__cuda_step_body(m, &d, N, P, n, np);
     if (e == cudaSuccess && !st && !S->h_meta_dev)
-        e = cudaMemcpyAsync(h.next, d.next, (size_t)n * sizeof(int), cudaMemcpyDeviceToHost, S->stream);
+        e = cudaMemcpyAsync(h.next, d.next, (size_t)n * (sizeof(int) + sizeof(gpt2__lp_rec)), cudaMemcpyDeviceToHost, S->stream);
     if (e == cudaSuccess && !st) e = cudaEventRecord(S->fly_done[b], S->stream);
     if (st || e != cudaSuccess) {
         gpt2__cuda_drain(m);
@@ -8241,6 +8341,7 @@ static gpt2_status gpt2__cuda_launch(gpt2_model *m, const gpt2__seq *seqs, int n
     S->stage = b;
     S->fly_n[b] = n;
     S->fly_next[b] = h.next;
+    S->fly_recs[b] = h.recs;
     S->flying++;
     S->feed_n = decode && !P && !dup ? n : -1;
     return GPT2_OK;
@@ -8258,6 +8359,18 @@ static gpt2_status gpt2__cuda_collect(gpt2_model *m, int *next) {
         return gpt2__fail(GPT2_ERR_DEVICE, "%s:%d: CUDA step: %s", __FILE__, __LINE__, cudaGetErrorString(e));
     }
     memcpy(next, S->fly_next[b], (size_t)S->fly_n[b] * sizeof(int));
+    /* logprobs into their requests at the row's draw, as gpt2__logprobs writes them */
+    for (int i = 0; i < S->fly_n[b]; i++) {
+        gpt2_request *r = S->fly_req[b][i];
+        if (!r) continue;
+        const gpt2__lp_rec *c = &S->fly_recs[b][i];
+        const uint64_t draw = S->fly_draw[b][i];
+        if (r->out_logprobs) r->out_logprobs[draw] = c->lp;
+        if (r->top_logprobs > 0) {
+            memcpy(r->out_top_ids + draw * r->top_logprobs, c->ids, (size_t)r->top_logprobs * sizeof(int));
+            memcpy(r->out_top_logprobs + draw * r->top_logprobs, c->lps, (size_t)r->top_logprobs * sizeof(float));
+        }
+    }
     return GPT2_OK;
 }
 
@@ -8325,7 +8438,9 @@ static void gpt2__cuda_free(gpt2_model *m) {
     cudaFree(S->v_cache);
     cudaFree(S->act);
     cudaFree(S->hist);
+    cudaFree(S->stash);
     GPT2_FREE(S->ctl_host);
+    for (int i = 0; i < 2; i++) { GPT2_FREE(S->fly_req[i]); GPT2_FREE(S->fly_draw[i]); }
     cudaFree(S->d_meta);
     if (S->h_meta[0]) cudaFreeHost(S->h_meta[0]);
     for (int i = 0; i < 2; i++) if (S->fly_done[i]) cudaEventDestroy(S->fly_done[i]);
@@ -8544,7 +8659,12 @@ static gpt2_status gpt2__cuda_init_state(gpt2_model *m, gpt2__cuda_state *S, con
     GPT2__CU(cudaMalloc(&S->hist, (size_t)m->max_batch * (m->max_seq + GPT2_CTL_INTS) * sizeof(int)));
     S->ctl = S->hist + (size_t)m->max_batch * m->max_seq;
     S->ctl_host = (int *)gpt2__alloc(GPT2_CTL_INTS * sizeof(int));
-    if (!S->ctl_host) return gpt2__fail(GPT2_ERR_OOM, "cannot allocate the sampler's list staging");
+    for (int i = 0; i < 2; i++) {
+        S->fly_req[i] = (gpt2_request **)gpt2__zalloc((size_t)S->max_rows * sizeof(gpt2_request *));
+        S->fly_draw[i] = (uint64_t *)gpt2__zalloc((size_t)S->max_rows * sizeof(uint64_t));
+    }
+    if (!S->ctl_host || !S->fly_req[0] || !S->fly_req[1] || !S->fly_draw[0] || !S->fly_draw[1])
+        return gpt2__fail(GPT2_ERR_OOM, "cannot allocate the sampler's host tables");
     /* activations */
     const size_t R = (size_t)S->max_rows;
     size_t act = gpt2__align256(R * C * 4) + logit_bytes + gpt2__align256(S->part_floats * 4) +
@@ -8963,10 +9083,8 @@ static gpt2_status gpt2__check_controls(const gpt2_model *m, const gpt2_request 
             return gpt2__fail(GPT2_ERR_ARG, "request %d: stop_strings[%d] is %s (1..1024 bytes)", i, k,
                               !r->stop_strings[k] ? "NULL" : !r->stop_strings[k][0] ? "empty" : "too long");
     if (m->backend == GPT2_BACKEND_CUDA) {
-        const char *field = s->typical_p > 0.0f && s->typical_p < 1.0f ? "sampling.typical_p"
-                          : r->out_logprobs || r->top_logprobs > 0 ? "logprobs" : NULL;
-        if (field)
-            return gpt2__fail(GPT2_ERR_DEVICE, "request %d: %s is not run by the CUDA backend yet (the CPU backend runs it)", i, field);
+        if (s->typical_p > 0.0f && s->typical_p < 1.0f)
+            return gpt2__fail(GPT2_ERR_DEVICE, "request %d: sampling.typical_p is not run by the CUDA backend yet (the CPU backend runs it)", i);
         if (gpt2__processed(r) && 2 * s->n_bias + r->n_stop_ids + 1 > GPT2_CTL_INTS)
             return gpt2__fail(GPT2_ERR_ARG, "request %d: n_bias = %d and n_stop_ids = %d exceed the CUDA backend's lists "
                               "(2 n_bias + n_stop_ids < GPT2_CTL_INTS = %d; define it larger)", i, s->n_bias, r->n_stop_ids, GPT2_CTL_INTS);
