@@ -38,6 +38,8 @@
                               rest running its other kernels beside it (CUDA green contexts; default 56 on a GPU
                               of under 4 TB/s memory bandwidth such as the H100, 64 from it such as the H200;
                               0: no SM split, every kernel on every SM)
+       GPT2_CTL_INTS          CUDA: room for one request's lists on the GPU, 2 ints a logit-bias entry and 1 a stop
+                              id (default 4096; a request beyond it is refused)
 
    Sections (search for the tag, e.g. "[GPT2:OP_FEW_ROW"):
        [GPT2:MANUAL] this text          [GPT2:API] public API          [GPT2:CONFIG] every tuning knob
@@ -152,7 +154,7 @@ GPT2_API int gpt2_token_id(const gpt2_tokenizer *tok, const char *text, size_t l
 typedef struct gpt2_sampling {
     float temperature; int top_k; float top_p; uint64_t seed;
     float min_p;              /* keep tokens whose probability >= min_p x the most likely token's; 0: off */
-    float typical_p;          /* locally typical sampling, as Hugging Face's typical_p; 0 or >= 1: off */
+    float typical_p;          /* locally typical sampling, as Hugging Face's typical_p; 0 or >= 1: off (CPU backend) */
     float repetition_penalty; /* Hugging Face / CTRL: the logit of every token already in the prompt or the
                                  output is divided by it when positive, multiplied when negative; 0 or 1: off */
     float presence_penalty;   /* OpenAI: subtracted once from the logit of each token already generated */
