@@ -13,6 +13,8 @@
    Also device memory per workload: in use after it (cudaMemGetInfo: the whole device, CUDA context included);
    for score, the highest in use while the warm-up call ran (sampled), and how much of it is above what the loaded
    model held before its first call.
+   --sampling top_p|penalty: latency and throughput sample (temperature 1, top_p 0.9), with penalty every request also
+   carrying repetition_penalty 1.2 (the processors' cost: not the standard workloads, which are greedy).
    --prefill-seqs N (1..64): the prefill workload over N sequences of 1024 instead of 16 (then not the standard
    workload). The standard workloads run without speculation (--spec K: with at most K draft tokens a step; random
    weights make any continuation's repetitiveness an accident of the weights, so those figures do not measure it).
@@ -160,6 +162,8 @@ static int g_prefill_seqs = 0; /* --prefill-seqs N (1..64): the prefill step of 
                                    given) and for --breakdown (4 when not given) */
 static int g_at = 160;        /* --at POS: --breakdown's many-row decode step at this position */
 static int g_stagger = -1;     /* --stagger N: part 1 of a split step starts once part 0's layer N - 1 qkv product is done (0: at once) */
+static int g_sampling = 0;    /* --sampling top_p|penalty: the generate workloads sample (temperature 1, top_p 0.9),
+                                 and with penalty every request also carries repetition_penalty 1.2 (default: greedy) */
 static int g_bd_rows = 0;      /* --bd-rows R: --breakdown's many-row decode step over R rows (default 1024; 256 at 1558M) */
 static const char *g_profile = NULL; /* --profile decode|one|prefill: that --breakdown step once more under the profiler */
 
@@ -245,6 +249,8 @@ static double run_generate(gpt2_model *m, int B, int prompt, int gen) {
     for (int i = 0; i < B; i++) {
         r[i].prompt = prompts + (size_t)i * prompt; r[i].prompt_len = prompt;
         r[i].max_new_tokens = gen; r[i].stop_token = -1; r[i].out = outs + (size_t)i * gen;
+        if (g_sampling) { r[i].sampling.temperature = 1.0f; r[i].sampling.top_p = 0.9f; r[i].sampling.seed = 1000u + (unsigned)i; }
+        if (g_sampling == 2) r[i].sampling.repetition_penalty = 1.2f;
     }
     CU(cudaDeviceSynchronize());
     double t0 = now_s();
@@ -634,6 +640,11 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--trace") && i + 1 < argc) { trace_step(argv[i + 1], dt); return 0; }
 #endif
         else if (!strcmp(argv[i], "--spec") && i + 1 < argc) g_spec = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--sampling") && i + 1 < argc) {
+            ++i;
+            g_sampling = !strcmp(argv[i], "top_p") ? 1 : !strcmp(argv[i], "penalty") ? 2 : -1;
+            if (g_sampling < 0) { fprintf(stderr, "bench_gpt2: --sampling takes top_p or penalty, not '%s'\n", argv[i]); return 2; }
+        }
         else if (!strcmp(argv[i], "--spec-text") && i + 1 < argc) {
             int ks[8], nk = 0;
             for (int j = i + 2; j < argc && nk < 8; j++) ks[nk++] = atoi(argv[j]);
@@ -667,7 +678,7 @@ int main(int argc, char **argv) {
         }
         else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
             printf("usage: bench/bench_gpt2 [124M|355M|774M|1558M ...] [--dtype f16|bf16|f32] "
-                   "[--only latency|throughput|prefill|score] [--reps N] [--prefill-seqs N] [--spec K]\n"
+                   "[--only latency|throughput|prefill|score] [--reps N] [--prefill-seqs N] [--spec K] [--sampling top_p|penalty]\n"
                    "       bench/bench_gpt2 [--only prefill] --breakdown [SIZE]; --spec-text DIR [K...]; --profile KIND\n"
                    "(the comment at the top of bench/bench_gpt2.cu says what each workload and switch does)\n");
             return 0;
@@ -723,8 +734,9 @@ int main(int argc, char **argv) {
             double s = median(t, reps), tps = B * 192.0 / s;
             /* bytes: 191 decode steps, each all weights + every live K and V (average context 160) */
             double bytes = 191.0 * ((P - 1024 * C) * es + 2.0 * L * B * 160 * C * es);
-            printf("%-6s throughput  %8.0f tokens/s (batch %d, %.2f s)   %.3g GB moved, roofline %.0f%% (%.0f tokens/s)   peak %.1f GB\n",
-                   size, tps, B, s, bytes / 1e9, 100.0 * (bytes / bw) / s, B * 192.0 / (bytes / bw), peak_used() / 1e9);
+            printf("%-6s throughput  %8.0f tokens/s (batch %d, %.2f s)   %.3g GB moved, roofline %.0f%% (%.0f tokens/s)   peak %.1f GB%s\n",
+                   size, tps, B, s, bytes / 1e9, 100.0 * (bytes / bw) / s, B * 192.0 / (bytes / bw), peak_used() / 1e9,
+                   g_sampling == 1 ? "   sampled: top_p 0.9" : g_sampling == 2 ? "   sampled: top_p 0.9, repetition_penalty 1.2" : "");
             gpt2_free(m);
         }
     prefill:
