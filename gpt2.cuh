@@ -430,6 +430,7 @@ GPT2_API int          gpt2_model_max_seq(const gpt2_model *model);
 /* the CPU backend's products (gpt2__cpu_product) */
 #define GPT2__PANEL 16             /* output columns of a packed weight panel: one AVX-512 vector of float32 */
 #define GPT2__PANEL_GROUP 4        /* panels of a task: its weights are read from memory once for all its rows */
+#define GPT2__ATT_ROWS 16          /* CPU: most rows of a sequence an attention task serves (gpt2__attn) */
 #define GPT2__CPU_FEW_ROWS 16      /* F16/BF16 products of at most this many rows read the panels as they are (more:
                                       converted to float32 first, once per task) */
 
@@ -804,9 +805,12 @@ typedef struct gpt2__weights {
    [n_layer][max_batch][n_head][head size][max_seq] (a key's elements max_seq apart, so that the scores of
    consecutive keys are one vector operation per element: gpt2__cpu_run). */
 struct gpt2__product;
+struct gpt2__attn;
 typedef struct gpt2__cpu {
-    float *k_cache, *v_cache;
-    void (*tasks)(const struct gpt2__product *, long, long, float *); /* the products' build for this CPU (gpt2__cpu_isa) */
+    void *k_cache, *v_cache;         /* elements of the model's dtype */
+    /* the builds of the products and the attention for this CPU (gpt2__cpu_isa) */
+    void (*tasks)(const struct gpt2__product *, long, long, float *);
+    void (*attn)(const struct gpt2__attn *, long, float *, float *, float *);
 } gpt2__cpu;
 
 struct gpt2_model {
@@ -4140,6 +4144,93 @@ static void gpt2__cpu_product(const gpt2_model *m, float *out, const float *in, 
     }
 }
 
+/* ---- attention: each row (position p of its sequence) attends to positions 0 .. p of its KV slot, head by head.
+   Work in tasks of a block of up to GPT2__ATT_ROWS consecutive rows of one sequence and one head; from an F16/BF16
+   cache the head's keys and values up to the block's last position are converted to float32 once for the block's
+   rows. Each row computes as alone (one build of these loops for every row count): scores q·k over i in order,
+   scaled, softmax (max, exp, the sum in order), then out = sum over j in order of (e_j / sum) v_j. */
+typedef struct gpt2__attn_task { int row0, n_rows, head, slot; } gpt2__attn_task;
+typedef struct gpt2__attn {
+    const float *qkv;          /* [N][3C] */
+    float *out;                /* [N][C] */
+    const int *row_pos;        /* each row's position */
+    const void *kt, *v;        /* this layer's caches (gpt2__cpu_kt, gpt2__cpu_kv) */
+    int C, H, max_seq;
+    float scale;
+    char dtype;                /* the caches' dtype: 'F', 'H', 'B' */
+    const gpt2__attn_task *tasks;
+} gpt2__attn;
+
+/* dst [0, n) = the F16/BF16 (dtype 'H' / 'B') bits at src as float32 */
+#if defined(__GNUC__)
+#define GPT2__CPU_WIDEN(dst, src, n, dtype)                                                                         \
+    do {                                                                                                            \
+        size_t i_ = 0;                                                                                              \
+        for (; i_ + GPT2__PANEL <= (size_t)(n); i_ += GPT2__PANEL) {                                                \
+            gpt2__vf v_;                                                                                            \
+            if ((dtype) == 'H') GPT2__VLOAD_H(v_, (src) + i_);                                                      \
+            else GPT2__VLOAD_B(v_, (src) + i_);                                                                     \
+            memcpy((dst) + i_, &v_, sizeof v_);                                                                     \
+        }                                                                                                           \
+        for (; i_ < (size_t)(n); i_++) (dst)[i_] = gpt2__cpu_weight((src), (dtype), i_);                             \
+    } while (0)
+#else
+#define GPT2__CPU_WIDEN(dst, src, n, dtype)                                                                         \
+    do {                                                                                                            \
+        for (size_t i_ = 0; i_ < (size_t)(n); i_++) (dst)[i_] = gpt2__cpu_weight((src), (dtype), i_);               \
+    } while (0)
+#endif
+
+/* Task t; sc: scratch of max_seq floats; kf, vf: of head size × max_seq floats each (F16/BF16) */
+#define GPT2__CPU_ATTN(name, ATTR, BODY)                                                                            \
+    ATTR static void name(const gpt2__attn *a, long t, float *sc, float *kf, float *vf) {                           \
+        BODY                                                                                                        \
+        const gpt2__attn_task *k = &a->tasks[t];                                                                    \
+        const int C = a->C, hd = C / a->H, n_keys = a->row_pos[k->row0 + k->n_rows - 1] + 1;                        \
+        const size_t ms = (size_t)a->max_seq, kt_at = ((size_t)k->slot * a->H + k->head) * hd * ms;                 \
+        const size_t v_at = (size_t)k->slot * ms * C + (size_t)k->head * hd;                                        \
+        const float *kt, *v;                                                                                        \
+        size_t ks, vs;                                                                                              \
+        if (a->dtype == 'F') {                                                                                      \
+            kt = (const float *)a->kt + kt_at; ks = ms;                                                             \
+            v = (const float *)a->v + v_at; vs = (size_t)C;                                                         \
+        } else {                                                                                                    \
+            const uint16_t *kh = (const uint16_t *)a->kt + kt_at, *vh = (const uint16_t *)a->v + v_at;              \
+            for (int i = 0; i < hd; i++) GPT2__CPU_WIDEN(kf + (size_t)i * n_keys, kh + i * ms, n_keys, a->dtype);   \
+            for (int j = 0; j < n_keys; j++) GPT2__CPU_WIDEN(vf + (size_t)j * hd, vh + j * (size_t)C, hd, a->dtype); \
+            kt = kf; ks = (size_t)n_keys;                                                                           \
+            v = vf; vs = (size_t)hd;                                                                                \
+        }                                                                                                           \
+        for (int r = k->row0; r < k->row0 + k->n_rows; r++) {                                                       \
+            const int p = a->row_pos[r];                                                                            \
+            const float *q = a->qkv + (size_t)r * 3 * C + (size_t)k->head * hd;                                      \
+            int j;                                                                                                  \
+            /* scores: hd passes over the keys, pass i adding q[i] times element i of every key (one contiguous row \
+               of the transposed cache) */                                                                          \
+            for (j = 0; j <= p; j++) sc[j] = 0.0f;                                                                  \
+            for (int i = 0; i < hd; i++) {                                                                          \
+                const float qi = q[i], *kr = kt + i * ks;                                                           \
+                for (j = 0; j <= p; j++) sc[j] += qi * kr[j];                                                       \
+            }                                                                                                       \
+            float mx = -INFINITY, sum = 0.0f;                                                                       \
+            for (j = 0; j <= p; j++) sc[j] *= a->scale;                                                             \
+            for (j = 0; j <= p; j++) mx = sc[j] > mx ? sc[j] : mx;                                                  \
+            for (j = 0; j <= p; j++) { sc[j] = expf(sc[j] - mx); sum += sc[j]; }                                    \
+            float *o = a->out + (size_t)r * C + (size_t)k->head * hd;                                               \
+            for (int i = 0; i < hd; i++) o[i] = 0.0f;                                                               \
+            for (j = 0; j <= p; j++) {                                                                              \
+                const float pj = sc[j] / sum, *vv = v + j * vs;                                                     \
+                for (int i = 0; i < hd; i++) o[i] += pj * vv[i];                                                    \
+            }                                                                                                       \
+        }                                                                                                           \
+    }
+GPT2__CPU_ATTN(gpt2__cpu_attn_base, , )
+#if GPT2__CPU_VARIANTS
+GPT2__CPU_ATTN(gpt2__cpu_attn_avx2, __attribute__((target("avx2,fma,f16c"))) GPT2__FUSE, GPT2__FUSE_BODY)
+GPT2__CPU_ATTN(gpt2__cpu_attn_avx512, __attribute__((target("avx2,fma,f16c,avx512f"))) GPT2__FUSE, GPT2__FUSE_BODY)
+#endif
+#undef GPT2__CPU_ATTN
+
 /* out [N][C] = layer_norm(in [N][C]) * g + b, statistics in double (HF: torch.nn.LayerNorm, biased variance) */
 static void gpt2__cpu_layernorm(float *out, const float *in, const float *g, const float *b, int N, int C, float eps) {
     GPT2__OMP(omp parallel for schedule(static) if ((double)N * C > 1e5))
@@ -4172,14 +4263,19 @@ static void gpt2__cpu_activation(float *x, size_t n, int act) {
     }
 }
 
-static float *gpt2__cpu_kv(const gpt2_model *m, float *cache, int layer, int slot, int pos) {
-    size_t C = (size_t)m->cfg.n_embd;
-    return cache + (((size_t)layer * m->max_batch + slot) * m->max_seq + pos) * C;
+/* Element indices in the caches (elements of the model's dtype): V's row of a position, and head h's keys in the
+   transposed K cache (element i of the key at position pos at [i * max_seq + pos]) */
+static size_t gpt2__cpu_kv(const gpt2_model *m, int layer, int slot, int pos) {
+    return (((size_t)layer * m->max_batch + slot) * m->max_seq + pos) * (size_t)m->cfg.n_embd;
 }
-/* head h's keys in the transposed K cache: element i of the key at position pos is at [i * max_seq + pos] */
-static float *gpt2__cpu_kt(const gpt2_model *m, int layer, int slot, int h) {
+static size_t gpt2__cpu_kt(const gpt2_model *m, int layer, int slot, int h) {
     const size_t H = (size_t)m->cfg.n_head, hd = (size_t)m->cfg.n_embd / H;
-    return m->cpu.k_cache + (((size_t)layer * m->max_batch + slot) * H + h) * hd * m->max_seq;
+    return (((size_t)layer * m->max_batch + slot) * H + h) * hd * m->max_seq;
+}
+/* element i of a cache := v (in the model's dtype) */
+static void gpt2__cpu_put(void *cache, char dtype, size_t i, float v) {
+    if (dtype == 'F') ((float *)cache)[i] = v;
+    else ((uint16_t *)cache)[i] = dtype == 'H' ? gpt2__f32_to_f16(v) : gpt2__f32_to_bf16(v);
 }
 
 static void gpt2__cpu_free(gpt2_model *m) {
@@ -4208,34 +4304,39 @@ static void gpt2__host_memory(double *total, double *avail) {
 #endif
 }
 
-/* The products' build for this CPU: AVX-512 (with FMA), else AVX2 + FMA, else the baseline one. */
-static void (*gpt2__cpu_isa(void))(const gpt2__product *, long, long, float *) {
+/* The products' and the attention's build for this CPU: AVX-512 (with FMA), else AVX2 + FMA, else the baseline. */
+static void gpt2__cpu_isa(gpt2__cpu *c) {
+    c->tasks = gpt2__cpu_tasks_base;
+    c->attn = gpt2__cpu_attn_base;
 #if GPT2__CPU_VARIANTS
     __builtin_cpu_init();
-    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c"))
-        return gpt2__cpu_tasks_avx512;
-    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c"))
-        return gpt2__cpu_tasks_avx2;
+    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c")) {
+        c->tasks = gpt2__cpu_tasks_avx512;
+        c->attn = gpt2__cpu_attn_avx512;
+    } else if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c")) {
+        c->tasks = gpt2__cpu_tasks_avx2;
+        c->attn = gpt2__cpu_attn_avx2;
+    }
 #endif
-    return gpt2__cpu_tasks_base;
 }
 
 static gpt2_status gpt2__cpu_init(gpt2_model *m) {
-    /* K and V: 2 x n_layer x max_batch x max_seq x n_embd floats, which must fit in this machine's memory
-       beside the weights (with overcommit, malloc alone would promise it and the process die later) */
+    /* K and V: 2 x n_layer x max_batch x max_seq x n_embd elements of the model's dtype, which must fit in this
+       machine's memory beside the weights (with overcommit, malloc alone would promise it and the process die later) */
     size_t n, bytes;
     double total, avail;
+    const size_t es = m->dtype == GPT2_DTYPE_F32 ? 4 : 2;
     int ok = gpt2__mul_ok((size_t)m->cfg.n_layer * m->cfg.n_embd, (size_t)m->max_batch * m->max_seq, &n) &&
-             gpt2__mul_ok(n, 2 * sizeof(float), &bytes);
+             gpt2__mul_ok(n, 2 * es, &bytes);
     gpt2__host_memory(&total, &avail);
     if (!ok || (total > 0 && (double)bytes + (double)m->w.bytes > total))
         return gpt2__fail(GPT2_ERR_OOM, "the KV cache for %d sequences of %d tokens needs %.0f MB (weights %.0f MB more); "
                           "this machine has %.0f MB, %.0f MB free: lower max_batch or max_seq",
                           m->max_batch, m->max_seq, ok ? bytes / 1048576.0 : 1e300, m->w.bytes / 1048576.0,
                           total / 1048576.0, avail / 1048576.0);
-    m->cpu.tasks = gpt2__cpu_isa();
-    m->cpu.k_cache = (float *)gpt2__alloc(n * sizeof(float));
-    m->cpu.v_cache = (float *)gpt2__alloc(n * sizeof(float));
+    gpt2__cpu_isa(&m->cpu);
+    m->cpu.k_cache = gpt2__alloc(n * es);
+    m->cpu.v_cache = gpt2__alloc(n * es);
     if (!m->cpu.k_cache || !m->cpu.v_cache) {
         gpt2__cpu_free(m);
         return gpt2__fail(GPT2_ERR_OOM, "cannot allocate the KV cache: %zu MB for %d sequences of %d tokens",
@@ -4264,7 +4365,8 @@ static gpt2_status gpt2__cpu_run(gpt2_model *m, const gpt2__seq *seqs, int n, in
        scratch (F16/BF16: a group of panels per thread, in float32) */
     const size_t qkv_n = (size_t)3 * N * C;
     const size_t scratch_n = m->dtype == GPT2_DTYPE_F32 ? 0 : (size_t)nthreads * GPT2__PANEL_GROUP * GPT2__PANEL * (F > C ? F : C);
-    size_t need = (size_t)N * (3 * C + F) + qkv_n + (size_t)nthreads * maxT + scratch_n;
+    const size_t att_n = (size_t)nthreads * maxT * (m->dtype == GPT2_DTYPE_F32 ? 1 : 1 + 2 * hd);
+    size_t need = (size_t)N * (3 * C + F) + qkv_n + att_n + scratch_n;
     float *buf = (float *)gpt2__alloc(need * sizeof(float));
     int *row_seq = (int *)gpt2__alloc((size_t)N * sizeof(int));
     if (!buf || !row_seq) {
@@ -4272,7 +4374,7 @@ static gpt2_status gpt2__cpu_run(gpt2_model *m, const gpt2__seq *seqs, int n, in
         return gpt2__fail(GPT2_ERR_OOM, "CPU forward: cannot allocate %zu MB of activations", need * 4 >> 20);
     }
     float *x = buf, *ln = x + (size_t)N * C, *att = ln + (size_t)N * C, *qkv = att + (size_t)N * C;
-    float *fc = qkv + qkv_n, *scores = fc + (size_t)N * F, *scratch = scores + (size_t)nthreads * maxT;
+    float *fc = qkv + qkv_n, *scores = fc + (size_t)N * F, *scratch = scores + att_n;
     const gpt2__weights *w = &m->w;
     for (int s = 0, r = 0; s < n; s++)
         for (int t = 0; t < seqs[s].n_tok; t++, r++) {
@@ -4282,7 +4384,12 @@ static gpt2_status gpt2__cpu_run(gpt2_model *m, const gpt2__seq *seqs, int n, in
                 x[(size_t)r * C + i] = gpt2__cpu_weight(w->wte, gpt2__cpu_dtype(m), gpt2__panel_at((size_t)C, i, seqs[s].tok[t])) + pe[i];
         }
     int *row_pos = (int *)gpt2__alloc((size_t)N * sizeof(int));
-    if (!row_pos) { GPT2_FREE(buf); GPT2_FREE(row_seq); return gpt2__fail(GPT2_ERR_OOM, "CPU forward: out of memory"); }
+    gpt2__attn_task *tasks = (gpt2__attn_task *)gpt2__alloc((size_t)(N + n) * H * sizeof(gpt2__attn_task));
+    if (!row_pos || !tasks) {
+        GPT2_FREE(buf); GPT2_FREE(row_seq); GPT2_FREE(row_pos); GPT2_FREE(tasks);
+        return gpt2__fail(GPT2_ERR_OOM, "CPU forward: out of memory");
+    }
+    const char dt = gpt2__cpu_dtype(m);
     for (int s = 0, r = 0; s < n; s++)
         for (int t = 0; t < seqs[s].n_tok; t++, r++) row_pos[r] = seqs[s].pos + t;
     for (int l = 0; l < cf->n_layer; l++) {
@@ -4294,17 +4401,17 @@ static gpt2_status gpt2__cpu_run(gpt2_model *m, const gpt2__seq *seqs, int n, in
         gpt2__cpu_layernorm(ln, x, y->ln1_w, y->ln1_b, N, C, cf->ln_eps);
         gpt2__cpu_product(m, qkv, ln, y->qkv_w, y->qkv_b, N, C, 3 * C, scratch);
         /* K and V of every fed row into the cache: K transposed, a head per thread, element i of every row in turn,
-           so that the consecutive rows of a sequence write consecutive floats */
+           so that the consecutive rows of a sequence write consecutive elements */
         GPT2__OMP(omp parallel for schedule(static) if ((double)N * C > 1e5))
         for (int h = 0; h < H; h++)
             for (int i = 0; i < hd; i++)
-                for (int r = 0; r < N; r++) {
-                    float *kt = gpt2__cpu_kt(m, l, seqs[row_seq[r]].slot, h);
-                    kt[(size_t)i * m->max_seq + row_pos[r]] = qkv[(size_t)r * 3 * C + C + h * hd + i];
-                }
-        for (int r = 0; r < N; r++)
-            memcpy(gpt2__cpu_kv(m, m->cpu.v_cache, l, seqs[row_seq[r]].slot, row_pos[r]), qkv + (size_t)r * 3 * C + 2 * C,
-                   (size_t)C * sizeof(float));
+                for (int r = 0; r < N; r++)
+                    gpt2__cpu_put(m->cpu.k_cache, dt, gpt2__cpu_kt(m, l, seqs[row_seq[r]].slot, h) + (size_t)i * m->max_seq + row_pos[r],
+                                  qkv[(size_t)r * 3 * C + C + h * hd + i]);
+        for (int r = 0; r < N; r++) {
+            const size_t at = gpt2__cpu_kv(m, l, seqs[row_seq[r]].slot, row_pos[r]);
+            for (int i = 0; i < C; i++) gpt2__cpu_put(m->cpu.v_cache, dt, at + i, qkv[(size_t)r * 3 * C + 2 * C + i]);
+        }
         /* the last layer's rows after the K/V store serve only the logits: without all_rows, each sequence's last
            row goes on alone, row s of the compacted rows being sequence s's (its fed row is at or after s); every
            computation below is per row, so each keeps its bits */
@@ -4321,38 +4428,30 @@ static gpt2_status gpt2__cpu_run(gpt2_model *m, const gpt2__seq *seqs, int n, in
             }
             N = n;
         }
-        /* causal attention: row r (position p) attends to positions 0..p of its slot */
+        /* causal attention, in tasks of a block of a sequence's rows and a head (gpt2__attn) */
+        long n_tasks = 0;
+        for (int r = 0; r < N;) {
+            int e = r + 1;
+            while (e < N && row_seq[e] == row_seq[r] && e - r < GPT2__ATT_ROWS) e++;
+            for (int h = 0; h < H; h++) {
+                gpt2__attn_task *t = &tasks[n_tasks++];
+                t->row0 = r; t->n_rows = e - r; t->head = h; t->slot = seqs[row_seq[r]].slot;
+            }
+            r = e;
+        }
+        gpt2__attn at;
+        at.qkv = qkv; at.out = att; at.row_pos = row_pos; at.C = C; at.H = H; at.max_seq = m->max_seq;
+        at.scale = scale; at.dtype = dt; at.tasks = tasks;
+        at.kt = (const char *)m->cpu.k_cache + gpt2__cpu_kt(m, l, 0, 0) * (dt == 'F' ? 4 : 2);
+        at.v = (const char *)m->cpu.v_cache + gpt2__cpu_kv(m, l, 0, 0) * (dt == 'F' ? 4 : 2);
         GPT2__OMP(omp parallel for schedule(dynamic, 1) if ((double)N * maxT * C > 1e5))
-        for (int rh = 0; rh < N * H; rh++) {
-            int r = rh / H, h = rh % H, p = row_pos[r], slot = seqs[row_seq[r]].slot;
+        for (long t = 0; t < n_tasks; t++) {
             int tid = 0;
 #ifdef _OPENMP
             tid = omp_get_thread_num();
 #endif
-            float *sc = scores + (size_t)tid * maxT;
-            const float *qv = qkv + (size_t)r * 3 * C + h * hd, *kt = gpt2__cpu_kt(m, l, slot, h);
-            const size_t ms = (size_t)m->max_seq;
-            float mx = -INFINITY;
-            /* scores: each a dot product over i in order, computed as hd passes over the row's keys, pass i adding
-               q[i] times element i of every key (a contiguous row of the transposed cache: one stream, in vectors) */
-            int j;
-            for (j = 0; j <= p; j++) sc[j] = 0.0f;
-            for (int i = 0; i < hd; i++) {
-                const float qi = qv[i], *kr = kt + i * ms;
-                for (j = 0; j <= p; j++) sc[j] += qi * kr[j];
-            }
-            for (j = 0; j <= p; j++) sc[j] *= scale;
-            for (j = 0; j <= p; j++)
-                if (sc[j] > mx) mx = sc[j];
-            float sum = 0.0f;
-            for (int j = 0; j <= p; j++) { sc[j] = expf(sc[j] - mx); sum += sc[j]; }
-            float *o = att + (size_t)r * C + h * hd;
-            for (int i = 0; i < hd; i++) o[i] = 0.0f;
-            for (int j = 0; j <= p; j++) {
-                const float *vv = gpt2__cpu_kv(m, m->cpu.v_cache, l, slot, j) + h * hd;
-                float pj = sc[j] / sum;
-                for (int i = 0; i < hd; i++) o[i] += pj * vv[i];
-            }
+            float *sc = scores + (size_t)tid * maxT * (dt == 'F' ? 1 : 1 + 2 * hd);
+            m->cpu.attn(&at, t, sc, sc + maxT, sc + maxT + (size_t)hd * maxT);
         }
         gpt2__cpu_product(m, ln, att, y->attn_proj_w, y->attn_proj_b, N, C, C, scratch);
         for (size_t i = 0; i < (size_t)N * C; i++) x[i] += ln[i];
@@ -4366,7 +4465,7 @@ static gpt2_status gpt2__cpu_run(gpt2_model *m, const gpt2__seq *seqs, int n, in
     const int n_out = N;
     gpt2__cpu_layernorm(ln, x, w->lnf_w, w->lnf_b, n_out, C, cf->ln_eps);
     gpt2__cpu_product(m, logits, ln, w->lm_head, NULL, n_out, C, V, scratch);
-    GPT2_FREE(buf); GPT2_FREE(row_seq); GPT2_FREE(row_pos);
+    GPT2_FREE(buf); GPT2_FREE(row_seq); GPT2_FREE(row_pos); GPT2_FREE(tasks);
     return GPT2_OK;
 }
 
@@ -8534,10 +8633,6 @@ static int gpt2__cpu_default_batch(const gpt2_model *m) {
     return b < 1 ? 1 : b > 8 ? 8 : b;
 }
 
-static const char *gpt2__dtype_name(gpt2_dtype d) {
-    return d == GPT2_DTYPE_F32 ? "F32" : d == GPT2_DTYPE_F16 ? "F16" : d == GPT2_DTYPE_BF16 ? "BF16" : "AUTO";
-}
-
 /* Builds a model from a config.json text and a checkpoint's files (gpt2_load opens them; gpt2_mpi_load
    broadcasts one safetensors image). cfg_name only labels error messages. */
 static gpt2_status gpt2__load_ckpt(gpt2_model **out, const char *cfg_text, size_t cfg_len, const char *cfg_name,
@@ -8580,11 +8675,6 @@ static gpt2_status gpt2__load_ckpt(gpt2_model **out, const char *cfg_text, size_
 #endif
     }
     m->dtype = opt.dtype != GPT2_DTYPE_AUTO ? opt.dtype : m->backend == GPT2_BACKEND_CUDA ? GPT2_DTYPE_F16 : GPT2_DTYPE_F32;
-    if (m->backend == GPT2_BACKEND_CPU && m->dtype != GPT2_DTYPE_F32) {
-        gpt2_dtype d = m->dtype;
-        gpt2_free(m);
-        return gpt2__fail(GPT2_ERR_ARG, "the CPU backend computes in F32 only (dtype %s was asked for)", gpt2__dtype_name(d));
-    }
     if (m->backend == GPT2_BACKEND_CUDA) {
         const char *field = m->arch.act != GPT2__ACT_GELU_TANH ? "activation_function" : m->arch.attn_unscaled ? "scale_attn_weights"
                           : m->arch.attn_by_layer ? "scale_attn_by_inverse_layer_idx" : m->arch.untied ? "tie_word_embeddings" : NULL;

@@ -121,8 +121,16 @@ static int backend_unavailable(const gpt2_options *o) {
 
 /* DESIGN.md's Numerics table: the logit tolerance factor for the backend and dtype under test */
 static double logit_tolerance(const gpt2_options *o) {
-    if (o->backend == GPT2_BACKEND_CPU) return 1e-4;
-    return o->dtype == GPT2_DTYPE_F32 ? 1e-3 : 5e-2;
+    if (o->dtype != GPT2_DTYPE_F32) return 5e-2; /* either backend: weights and KV cache in F16 / BF16 */
+    return o->backend == GPT2_BACKEND_CPU ? 1e-4 : 1e-3;
+}
+
+/* Whether a position's argmax agrees with the reference's: the same token, or (F16/BF16) a token whose reference logit
+   is within err (the largest logit error measured on the run) of the reference's best: a near-tie that precision
+   cannot decide. */
+static int argmax_agrees(const float *out, const float *ref, int V, double err) {
+    int a = gpt2__sample_greedy(out, V), b = gpt2__sample_greedy(ref, V);
+    return a == b || (double)ref[b] - ref[a] <= err;
 }
 
 /* ---------------------------------------------------------------- model tests */
@@ -157,7 +165,7 @@ static int test_logits_match_reference(void) {
         }
         int agree = 0;
         for (int p = 0; p < B * T; p++)
-            agree += gpt2__sample_greedy(out + (size_t)p * V, V) == gpt2__sample_greedy(r + (size_t)p * V, V);
+            agree += argmax_agrees(out + (size_t)p * V, r + (size_t)p * V, V, o.dtype == GPT2_DTYPE_F32 ? 0 : max_err);
         double limit = tol * (1 + max_ref);
         printf("    %-32s max |logit err| %.3g (limit %.3g, max |logit| %.3g), argmax agrees %d/%d\n",
                dirs[f], max_err, limit, max_ref, agree, B * T);
@@ -477,8 +485,9 @@ static int test_bad_arguments_are_rejected(void) {
     EXPECT(gpt2_load(&m, "tests/models/micro_f32", &o) == GPT2_ERR_ARG && strstr(gpt2_last_error(), "max_seq"),
            "max_seq > n_ctx: %s", gpt2_last_error());
     o.max_seq = 0;
-    o.dtype = GPT2_DTYPE_F16;
-    EXPECT(gpt2_load(&m, "tests/models/micro_f32", &o) == GPT2_ERR_ARG, "F16 on the CPU backend accepted");
+    o.dtype = (gpt2_dtype)(GPT2_DTYPE_BF16 + 1);
+    EXPECT(gpt2_load(&m, "tests/models/micro_f32", &o) == GPT2_ERR_ARG && strstr(gpt2_last_error(), "dtype"),
+           "dtype %d: %s", (int)o.dtype, gpt2_last_error());
 #if !GPT2__CUDA
     o.dtype = GPT2_DTYPE_AUTO;
     o.backend = GPT2_BACKEND_CUDA;
