@@ -1233,30 +1233,27 @@ static gpt2_status gpt2__tied_head_check(const gpt2__slot *slots, int n_slots, c
 /* The CPU backend's weights: every slot's tensor converted into its place in the arena (float32, or packed in
    panels in the model's dtype: gpt2__panel_at), in parallel (the threads also take the arena's first page faults).
    An F16 or BF16 value kept in its own dtype is copied as it is; any other goes through float32, rounded to nearest
-   even. */
-static void gpt2__slots_to_host(const gpt2__slot *slots, int n_slots) {
-    for (int k = 0; k < n_slots; k++) {
-        const gpt2__slot *s = &slots[k];
-        if (!s->dst) continue; /* read only to be checked */
-        const size_t d0 = s->shape[0], d1 = s->shape[1], P = GPT2__PANEL;
-        const size_t in = s->pack == 'T' ? d1 : d0, out = s->pack == 'T' ? d0 : d1, esize = s->dst_dtype == 'F' ? 4 : 2;
-        const unsigned char *src = s->src;
-        const char dt = s->dtype, to = s->dst_dtype, pack = s->pack;
-        if (pack && out % P) /* the last panel's columns past the matrix: zero */
-            memset((char *)s->dst + (out / P * in * P) * esize, 0, in * P * esize);
-        GPT2__OMP(omp parallel for schedule(static) if (d0 * d1 > 100000))
-        for (long long r = 0; r < (long long)d0; r++)
-            for (size_t c = 0; c < d1; c++) {
-                const size_t i = (size_t)r * d1 + c, at = !pack ? i : pack == 'C' ? gpt2__panel_at(in, r, c) : gpt2__panel_at(in, c, r);
-                const unsigned char *b = src + i * (dt == 'F' ? 4 : 2); /* little-endian, as the format itself */
-                uint16_t h = (uint16_t)(b[0] | (b[1] << 8));
-                float f;
-                if (dt == 'F') memcpy(&f, b, 4);
-                else f = dt == 'B' ? gpt2__bf16_to_f32(h) : gpt2__f16_to_f32(h);
-                if (to == 'F') memcpy((float *)s->dst + at, &f, 4);
-                else ((uint16_t *)s->dst)[at] = dt == to ? h : to == 'H' ? gpt2__f32_to_f16(f) : gpt2__f32_to_bf16(f);
-            }
-    }
+   even. (gpt2__ckpt_to_host calls it slot by slot.) */
+static void gpt2__slot_to_host(const gpt2__slot *s) {
+    if (!s->dst) return; /* read only to be checked */
+    const size_t d0 = s->shape[0], d1 = s->shape[1], P = GPT2__PANEL;
+    const size_t in = s->pack == 'T' ? d1 : d0, out = s->pack == 'T' ? d0 : d1, esize = s->dst_dtype == 'F' ? 4 : 2;
+    const unsigned char *src = s->src;
+    const char dt = s->dtype, to = s->dst_dtype, pack = s->pack;
+    if (pack && out % P) /* the last panel's columns past the matrix: zero */
+        memset((char *)s->dst + (out / P * in * P) * esize, 0, in * P * esize);
+    GPT2__OMP(omp parallel for schedule(static) if (d0 * d1 > 100000))
+    for (long long r = 0; r < (long long)d0; r++)
+        for (size_t c = 0; c < d1; c++) {
+            const size_t i = (size_t)r * d1 + c, at = !pack ? i : pack == 'C' ? gpt2__panel_at(in, r, c) : gpt2__panel_at(in, c, r);
+            const unsigned char *b = src + i * (dt == 'F' ? 4 : 2); /* little-endian, as the format itself */
+            uint16_t h = (uint16_t)(b[0] | (b[1] << 8));
+            float f;
+            if (dt == 'F') memcpy(&f, b, 4);
+            else f = dt == 'B' ? gpt2__bf16_to_f32(h) : gpt2__f16_to_f32(h);
+            if (to == 'F') memcpy((float *)s->dst + at, &f, 4);
+            else ((uint16_t *)s->dst)[at] = dt == to ? h : to == 'H' ? gpt2__f32_to_f16(f) : gpt2__f32_to_bf16(f);
+        }
 }
 
 /* ---- checkpoint files: model.safetensors, its shards, pytorch_model.bin (a restricted reader) */
@@ -2157,6 +2154,26 @@ typedef struct gpt2__ckpt {
     char **wm_name; /* the weight_map: tensor name -> index into files */
     int *wm_file, n_wm;
 } gpt2__ckpt;
+
+/* The CPU backend's copy of every slot (gpt2__slot_to_host), the file's pages of each tensor let go of once it is
+   converted where the file is mapped: the process's peak memory is then about its copy, not the copy and the file. */
+static void gpt2__ckpt_to_host(const gpt2__ckpt *ck, const gpt2__slot *slots, int n_slots) {
+    for (int k = 0; k < n_slots; k++) {
+        const gpt2__slot *s = &slots[k];
+        gpt2__slot_to_host(s);
+#if defined(MADV_DONTNEED)
+        const size_t page = (size_t)sysconf(_SC_PAGESIZE), bytes = s->shape[0] * s->shape[1] * (s->dtype == 'F' ? 4 : 2);
+        for (int i = 0; s->dst && s->src && page && i < ck->n_files; i++) {
+            const gpt2__ckpt_file *f = &ck->files[i];
+            if (f->mapped != 1 || s->src < f->data || s->src + bytes > f->data + f->len) continue;
+            const uintptr_t a = ((uintptr_t)s->src + page - 1) / page * page, b = ((uintptr_t)s->src + bytes) / page * page;
+            if (b > a) madvise((void *)a, b - a, MADV_DONTNEED); /* read-only file pages: a later read maps them again */
+        }
+#else
+        (void)ck;
+#endif
+    }
+}
 
 static void gpt2__ckpt_close(gpt2__ckpt *ck) {
     for (int i = 0; i < ck->n_files; i++) {
@@ -8694,7 +8711,7 @@ static gpt2_status gpt2__load_ckpt(gpt2_model **out, const char *cfg_text, size_
     if (st) { GPT2_FREE(slots); gpt2_free(m); return st; }
     m->max_batch = opt.max_batch;
     if (host) {
-        gpt2__slots_to_host(slots, n_slots);
+        gpt2__ckpt_to_host(ck, slots, n_slots);
         if (!m->max_batch) m->max_batch = gpt2__cpu_default_batch(m);
         st = gpt2__cpu_init(m);
     }
