@@ -3988,7 +3988,7 @@ typedef uint32_t gpt2__vu __attribute__((vector_size(GPT2__PANEL * 4)));
         memcpy(&(v), &u_, sizeof u_);                                                                               \
     } while (0)
 #if defined(__FLT16_MAX__) && !defined(__CUDACC__) && !defined(__cplusplus)
-typedef _Float16 gpt2__vhf __attribute__((vector_size(GPT2__PANEL * 2)));
+__extension__ typedef _Float16 gpt2__vhf __attribute__((vector_size(GPT2__PANEL * 2)));
 #define GPT2__VLOAD_H(v, p)                                                                                         \
     do {                                                                                                            \
         gpt2__vhf h_;                                                                                               \
@@ -4327,10 +4327,10 @@ static void gpt2__cpu_isa(gpt2__cpu *c) {
     c->attn = gpt2__cpu_attn_base;
 #if GPT2__CPU_VARIANTS
     __builtin_cpu_init();
-    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c")) {
+    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("fma")) { /* (F16C came before AVX2, so with it) */
         c->tasks = gpt2__cpu_tasks_avx512;
         c->attn = gpt2__cpu_attn_avx512;
-    } else if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c")) {
+    } else if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
         c->tasks = gpt2__cpu_tasks_avx2;
         c->attn = gpt2__cpu_attn_avx2;
     }
