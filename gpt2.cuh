@@ -19,9 +19,9 @@
 
    Configuration macros (define before the implementation include; defaults in [GPT2:CONFIG]):
        GPT2_NO_CUDA           leave the CUDA backend out even under nvcc
-       GPT2_NO_CLONES         no AVX2 build of the CPU backend's products beside the baseline one (x86-64 Linux,
-                              glibc, GCC/Clang: the CPU picks one at load; the same bits either way). Off by itself
-                              under ThreadSanitizer, whose runtime is not up when the load-time pick runs
+       GPT2_NO_CLONES         no AVX2 + FMA and AVX-512 builds of the CPU backend's products and attention beside
+                              the baseline one (x86-64 Linux, glibc, GCC/Clang: the CPU picks one at load; their fused
+                              multiply-adds round the last bits differently). Off by itself under ThreadSanitizer
        GPT2_MALLOC(n), GPT2_CALLOC(n,s), GPT2_FREE(p)   host allocator (default: stdlib)
        GPT2_MAX_ERROR         length of the error message buffer (default 512)
        GPT2_MAX_TEXT_FILE     largest config.json / vocab.json / merges.txt read (default 256 MB)
@@ -61,8 +61,9 @@
    refuses, naming the field or file (a tied head beside a differing lm_head.weight, cross-attention, a legacy
    torch file, TensorFlow or Flax weights alone).
    The files are mapped while gpt2_load runs; the CUDA backend uploads its bytes (through 64 MB of pinned host
-   buffers, freed after) and keeps the weights on the GPU only, the CPU backend converts them into a float32 copy
-   it keeps.
+   buffers, freed after) and keeps the weights on the GPU only, the CPU backend converts them into a copy it keeps,
+   in options.dtype (F32 by default; F16 and BF16 halve its memory and a decode step's reads: weights and KV cache in
+   that dtype, arithmetic in float32).
    Tokenizer: vocab.json + merges.txt (or encoder.json + vocab.bpe), else tokenizer.json (byte-level BPE), byte-exact
    with tiktoken; added tokens (tokenizer.json's, or added_tokens.json) decode to their text, and gpt2_token_id finds
    a special token's id to put in a prompt.
@@ -510,8 +511,8 @@ GPT2_API int          gpt2_model_max_seq(const gpt2_model *model);
 #endif
 /* No fused multiply-adds in the host functions marked with these (GCC: an attribute before the function; Clang: a
    pragma opening its body). Where the target has them (aarch64; x86-64 built with -march=native) the compilers fuse
-   some multiply-adds and not others: gpt2__cpu_logits's one-row and many-row forms then rounded differently, so a
-   row's logits depended on how many rows ran beside it, and gpt2__sample's logit * (1 / T) - max would not round
+   some multiply-adds and not others: a one-row and a many-row form of the head's product once rounded differently,
+   so a row's logits depended on how many rows ran beside it, and gpt2__sample's logit * (1 / T) - max would not round
    as the GPU's sampler does. The products and attention, the same code for every row, may fuse. */
 #if defined(__clang__)
 #define GPT2__NO_CONTRACT
@@ -3934,7 +3935,7 @@ GPT2__NO_CONTRACT static int gpt2__sample(const float *logits, int V, const gpt2
     return scratch[n - 1].id;
 }
 
-/* == [GPT2:CPU] == CPU backend: plain C fp32 forward with KV cache (the reference) =============================== */
+/* == [GPT2:CPU] == CPU backend: plain C forward with KV cache, arithmetic in fp32 (the reference) ================ */
 
 /* ---- the products: out [N][O] = in [N][I] @ W [I][O] + b [O] (b may be NULL), W packed in panels (gpt2__panel_at)
    in the model's dtype, arithmetic in float32.
