@@ -3988,15 +3988,6 @@ typedef uint32_t gpt2__vu __attribute__((vector_size(GPT2__PANEL * 4)));
         gpt2__vu u_ = __builtin_convertvector(h_, gpt2__vu) << 16;                                                  \
         memcpy(&(v), &u_, sizeof u_);                                                                               \
     } while (0)
-#if defined(__FLT16_MAX__) && !defined(__CUDACC__) && !defined(__cplusplus)
-__extension__ typedef _Float16 gpt2__vhf __attribute__((vector_size(GPT2__PANEL * 2)));
-#define GPT2__VLOAD_H(v, p)                                                                                         \
-    do {                                                                                                            \
-        gpt2__vhf h_;                                                                                               \
-        memcpy(&h_, (p), sizeof h_);                                                                                \
-        (v) = __builtin_convertvector(h_, gpt2__vf);                                                                \
-    } while (0)
-#else
 #define GPT2__VLOAD_H(v, p)                                                                                         \
     do {                                                                                                            \
         gpt2__vh h_;                                                                                                \
@@ -4010,7 +4001,6 @@ __extension__ typedef _Float16 gpt2__vhf __attribute__((vector_size(GPT2__PANEL 
         m_ |= (u_ & 0x8000u) << 16;                                                                                 \
         memcpy(&(v), &m_, sizeof m_);                                                                               \
     } while (0)
-#endif
 
 /* One tile: rows r0 .. r0 + nr - 1 (nr <= MR) of in × panels q0 .. q0 + nq - 1 (nq <= NP) of w (ES bytes an element,
    read by LOAD), into out. */
