@@ -108,6 +108,9 @@ ifneq ($(VALGRIND),)
 else
 	@echo "valgrind run skipped: valgrind is not installed"
 endif
+	@echo "== the CPU suite with the weights and the KV cache in F16, then in BF16"
+	for d in f16 bf16; do GPT2_TEST_DTYPE=$$d ./test_gpt2_c > test_gpt2_c_$$d.log 2>&1 || { cat test_gpt2_c_$$d.log; exit 1; }; \
+	  tail -n 1 test_gpt2_c_$$d.log; done
 	@echo "== the CPU suite built with -march=native"
 	./test_gpt2_native > test_gpt2_native.log 2>&1 || { cat test_gpt2_native.log; exit 1; }
 	@tail -n 1 test_gpt2_native.log

@@ -19,9 +19,9 @@
 
    Configuration macros (define before the implementation include; defaults in [GPT2:CONFIG]):
        GPT2_NO_CUDA           leave the CUDA backend out even under nvcc
-       GPT2_NO_CLONES         no AVX2 build of the CPU backend's products beside the baseline one (x86-64 Linux,
-                              glibc, GCC/Clang: the CPU picks one at load; the same bits either way). Off by itself
-                              under ThreadSanitizer, whose runtime is not up when the load-time pick runs
+       GPT2_NO_CLONES         no AVX2 + FMA and AVX-512 builds of the CPU backend's products and attention beside
+                              the baseline one (x86-64 Linux, glibc, GCC/Clang: the CPU picks one at load; their fused
+                              multiply-adds round the last bits differently). Off by itself under ThreadSanitizer
        GPT2_MALLOC(n), GPT2_CALLOC(n,s), GPT2_FREE(p)   host allocator (default: stdlib)
        GPT2_MAX_ERROR         length of the error message buffer (default 512)
        GPT2_MAX_TEXT_FILE     largest config.json / vocab.json / merges.txt read (default 256 MB)
@@ -63,8 +63,9 @@
    refuses, naming the field or file (a tied head beside a differing lm_head.weight, cross-attention, a legacy
    torch file, TensorFlow or Flax weights alone).
    The files are mapped while gpt2_load runs; the CUDA backend uploads its bytes (through 64 MB of pinned host
-   buffers, freed after) and keeps the weights on the GPU only, the CPU backend converts them into a float32 copy
-   it keeps.
+   buffers, freed after) and keeps the weights on the GPU only, the CPU backend converts them into a copy it keeps,
+   in options.dtype (F32 by default; F16 and BF16 halve its memory and a decode step's reads: weights and KV cache in
+   that dtype, arithmetic in float32).
    Tokenizer: vocab.json + merges.txt (or encoder.json + vocab.bpe), else tokenizer.json (byte-level BPE), byte-exact
    with tiktoken; added tokens (tokenizer.json's, or added_tokens.json) decode to their text, and gpt2_token_id finds
    a special token's id to put in a prompt.
@@ -433,6 +434,13 @@ GPT2_API int          gpt2_model_max_seq(const gpt2_model *model);
 #define GPT2__UP_THREADS 8         /* most OpenMP threads filling them */
 #endif
 
+/* the CPU backend's products (gpt2__cpu_product) */
+#define GPT2__PANEL 16             /* output columns of a packed weight panel: one AVX-512 vector of float32 */
+#define GPT2__PANEL_GROUP 4        /* panels of a task: its weights are read from memory once for all its rows */
+#define GPT2__ATT_ROWS 16          /* CPU: most rows of a sequence an attention task serves (gpt2__attn) */
+#define GPT2__CPU_FEW_ROWS 16      /* F16/BF16 products of at most this many rows read the panels as they are (more:
+                                      converted to float32 first, once per task) */
+
 /* the engine */
 #define GPT2__SPEC_ROWS 16         /* most rows of a step that verifies drafts (a few-row product's rows: one pass over
                                       the weights serves them all) */
@@ -479,9 +487,9 @@ GPT2_API int          gpt2_model_max_seq(const gpt2_model *model);
 #else
 #define GPT2__OMP(...)
 #endif
-/* The CPU backend's products also in an AVX2 build beside the baseline one, the CPU picking at load (GCC's and
-   Clang's target_clones, x86-64 Linux, nvcc's host code included; -DGPT2_NO_CLONES: off). AVX2 without FMA: the same
-   operations on 8 lanes instead of 4, so the same bits. */
+/* The CPU backend's products also in AVX2 + FMA and AVX-512 builds beside the baseline one (target attributes, GCC
+   and Clang, nvcc's host code included; -DGPT2_NO_CLONES: off), the CPU picking one at load (gpt2__cpu_isa). Their
+   multiply-adds fuse, so their last bits differ from the baseline's; one process runs one build throughout. */
 #if defined(__has_feature)
 #if __has_feature(thread_sanitizer)
 #define GPT2__TSAN 1
@@ -490,22 +498,27 @@ GPT2_API int          gpt2_model_max_seq(const gpt2_model *model);
 #if defined(__SANITIZE_THREAD__) && !defined(GPT2__TSAN)
 #define GPT2__TSAN 1
 #endif
-/* Clones are resolved by an ifunc during dynamic relocation, before any constructor: left out where that resolver
-   cannot run safely: under ThreadSanitizer (an instrumented resolver runs before the TSan runtime exists) and
-   outside glibc (musl has no ifunc). */
+/* Left out, as the load-time clones they replace were, under ThreadSanitizer (its builds test the threading, in the
+   baseline build) and outside x86-64 Linux with glibc. */
 #if defined(__x86_64__) && defined(__linux__) && defined(__GLIBC__) && defined(__GNUC__) && !defined(GPT2_NO_CLONES) && \
-    !defined(GPT2__TSAN) && defined(__has_attribute)
-#if __has_attribute(target_clones)
-#define GPT2__CPU_CLONES __attribute__((target_clones("avx2", "default")))
+    !defined(GPT2__TSAN)
+#define GPT2__CPU_VARIANTS 1
+#else
+#define GPT2__CPU_VARIANTS 0
 #endif
-#endif
-#ifndef GPT2__CPU_CLONES
-#define GPT2__CPU_CLONES
+/* Fused multiply-adds in the functions marked with these (GCC: an attribute before the function; Clang: a pragma
+   opening its body), whatever -ffp-contract the file is built with */
+#if defined(__clang__)
+#define GPT2__FUSE
+#define GPT2__FUSE_BODY _Pragma("clang fp contract(fast)")
+#else
+#define GPT2__FUSE __attribute__((optimize("fp-contract=fast")))
+#define GPT2__FUSE_BODY
 #endif
 /* No fused multiply-adds in the host functions marked with these (GCC: an attribute before the function; Clang: a
    pragma opening its body). Where the target has them (aarch64; x86-64 built with -march=native) the compilers fuse
-   some multiply-adds and not others: gpt2__cpu_logits's one-row and many-row forms then rounded differently, so a
-   row's logits depended on how many rows ran beside it, and gpt2__sample's logit * (1 / T) - max would not round
+   some multiply-adds and not others: a one-row and a many-row form of the head's product once rounded differently,
+   so a row's logits depended on how many rows ran beside it, and gpt2__sample's logit * (1 / T) - max would not round
    as the GPU's sampler does. The products and attention, the same code for every row, may fuse. */
 #if defined(__clang__)
 #define GPT2__NO_CONTRACT
@@ -771,32 +784,40 @@ typedef struct gpt2__arch {
     int untied;                      /* tie_word_embeddings false: logits from lm_head.weight, not wte */
 } gpt2__arch;
 
-/* One transformer block's weights, float32 on the host (the CPU backend's; NULL under the CUDA backend, which keeps
-   its weights on the GPU only). GPT-2's Conv1D stores [in][out]. */
+/* One transformer block's weights on the host (the CPU backend's; NULL under the CUDA backend, which keeps its
+   weights on the GPU only). GPT-2's Conv1D stores [in][out]; the CPU backend keeps each product's matrix packed in
+   panels of GPT2__PANEL output columns, in the model's dtype (gpt2__panel_at says where an element lies), and the
+   vectors float32. */
 typedef struct gpt2__layer {
     float *ln1_w, *ln1_b;            /* [C] */
-    float *qkv_w, *qkv_b;            /* [C][3C], [3C]: q | k | v along the output */
-    float *attn_proj_w, *attn_proj_b; /* [C][C], [C] */
+    void *qkv_w; float *qkv_b;       /* [C][3C] packed, [3C]: q | k | v along the output */
+    void *attn_proj_w; float *attn_proj_b; /* [C][C] packed, [C] */
     float *ln2_w, *ln2_b;            /* [C] */
-    float *fc_w, *fc_b;              /* [C][F], [F]   (F = n_inner, 4C in every published model) */
-    float *fc_proj_w, *fc_proj_b;    /* [F][C], [C] */
+    void *fc_w; float *fc_b;         /* [C][F] packed, [F]   (F = n_inner, 4C in every published model) */
+    void *fc_proj_w; float *fc_proj_b; /* [F][C] packed, [C] */
 } gpt2__layer;
 
 typedef struct gpt2__weights {
-    float *wte;                      /* [V][C] */
-    float *lm_head;                  /* [V][C]: the output projection, wte itself when tied */
+    void *wte;                       /* [V][C] stored as the packed [C][V] of the head's product (the embedding reads a
+                                        token's row out of it) */
+    void *lm_head;                   /* the same for the output projection: wte itself when tied */
     float *wpe;                      /* [n_ctx][C] */
     gpt2__layer *layers;             /* [n_layer] */
     float *lnf_w, *lnf_b;            /* [C] */
-    float *arena;                    /* one allocation holding every tensor above */
-    size_t n_floats;
+    void *arena;                     /* one allocation holding every tensor above */
+    size_t bytes;                    /* its size */
 } gpt2__weights;
 
 /* The CPU backend's state: the KV cache, V as [n_layer][max_batch][max_seq][C], K transposed per head as
    [n_layer][max_batch][n_head][head size][max_seq] (a key's elements max_seq apart, so that the scores of
    consecutive keys are one vector operation per element: gpt2__cpu_run). */
+struct gpt2__product;
+struct gpt2__attn;
 typedef struct gpt2__cpu {
-    float *k_cache, *v_cache;
+    void *k_cache, *v_cache;         /* elements of the model's dtype */
+    /* the builds of the products and the attention for this CPU (gpt2__cpu_isa) */
+    void (*tasks)(const struct gpt2__product *, long, long, float *);
+    void (*attn)(const struct gpt2__attn *, long, float *, float *, float *);
 } gpt2__cpu;
 
 struct gpt2_model {
@@ -857,6 +878,28 @@ static float gpt2__bf16_to_f32(uint16_t h) {
     float f;
     memcpy(&f, &bits, 4);
     return f;
+}
+
+/* float32 to F16 and to BF16, rounding to nearest even (NaN stays NaN; beyond F16's range: infinity) */
+static uint16_t gpt2__f32_to_f16(float f) {
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    uint32_t sign = (u >> 16) & 0x8000, e = (u >> 23) & 0xFF, man = u & 0x7FFFFF;
+    if (e == 0xFF) return (uint16_t)(sign | 0x7C00 | (man ? 0x200 : 0));
+    if (e < 102) return (uint16_t)sign; /* under half of F16's least subnormal */
+    if (e < 113) { /* an F16 subnormal: 24 - (e - 102) bits of the 1.man significand go */
+        const uint32_t sig = man | 0x800000, sh = 126 - e, h = sig >> sh, rem = sig & ((1u << sh) - 1), half = 1u << (sh - 1);
+        return (uint16_t)(sign | (h + (rem > half || (rem == half && (h & 1)))));
+    }
+    uint32_t h = ((e - 112) << 10) | (man >> 13), rem = man & 0x1FFF;
+    h += rem > 0x1000 || (rem == 0x1000 && (h & 1)); /* a carry into the exponent is right, up to infinity */
+    return (uint16_t)(sign | (h > 0x7C00 ? 0x7C00 : h));
+}
+static uint16_t gpt2__f32_to_bf16(float f) {
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    if ((u & 0x7FFFFFFF) > 0x7F800000) return (uint16_t)((u >> 16) | 0x40); /* NaN */
+    return (uint16_t)((u + 0x7FFF + ((u >> 16) & 1)) >> 16);
 }
 
 /* Reads the model's config.json. Keys are HF's GPT2Config names; absent keys take HF's defaults. */
@@ -934,13 +977,15 @@ static gpt2_status gpt2__parse_config(const char *text, size_t len, const char *
 }
 
 /* Each expected tensor: name (without the optional "transformer." prefix), shape, where its bytes lie in the
-   file and in which dtype ('F' F32, 'H' F16, 'B' BF16), and its float32 destination on the host (CPU backend
-   only: the CUDA backend uploads the file's bytes as they are and converts them on the GPU). */
+   file and in which dtype ('F' F32, 'H' F16, 'B' BF16), and its destination on the host (CPU backend only: the CUDA
+   backend uploads the file's bytes as they are and converts them on the GPU): float32 as it is (pack 0), or packed
+   in panels in dst_dtype, a Conv1D matrix [in][out] (pack 'C') or a [out][in] one (pack 'T': the head). */
 typedef struct gpt2__slot {
     char name[48];
     int ndim;
     size_t shape[2];
-    float *dst;
+    void *dst;
+    char pack, dst_dtype;
     const unsigned char *src;
     char dtype;
     int found;
@@ -955,14 +1000,28 @@ enum { GPT2__T_LN1_W, GPT2__T_LN1_B, GPT2__T_QKV_W, GPT2__T_QKV_B, GPT2__T_PROJ_
 #define GPT2__SLOT_LAYER(l, t) (2 + (size_t)(l) * GPT2__T_PER_LAYER + (t))
 #define GPT2__SLOT_LNF(L) GPT2__SLOT_LAYER(L, 0)
 
-static void gpt2__slot_set(gpt2__slot *s, const char *name, int ndim, size_t d0, size_t d1, float *dst) {
+static void gpt2__slot_set(gpt2__slot *s, const char *name, int ndim, size_t d0, size_t d1, void *dst) {
     snprintf(s->name, sizeof s->name, "%s", name);
     s->ndim = ndim; s->shape[0] = d0; s->shape[1] = d1; s->dst = dst; s->src = NULL; s->dtype = 0; s->found = 0; s->optional = 0;
+    s->pack = 0; s->dst_dtype = 'F';
 }
 
-/* Lists the tensors a checkpoint must provide and, when host is set (the CPU backend), lays out their float32
-   copies in one arena. A file of file_len bytes must hold at least 2 bytes per parameter: checked before
-   anything is allocated. */
+/* The CPU backend's packed matrices: the product out = in [N][I] @ W [I][O] reads W in panels of GPT2__PANEL output
+   columns, [O / GPT2__PANEL][I][GPT2__PANEL] (O rounded up, the last panel's extra columns zero), so that a step of
+   its inner loop reads one contiguous run. Element (i, o)'s index: */
+static size_t gpt2__panel_at(size_t I, size_t i, size_t o) {
+    return (o / GPT2__PANEL * I + i) * GPT2__PANEL + o % GPT2__PANEL;
+}
+/* bytes of a slot's host copy (pack: 0 float32 as it is; 'C' [d0 = in][d1 = out]; 'T' [d0 = out][d1 = in]) */
+static size_t gpt2__host_bytes(int pack, size_t d0, size_t d1, size_t esize) {
+    const size_t P = GPT2__PANEL;
+    size_t b = !pack ? d0 * d1 * 4 : pack == 'C' ? d0 * ((d1 + P - 1) / P * P) * esize : (d0 + P - 1) / P * P * d1 * esize;
+    return (b + 63) / 64 * 64; /* each tensor 64-byte aligned within the arena */
+}
+
+/* Lists the tensors a checkpoint must provide and, when host is set (the CPU backend), lays out their host copies
+   in one arena (the products' matrices packed in the model's dtype, the rest float32). A file of file_len bytes must
+   hold at least 2 bytes per parameter: checked before anything is allocated. */
 static gpt2_status gpt2__weights_layout(gpt2_model *m, size_t file_len, const char *file, int host, gpt2__slot **slots_out,
                                         int *n_slots) {
     size_t L = (size_t)m->cfg.n_layer, C = (size_t)m->cfg.n_embd, V = (size_t)m->cfg.n_vocab;
@@ -974,49 +1033,64 @@ static gpt2_status gpt2__weights_layout(gpt2_model *m, size_t file_len, const ch
         return gpt2__fail(GPT2_ERR_FORMAT, "%s: the config describes %zu parameters (at least %zu bytes), the file has %zu bytes",
                           file, total, 2 * total, file_len);
     gpt2__weights *w = &m->w;
-    w->arena = host ? (float *)gpt2__alloc(total * sizeof(float)) : NULL;
     w->layers = (gpt2__layer *)gpt2__zalloc(L * sizeof(gpt2__layer));
     gpt2__slot *s = (gpt2__slot *)gpt2__zalloc((L * GPT2__T_PER_LAYER + 5) * sizeof(gpt2__slot));
-    if ((host && !w->arena) || !w->layers || !s) {
+    if (!w->layers || !s) {
         GPT2_FREE(s);
-        return gpt2__fail(GPT2_ERR_OOM, "cannot allocate %zu MB for the weights", (host ? total * 4 : 0) >> 20);
+        return gpt2__fail(GPT2_ERR_OOM, "cannot allocate the weights' tables");
     }
-    w->n_floats = host ? total : 0;
+    const char dt = m->dtype == GPT2_DTYPE_F16 ? 'H' : m->dtype == GPT2_DTYPE_BF16 ? 'B' : 'F';
+    const size_t es = dt == 'F' ? 4 : 2;
     size_t at = 0;
     int n = 0;
     char name[48];
-#define GPT2__TAKE(field, nm, nd, d0, d1)                                   \
-    do {                                                                   \
-        field = host ? w->arena + at : NULL;                               \
-        gpt2__slot_set(&s[n++], nm, nd, d0, d1, field);                    \
-        at += (size_t)(d0) * (size_t)(d1);                                 \
-    } while (0)
-    GPT2__TAKE(w->wte, "wte.weight", 2, V, C);
-    GPT2__TAKE(w->wpe, "wpe.weight", 2, P, C);
-    for (size_t l = 0; l < L; l++) {
-        gpt2__layer *y = &w->layers[l];
-        struct { float **f; const char *suffix; int nd; size_t d0, d1; } t[GPT2__T_PER_LAYER] = { /* the enum's order */
-            {&y->ln1_w, "ln_1.weight", 1, C, 1}, {&y->ln1_b, "ln_1.bias", 1, C, 1},
-            {&y->qkv_w, "attn.c_attn.weight", 2, C, 3 * C}, {&y->qkv_b, "attn.c_attn.bias", 1, 3 * C, 1},
-            {&y->attn_proj_w, "attn.c_proj.weight", 2, C, C}, {&y->attn_proj_b, "attn.c_proj.bias", 1, C, 1},
-            {&y->ln2_w, "ln_2.weight", 1, C, 1}, {&y->ln2_b, "ln_2.bias", 1, C, 1},
-            {&y->fc_w, "mlp.c_fc.weight", 2, C, F}, {&y->fc_b, "mlp.c_fc.bias", 1, F, 1},
-            {&y->fc_proj_w, "mlp.c_proj.weight", 2, F, C}, {&y->fc_proj_b, "mlp.c_proj.bias", 1, C, 1}};
-        for (int i = 0; i < GPT2__T_PER_LAYER; i++) {
-            snprintf(name, sizeof name, "h.%zu.%s", l, t[i].suffix);
-            GPT2__TAKE(*t[i].f, name, t[i].nd, t[i].d0, t[i].d1);
+    /* on the host, pass 0 adds up the arena's bytes and pass 1 places each tensor in it */
+    for (int pass = host ? 0 : 1; pass < 2; pass++) {
+        if (pass == 1 && host) {
+            w->arena = gpt2__alloc(at);
+            if (!w->arena) {
+                GPT2_FREE(s);
+                return gpt2__fail(GPT2_ERR_OOM, "cannot allocate %zu MB for the weights", at >> 20);
+            }
+            w->bytes = at;
         }
-    }
-    GPT2__TAKE(w->lnf_w, "ln_f.weight", 1, C, 1);
-    GPT2__TAKE(w->lnf_b, "ln_f.bias", 1, C, 1);
-    if (m->arch.untied) GPT2__TAKE(w->lm_head, "lm_head.weight", 2, V, C); /* the slot after ln_f's two */
-    else { /* tied: a file's lm_head.weight must equal wte (Hugging Face versions disagree on which one a differing
-              copy replaces), so it is read, to be compared, and not kept */
-        w->lm_head = w->wte;
-        gpt2__slot_set(&s[n], "lm_head.weight", 2, V, C, NULL);
-        s[n++].optional = 1;
-    }
+        at = 0;
+        n = 0;
+#define GPT2__TAKE(field, type, pk, nm, nd, d0, d1)                                                                    \
+    do {                                                                                                            \
+        field = (type)(pass && host ? (void *)((char *)w->arena + at) : NULL);                                      \
+        gpt2__slot_set(&s[n], nm, nd, d0, d1, (void *)field);                                                       \
+        s[n].pack = (char)(pk); s[n++].dst_dtype = (pk) ? dt : 'F';                                                  \
+        at += gpt2__host_bytes(pk, d0, d1, es);                                                                     \
+    } while (0)
+        GPT2__TAKE(w->wte, void *, 'T', "wte.weight", 2, V, C);
+        GPT2__TAKE(w->wpe, float *, 0, "wpe.weight", 2, P, C);
+        for (size_t l = 0; l < L; l++) {
+            gpt2__layer *y = &w->layers[l];
+            struct { float **f; void **m; const char *suffix; int nd; size_t d0, d1; } t[GPT2__T_PER_LAYER] = { /* the enum's order */
+                {&y->ln1_w, NULL, "ln_1.weight", 1, C, 1}, {&y->ln1_b, NULL, "ln_1.bias", 1, C, 1},
+                {NULL, &y->qkv_w, "attn.c_attn.weight", 2, C, 3 * C}, {&y->qkv_b, NULL, "attn.c_attn.bias", 1, 3 * C, 1},
+                {NULL, &y->attn_proj_w, "attn.c_proj.weight", 2, C, C}, {&y->attn_proj_b, NULL, "attn.c_proj.bias", 1, C, 1},
+                {&y->ln2_w, NULL, "ln_2.weight", 1, C, 1}, {&y->ln2_b, NULL, "ln_2.bias", 1, C, 1},
+                {NULL, &y->fc_w, "mlp.c_fc.weight", 2, C, F}, {&y->fc_b, NULL, "mlp.c_fc.bias", 1, F, 1},
+                {NULL, &y->fc_proj_w, "mlp.c_proj.weight", 2, F, C}, {&y->fc_proj_b, NULL, "mlp.c_proj.bias", 1, C, 1}};
+            for (int i = 0; i < GPT2__T_PER_LAYER; i++) {
+                snprintf(name, sizeof name, "h.%zu.%s", l, t[i].suffix);
+                if (t[i].f) GPT2__TAKE(*t[i].f, float *, 0, name, t[i].nd, t[i].d0, t[i].d1);
+                else GPT2__TAKE(*t[i].m, void *, 'C', name, t[i].nd, t[i].d0, t[i].d1);
+            }
+        }
+        GPT2__TAKE(w->lnf_w, float *, 0, "ln_f.weight", 1, C, 1);
+        GPT2__TAKE(w->lnf_b, float *, 0, "ln_f.bias", 1, C, 1);
+        if (m->arch.untied) GPT2__TAKE(w->lm_head, void *, 'T', "lm_head.weight", 2, V, C); /* the slot after ln_f's two */
+        else { /* tied: a file's lm_head.weight must equal wte (Hugging Face versions disagree on which one a differing
+                  copy replaces), so it is read, to be compared, and not kept */
+            w->lm_head = w->wte;
+            gpt2__slot_set(&s[n], "lm_head.weight", 2, V, C, NULL);
+            s[n++].optional = 1;
+        }
 #undef GPT2__TAKE
+    }
     *slots_out = s;
     *n_slots = n;
     return GPT2_OK;
@@ -1163,26 +1237,30 @@ static gpt2_status gpt2__tied_head_check(const gpt2__slot *slots, int n_slots, c
     return GPT2_OK;
 }
 
-/* The CPU backend's weights: every slot's tensor converted to float32 into its place in the arena, in parallel
-   (the threads also take the arena's first page faults). */
-static void gpt2__slots_to_host(const gpt2__slot *slots, int n_slots) {
-    for (int k = 0; k < n_slots; k++) {
-        const gpt2__slot *s = &slots[k];
-        if (!s->dst) continue; /* read only to be checked */
-        const long long count = (long long)(s->shape[0] * s->shape[1]);
-        const unsigned char *src = s->src;
-        float *dst = s->dst;
-        const char dt = s->dtype;
-        GPT2__OMP(omp parallel for schedule(static) if (count > 100000))
-        for (long long i = 0; i < count; i++) {
-            const unsigned char *b = src + (size_t)i * (dt == 'F' ? 4 : 2); /* little-endian, as the format itself */
-            if (dt == 'F') memcpy(dst + i, b, 4);
-            else {
-                uint16_t h = (uint16_t)(b[0] | (b[1] << 8));
-                dst[i] = dt == 'B' ? gpt2__bf16_to_f32(h) : gpt2__f16_to_f32(h);
-            }
+/* The CPU backend's weights: every slot's tensor converted into its place in the arena (float32, or packed in
+   panels in the model's dtype: gpt2__panel_at), in parallel (the threads also take the arena's first page faults).
+   An F16 or BF16 value kept in its own dtype is copied as it is; any other goes through float32, rounded to nearest
+   even. (gpt2__ckpt_to_host calls it slot by slot.) */
+static void gpt2__slot_to_host(const gpt2__slot *s) {
+    if (!s->dst) return; /* read only to be checked */
+    const size_t d0 = s->shape[0], d1 = s->shape[1], P = GPT2__PANEL;
+    const size_t in = s->pack == 'T' ? d1 : d0, out = s->pack == 'T' ? d0 : d1, esize = s->dst_dtype == 'F' ? 4 : 2;
+    const unsigned char *src = s->src;
+    const char dt = s->dtype, to = s->dst_dtype, pack = s->pack;
+    if (pack && out % P) /* the last panel's columns past the matrix: zero */
+        memset((char *)s->dst + (out / P * in * P) * esize, 0, in * P * esize);
+    GPT2__OMP(omp parallel for schedule(static) if (d0 * d1 > 100000))
+    for (long long r = 0; r < (long long)d0; r++)
+        for (size_t c = 0; c < d1; c++) {
+            const size_t i = (size_t)r * d1 + c, at = !pack ? i : pack == 'C' ? gpt2__panel_at(in, r, c) : gpt2__panel_at(in, c, r);
+            const unsigned char *b = src + i * (dt == 'F' ? 4 : 2); /* little-endian, as the format itself */
+            uint16_t h = (uint16_t)(b[0] | (b[1] << 8));
+            float f;
+            if (dt == 'F') memcpy(&f, b, 4);
+            else f = dt == 'B' ? gpt2__bf16_to_f32(h) : gpt2__f16_to_f32(h);
+            if (to == 'F') memcpy((float *)s->dst + at, &f, 4);
+            else ((uint16_t *)s->dst)[at] = dt == to ? h : to == 'H' ? gpt2__f32_to_f16(f) : gpt2__f32_to_bf16(f);
         }
-    }
 }
 
 /* ---- checkpoint files: model.safetensors, its shards, pytorch_model.bin (a restricted reader) */
@@ -2083,6 +2161,26 @@ typedef struct gpt2__ckpt {
     char **wm_name; /* the weight_map: tensor name -> index into files */
     int *wm_file, n_wm;
 } gpt2__ckpt;
+
+/* The CPU backend's copy of every slot (gpt2__slot_to_host), the file's pages of each tensor let go of once it is
+   converted where the file is mapped: the process's peak memory is then about its copy, not the copy and the file. */
+static void gpt2__ckpt_to_host(const gpt2__ckpt *ck, const gpt2__slot *slots, int n_slots) {
+    for (int k = 0; k < n_slots; k++) {
+        const gpt2__slot *s = &slots[k];
+        gpt2__slot_to_host(s);
+#if defined(MADV_DONTNEED)
+        const size_t page = (size_t)sysconf(_SC_PAGESIZE), bytes = s->shape[0] * s->shape[1] * (s->dtype == 'F' ? 4 : 2);
+        for (int i = 0; s->dst && s->src && page && i < ck->n_files; i++) {
+            const gpt2__ckpt_file *f = &ck->files[i];
+            if (f->mapped != 1 || s->src < f->data || s->src + bytes > f->data + f->len) continue;
+            const uintptr_t a = ((uintptr_t)s->src + page - 1) / page * page, b = ((uintptr_t)s->src + bytes) / page * page;
+            if (b > a) madvise((void *)a, b - a, MADV_DONTNEED); /* read-only file pages: a later read maps them again */
+        }
+#else
+        (void)ck;
+#endif
+    }
+}
 
 static void gpt2__ckpt_close(gpt2__ckpt *ck) {
     for (int i = 0; i < ck->n_files; i++) {
@@ -3875,126 +3973,309 @@ static int gpt2__score_next(const gpt2_score_request *reqs, int n, int L, gpt2__
     return 0;
 }
 
-/* == [GPT2:CPU] == CPU backend: plain C fp32 forward with KV cache (the reference) =============================== */
+/* == [GPT2:CPU] == CPU backend: plain C forward with KV cache, arithmetic in fp32 (the reference) ================ */
 
-/* out [N][O] = in [N][I] @ w [I][O] + b [O]   (GPT-2's Conv1D layout; b may be NULL).
-   Each output is b, then + in[i]·w[i] for i in order, the same expression each step, however the work is cut
-   (so its bits never depend on the row count, the blocking or the threads). Blocks of NR <= 4 rows × CB columns keep
-   their sums in a local tile, so each weight row read serves every row of the block; threads split the blocks.
-   Within a block, MU weight rows at a time: each sum stays in a register across the MU steps, and MU rows of W
-   stream at once. Many rows: CB 256 (the tile stays in L1). A few rows (a decode step: memory-bound): a block of
-   columns per thread, as wide as the tile allows, so each thread reads long runs of every weight row. */
-#define GPT2__MM_ROWS(NR, MU)                                                                     \
-    {                                                                                             \
-        int i = 0;                                                                                \
-        for (; i + (MU) <= I; i += (MU)) {                                                        \
-            const float *wr = w + (size_t)i * O + c0;                                             \
-            float a[NR][MU];                                                                      \
-            for (int r = 0; r < (NR); r++)                                                        \
-                for (int u = 0; u < (MU); u++) a[r][u] = in[(size_t)(r0 + r) * I + i + u];        \
-            for (int c = 0; c < nc; c++)                                                          \
-                for (int r = 0; r < (NR); r++) {                                                  \
-                    float s = acc[r][c];                                                          \
-                    for (int u = 0; u < (MU); u++) s += a[r][u] * wr[(size_t)u * O + c];          \
-                    acc[r][c] = s;                                                                \
-                }                                                                                 \
-        }                                                                                         \
-        for (; i < I; i++) {                                                                      \
-            const float *wr = w + (size_t)i * O + c0;                                             \
-            for (int r = 0; r < (NR); r++) {                                                      \
-                float a = in[(size_t)(r0 + r) * I + i];                                           \
-                for (int c = 0; c < nc; c++) acc[r][c] += a * wr[c];                              \
-            }                                                                                     \
-        }                                                                                         \
+/* ---- the products: out [N][O] = in [N][I] @ W [I][O] + b [O] (b may be NULL), W packed in panels (gpt2__panel_at)
+   in the model's dtype, arithmetic in float32.
+   Each output is b (or 0), then + in[i] * W[i] for i in order: one expression for every output, however the work is
+   cut, so that its bits never depend on the row count, the tiling or the threads (a request's tokens never depend on
+   its batch). The products of one process all run one instruction set's build of gpt2__cpu_tasks (picked at load:
+   gpt2__cpu_isa), whose multiply-adds fuse where the set has them: bits differ between builds, never within one.
+   The work is cut into tasks: a group of GPT2__PANEL_GROUP panels (its weights read from memory once, then from the
+   cache) times a run of rows; each thread takes a run of tasks. A task computes register tiles of rows × panels,
+   each tile's sums kept in registers across the whole of I. Three tiles:
+     many rows      the widest the registers hold (MR × NP); from F16/BF16 the group's panels are first converted to
+                    float32 in the thread's scratch, once for all the task's rows
+     a few rows     (up to GPT2__CPU_FEW_ROWS in F16/BF16; up to MRF in F32) MRF × NPF, reading the panels as they are
+                    (memory-bound: half the bytes), converting in registers
+     one row        1 × NP1: a decode step's row, NP1 panels' sums in flight
+   A tile's rows past the task's last row and panels past the matrix's last repeat its last, their sums not stored. */
+typedef struct gpt2__product {
+    float *out;
+    const float *in;
+    const void *w;
+    const float *b;
+    int N, I, O, n_panels;
+    char dtype;                /* the panels' dtype: 'F', 'H' (F16), 'B' (BF16) */
+    int n_rc, rows_per_task;   /* tasks: n_groups × n_rc, each of rows_per_task rows (the last fewer) */
+    float *scratch;            /* GPT2__PANEL_GROUP panels of I float32 per thread (F16/BF16 with many rows) */
+} gpt2__product;
+
+/* the model's dtype as the slots name it: 'F' F32, 'H' F16, 'B' BF16 */
+static char gpt2__cpu_dtype(const gpt2_model *m) {
+    return m->dtype == GPT2_DTYPE_F16 ? 'H' : m->dtype == GPT2_DTYPE_BF16 ? 'B' : 'F';
+}
+/* element i of a weight array in that dtype, as float32 */
+static float gpt2__cpu_weight(const void *w, char dtype, size_t i) {
+    const uint16_t *h = (const uint16_t *)w;
+    return dtype == 'F' ? ((const float *)w)[i] : dtype == 'H' ? gpt2__f16_to_f32(h[i]) : gpt2__bf16_to_f32(h[i]);
+}
+
+#if defined(__GNUC__)
+/* GNU C's vectors (GCC, Clang): a panel's 16 float32, and 16 F16/BF16 bit patterns widened to 32 bits */
+typedef float gpt2__vf __attribute__((vector_size(GPT2__PANEL * 4)));
+typedef uint16_t gpt2__vh __attribute__((vector_size(GPT2__PANEL * 2)));
+typedef uint32_t gpt2__vu __attribute__((vector_size(GPT2__PANEL * 4)));
+/* v = 16 float32 from p (F32, F16 or BF16 bits at p; any alignment). F16: the bits below the sign, moved to float32's
+   places and multiplied by 2^112, are the value (normal or subnormal, exactly); exponent 31 becomes 255 (inf, NaN). */
+#define GPT2__VLOAD_F(v, p) memcpy(&(v), (p), sizeof(gpt2__vf))
+#define GPT2__VLOAD_B(v, p)                                                                                         \
+    do {                                                                                                            \
+        gpt2__vh h_;                                                                                                \
+        memcpy(&h_, (p), sizeof h_);                                                                                \
+        gpt2__vu u_ = __builtin_convertvector(h_, gpt2__vu) << 16;                                                  \
+        memcpy(&(v), &u_, sizeof u_);                                                                               \
+    } while (0)
+#define GPT2__VLOAD_H(v, p)                                                                                         \
+    do {                                                                                                            \
+        gpt2__vh h_;                                                                                                \
+        memcpy(&h_, (p), sizeof h_);                                                                                \
+        gpt2__vu u_ = __builtin_convertvector(h_, gpt2__vu);                                                        \
+        gpt2__vu m_ = ((u_ & 0x7FFFu) << 13) | ((gpt2__vu)((u_ & 0x7C00u) == 0x7C00u) & 0x7F800000u);              \
+        gpt2__vf f_;                                                                                                \
+        memcpy(&f_, &m_, sizeof m_);                                                                                \
+        f_ *= 5192296858534827628530496329220096.0f; /* 2^112 */                                                    \
+        memcpy(&m_, &f_, sizeof m_);                                                                                \
+        m_ |= (u_ & 0x8000u) << 16;                                                                                 \
+        memcpy(&(v), &m_, sizeof m_);                                                                               \
+    } while (0)
+
+/* One tile: rows r0 .. r0 + nr - 1 (nr <= MR) of in × panels q0 .. q0 + nq - 1 (nq <= NP) of w (ES bytes an element,
+   read by LOAD), into out. */
+#define GPT2__TILE(MR, NP, LOAD, ES)                                                                                \
+    do {                                                                                                            \
+        gpt2__vf acc_[MR][NP];                                                                                      \
+        const float *a_[MR];                                                                                        \
+        const unsigned char *w_[NP];                                                                                \
+        for (int r_ = 0; r_ < (MR); r_++) a_[r_] = p->in + (size_t)(r0 + (r_ < nr ? r_ : nr - 1)) * I;              \
+        for (int q_ = 0; q_ < (NP); q_++) {                                                                         \
+            const int pq_ = q0 + (q_ < nq ? q_ : nq - 1), c_ = pq_ * GPT2__PANEL, n_ = O - c_ < GPT2__PANEL ? O - c_ \
+                                                                                                 : GPT2__PANEL;     \
+            w_[q_] = wb + (size_t)(pq_ - g0) * I * GPT2__PANEL * (ES);                                             \
+            gpt2__vf b_;                                                                                            \
+            memset(&b_, 0, sizeof b_);                                                                              \
+            if (p->b) memcpy(&b_, p->b + c_, (size_t)n_ * sizeof(float));                                           \
+            for (int r_ = 0; r_ < (MR); r_++) acc_[r_][q_] = b_;                                                    \
+        }                                                                                                           \
+        for (int k_ = 0; k_ < I; k_++) {                                                                            \
+            gpt2__vf wv_[NP];                                                                                       \
+            for (int q_ = 0; q_ < (NP); q_++) LOAD(wv_[q_], w_[q_] + (size_t)k_ * GPT2__PANEL * (ES));              \
+            for (int r_ = 0; r_ < (MR); r_++) {                                                                     \
+                const float s_ = a_[r_][k_];                                                                        \
+                for (int q_ = 0; q_ < (NP); q_++) acc_[r_][q_] += s_ * wv_[q_];                                     \
+            }                                                                                                       \
+        }                                                                                                           \
+        for (int r_ = 0; r_ < nr; r_++)                                                                             \
+            for (int q_ = 0; q_ < nq; q_++) {                                                                       \
+                const int c_ = (q0 + q_) * GPT2__PANEL, n_ = O - c_ < GPT2__PANEL ? O - c_ : GPT2__PANEL;           \
+                memcpy(p->out + (size_t)(r0 + r_) * O + c_, &acc_[r_][q_], (size_t)n_ * sizeof(float));             \
+            }                                                                                                       \
+    } while (0)
+
+/* The tasks t0 .. t1 - 1 of a product, in one instruction set's build: tiles MR × NP (many rows), MRF × NPF (a few)
+   and 1 × NP1 (one). */
+#define GPT2__CPU_TASKS(name, ATTR, BODY, MR, NP, MRF, NPF, NP1)                                                    \
+    ATTR static void name(const gpt2__product *p, long t0, long t1, float *scratch) {                               \
+        BODY                                                                                                        \
+        const int I = p->I, O = p->O;                                                                               \
+        for (long t = t0; t < t1; t++) {                                                                            \
+            const int g0 = (int)(t / p->n_rc) * GPT2__PANEL_GROUP, rs = (int)(t % p->n_rc) * p->rows_per_task;      \
+            const int ng = p->n_panels - g0 < GPT2__PANEL_GROUP ? p->n_panels - g0 : GPT2__PANEL_GROUP;             \
+            const int re = p->N - rs < p->rows_per_task ? p->N - rs : p->rows_per_task;                             \
+            const int es = p->dtype == 'F' ? 4 : 2;                                                                 \
+            const unsigned char *wb = (const unsigned char *)p->w + (size_t)g0 * I * GPT2__PANEL * es;              \
+            if (re == 1)                                                                                            \
+                for (int r0 = rs, nr = 1, q0 = g0; q0 < g0 + ng; q0 += (NP1)) {                                    \
+                    const int nq = g0 + ng - q0 < (NP1) ? g0 + ng - q0 : (NP1);                                     \
+                    if (p->dtype == 'F') GPT2__TILE(1, NP1, GPT2__VLOAD_F, 4);                                      \
+                    else if (p->dtype == 'H') GPT2__TILE(1, NP1, GPT2__VLOAD_H, 2);                                 \
+                    else GPT2__TILE(1, NP1, GPT2__VLOAD_B, 2);                                                      \
+                }                                                                                                   \
+            else if (p->dtype == 'F' && re <= (MRF))                                                                \
+                for (int r0 = rs, nr = re, q0 = g0; q0 < g0 + ng; q0 += (NPF)) {                                   \
+                    const int nq = g0 + ng - q0 < (NPF) ? g0 + ng - q0 : (NPF);                                     \
+                    GPT2__TILE(MRF, NPF, GPT2__VLOAD_F, 4);                                                         \
+                }                                                                                                   \
+            else if (p->dtype == 'F' || p->N > GPT2__CPU_FEW_ROWS) {                                                \
+                if (p->dtype != 'F') { /* the group's panels to float32, in the thread's scratch */                 \
+                    const size_t n = (size_t)ng * I * GPT2__PANEL;                                                  \
+                    for (size_t i = 0; i < n; i += GPT2__PANEL) {                                                   \
+                        gpt2__vf v;                                                                                 \
+                        if (p->dtype == 'H') GPT2__VLOAD_H(v, wb + i * 2);                                          \
+                        else GPT2__VLOAD_B(v, wb + i * 2);                                                          \
+                        memcpy(scratch + i, &v, sizeof v);                                                          \
+                    }                                                                                               \
+                    wb = (const unsigned char *)scratch;                                                            \
+                }                                                                                                   \
+                for (int q0 = g0; q0 < g0 + ng; q0 += (NP)) {                                                       \
+                    const int nq = g0 + ng - q0 < (NP) ? g0 + ng - q0 : (NP);                                       \
+                    for (int r0 = rs; r0 < rs + re; r0 += (MR)) {                                                   \
+                        const int nr = rs + re - r0 < (MR) ? rs + re - r0 : (MR);                                   \
+                        GPT2__TILE(MR, NP, GPT2__VLOAD_F, 4);                                                       \
+                    }                                                                                               \
+                }                                                                                                   \
+            } else                                                                                                  \
+                for (int q0 = g0; q0 < g0 + ng; q0 += (NPF)) {                                                      \
+                    const int nq = g0 + ng - q0 < (NPF) ? g0 + ng - q0 : (NPF);                                     \
+                    for (int r0 = rs; r0 < rs + re; r0 += (MRF)) {                                                  \
+                        const int nr = rs + re - r0 < (MRF) ? rs + re - r0 : (MRF);                                 \
+                        if (p->dtype == 'H') GPT2__TILE(MRF, NPF, GPT2__VLOAD_H, 2);                                \
+                        else GPT2__TILE(MRF, NPF, GPT2__VLOAD_B, 2);                                                \
+                    }                                                                                               \
+                }                                                                                                   \
+        }                                                                                                           \
     }
-GPT2__CPU_CLONES static void gpt2__cpu_matmul(float *out, const float *in, const float *w, const float *b, int N, int I, int O) {
-    enum { RB = 4, CB_MAX = 2048 };
-    int n_rb = (N + RB - 1) / RB, CB = 256, n_cb = (O + CB - 1) / CB, nthreads = 1;
+
+GPT2__CPU_TASKS(gpt2__cpu_tasks_base, , , 2, 1, 2, 1, 1)
+#if GPT2__CPU_VARIANTS
+GPT2__CPU_TASKS(gpt2__cpu_tasks_avx2, __attribute__((target("avx2,fma,f16c"))) GPT2__FUSE, GPT2__FUSE_BODY, 6, 1, 2, 2, 2)
+GPT2__CPU_TASKS(gpt2__cpu_tasks_avx512, __attribute__((target("avx2,fma,f16c,avx512f"))) GPT2__FUSE, GPT2__FUSE_BODY, 6, 4,
+                4, 2, 4)
+#endif
+#undef GPT2__TILE
+#undef GPT2__CPU_TASKS
+
+#else /* no GNU C vectors: the same sums, one output at a time */
+static void gpt2__cpu_tasks_base(const gpt2__product *p, long t0, long t1, float *scratch) {
+    (void)scratch;
+    for (long t = t0; t < t1; t++) {
+        const int c0 = (int)(t / p->n_rc) * GPT2__PANEL_GROUP * GPT2__PANEL, rs = (int)(t % p->n_rc) * p->rows_per_task;
+        const int c1 = p->O - c0 < GPT2__PANEL_GROUP * GPT2__PANEL ? p->O : c0 + GPT2__PANEL_GROUP * GPT2__PANEL;
+        const int re = p->N - rs < p->rows_per_task ? p->N : rs + p->rows_per_task;
+        for (int r = rs; r < re; r++)
+            for (int c = c0; c < c1; c++) {
+                float s = p->b ? p->b[c] : 0.0f;
+                for (int k = 0; k < p->I; k++)
+                    s += p->in[(size_t)r * p->I + k] * gpt2__cpu_weight(p->w, p->dtype, gpt2__panel_at(p->I, k, c));
+                p->out[(size_t)r * p->O + c] = s;
+            }
+    }
+}
+#endif
+
+/* out [N][O] = in [N][I] @ w [I][O] + b (b may be NULL): w packed in panels in the model's dtype. scratch:
+   gpt2__cpu_scratch_floats(m, I) floats. */
+static void gpt2__cpu_product(const gpt2_model *m, float *out, const float *in, const void *w, const float *b, int N, int I,
+                              int O, float *scratch) {
+    gpt2__product p;
+    p.out = out; p.in = in; p.w = w; p.b = b; p.N = N; p.I = I; p.O = O;
+    p.n_panels = (O + GPT2__PANEL - 1) / GPT2__PANEL;
+    p.dtype = gpt2__cpu_dtype(m);
+    p.scratch = scratch;
+    int nthreads = 1;
 #ifdef _OPENMP
     nthreads = omp_get_max_threads();
 #endif
-    if (N <= RB) {
-        n_cb = nthreads;
-        while ((O + n_cb - 1) / n_cb > CB_MAX) n_cb += nthreads;
-        CB = ((O + n_cb - 1) / n_cb + 15) / 16 * 16;
-    } else if (n_rb * n_cb < nthreads) { /* a few rows and many threads: narrower blocks, one for every thread */
-        n_cb = (nthreads + n_rb - 1) / n_rb;
-        CB = ((O + n_cb - 1) / n_cb + 15) / 16 * 16;
+    /* all the rows in one task, unless that leaves fewer than 4 tasks a thread: then runs of 12 rows or more (whole
+       tiles of every build) */
+    const long n_groups = (p.n_panels + GPT2__PANEL_GROUP - 1) / GPT2__PANEL_GROUP;
+    p.n_rc = 1;
+    p.rows_per_task = N;
+    if (N >= 24 && n_groups < 4L * nthreads) {
+        int n_rc = (int)((4L * nthreads + n_groups - 1) / n_groups), most = N / 12;
+        n_rc = n_rc < most ? n_rc : most;
+        p.rows_per_task = ((N + n_rc - 1) / n_rc + 11) / 12 * 12;
+        p.n_rc = (N + p.rows_per_task - 1) / p.rows_per_task;
     }
-    n_cb = (O + CB - 1) / CB;
-    /* threads also for one row: its product reads the whole weight, and more threads read memory faster */
-    GPT2__OMP(omp parallel for schedule(static) if ((double)(N + 16) * I * O > 4e6))
-    for (int blk = 0; blk < n_rb * n_cb; blk++) {
-        int r0 = (blk / n_cb) * RB, c0 = (blk % n_cb) * CB;
-        int nr = N - r0 < RB ? N - r0 : RB, nc = O - c0 < CB ? O - c0 : CB;
-        float acc[RB][CB_MAX];
-        for (int r = 0; r < nr; r++)
-            for (int c = 0; c < nc; c++) acc[r][c] = b ? b[c0 + c] : 0.0f;
-        switch (nr) { /* MU 8 for a few rows, 4 for many (the faster on a 2-core x86-64) */
-        case 1: GPT2__MM_ROWS(1, 8) break;
-        case 2: GPT2__MM_ROWS(2, 8) break;
-        case 3: GPT2__MM_ROWS(3, 4) break;
-        default: GPT2__MM_ROWS(4, 4) break;
-        }
-        for (int r = 0; r < nr; r++) memcpy(out + (size_t)(r0 + r) * O + c0, acc[r], (size_t)nc * sizeof(float));
-    }
-}
-#undef GPT2__MM_ROWS
-
-/* logits [n][V] = ln [n][C] @ wte [V][C]^T (the tied lm_head): each logit ln[o][i] * wte[v][i] summed over i in order,
-   the same bits however the work is cut. Blocks of VB vocabulary rows, so that VB sums are in flight rather than one
-   chain of dependent adds, each block's rows of wte read from memory once for the whole batch. With GNU C's vector
-   types and 2+ rows, the batch's rows go 8 at a time through lnT (scratch of ((n + 7) / 8) * 8 * C floats: their ln
-   rows transposed, [C][8]), 8 rows' sums in one vector, each lane the same sum as alone. */
-GPT2__CPU_CLONES GPT2__NO_CONTRACT static void gpt2__cpu_logits(float *logits, const float *ln, const float *wte, int n, int C,
-                                                                 int V, float *lnT) {
-    GPT2__NO_CONTRACT_BODY
-    enum { VB = 8, OB = 8 };
-    const long n_vb = (V + VB - 1) / VB;
-#if defined(__GNUC__)
-    typedef float v8 __attribute__((vector_size(OB * sizeof(float))));
-    if (n >= 2) {
-        const int n_ob = (n + OB - 1) / OB;
-        for (int ob = 0; ob < n_ob; ob++)
-            for (int i = 0; i < C; i++)
-                for (int o = 0; o < OB; o++) {
-                    const int r = ob * OB + o;
-                    lnT[((size_t)ob * C + i) * OB + o] = r < n ? ln[(size_t)r * C + i] : 0.0f;
-                }
-        GPT2__OMP(omp parallel for schedule(static) if ((double)n * V * C > 4e6))
-        for (long bo = 0; bo < n_vb * n_ob; bo++) {
-            const int ob = (int)(bo % n_ob), v0 = (int)(bo / n_ob) * VB, nv = V - v0 < VB ? V - v0 : VB;
-            const int no = n - ob * OB < OB ? n - ob * OB : OB;
-            const float *t = lnT + (size_t)ob * C * OB, *e = wte + (size_t)v0 * C;
-            v8 d[VB];
-            memset(d, 0, sizeof d);
-            for (int i = 0; i < C; i++) {
-                v8 tv;
-                memcpy(&tv, t + (size_t)i * OB, sizeof tv);
-                for (int k = 0; k < VB; k++) d[k] += tv * (k < nv ? e[(size_t)k * C + i] : 0.0f);
-            }
-            for (int o = 0; o < no; o++)
-                for (int k = 0; k < nv; k++) logits[(size_t)(ob * OB + o) * V + v0 + k] = d[k][o];
-        }
-        return;
-    }
-#else
-    (void)lnT;
+    const long n_tasks = n_groups * p.n_rc;
+    void (*tasks)(const gpt2__product *, long, long, float *) = m->cpu.tasks;
+    GPT2__OMP(omp parallel if ((double)(N + 16) * I * O > 4e6))
+    {
+        int t = 0, nt = 1;
+#ifdef _OPENMP
+        t = omp_get_thread_num();
+        nt = omp_get_num_threads();
 #endif
-    GPT2__OMP(omp parallel for schedule(static) if ((double)n * V * C > 4e6))
-    for (long bo = 0; bo < n_vb * n; bo++) {
-        const int o = (int)(bo % n), v0 = (int)(bo / n) * VB, nv = V - v0 < VB ? V - v0 : VB;
-        const float *a = ln + (size_t)o * C, *e = wte + (size_t)v0 * C;
-        float d[VB] = {0.0f};
-        if (nv == VB)
-            for (int i = 0; i < C; i++)
-                for (int k = 0; k < VB; k++) d[k] += a[i] * e[(size_t)k * C + i];
-        else
-            for (int k = 0; k < nv; k++)
-                for (int i = 0; i < C; i++) d[k] += a[i] * e[(size_t)k * C + i];
-        memcpy(logits + (size_t)o * V + v0, d, (size_t)nv * sizeof(float));
+        tasks(&p, n_tasks * t / nt, n_tasks * (t + 1) / nt, scratch + (size_t)t * GPT2__PANEL_GROUP * GPT2__PANEL * I);
     }
 }
+
+/* ---- attention: each row (position p of its sequence) attends to positions 0 .. p of its KV slot, head by head.
+   Work in tasks of a block of up to GPT2__ATT_ROWS consecutive rows of one sequence and one head; from an F16/BF16
+   cache the head's keys and values up to the block's last position are converted to float32 once for the block's
+   rows. Each row computes as alone (one build of these loops for every row count): scores q·k over i in order,
+   scaled, softmax (max, exp, the sum in order), then out = sum over j in order of (e_j / sum) v_j. */
+typedef struct gpt2__attn_task { int row0, n_rows, head, slot; } gpt2__attn_task;
+typedef struct gpt2__attn {
+    const float *qkv;          /* [N][3C] */
+    float *out;                /* [N][C] */
+    const int *row_pos;        /* each row's position */
+    const void *kt, *v;        /* this layer's caches (gpt2__cpu_kt, gpt2__cpu_kv) */
+    int C, H, max_seq;
+    float scale;
+    char dtype;                /* the caches' dtype: 'F', 'H', 'B' */
+    const gpt2__attn_task *tasks;
+} gpt2__attn;
+
+/* dst [0, n) = the F16/BF16 (dtype 'H' / 'B') bits at src as float32 */
+#if defined(__GNUC__)
+#define GPT2__CPU_WIDEN(dst, src, n, dtype)                                                                         \
+    do {                                                                                                            \
+        size_t i_ = 0;                                                                                              \
+        for (; i_ + GPT2__PANEL <= (size_t)(n); i_ += GPT2__PANEL) {                                                \
+            gpt2__vf v_;                                                                                            \
+            if ((dtype) == 'H') GPT2__VLOAD_H(v_, (src) + i_);                                                      \
+            else GPT2__VLOAD_B(v_, (src) + i_);                                                                     \
+            memcpy((dst) + i_, &v_, sizeof v_);                                                                     \
+        }                                                                                                           \
+        for (; i_ < (size_t)(n); i_++) (dst)[i_] = gpt2__cpu_weight((src), (dtype), i_);                             \
+    } while (0)
+#else
+#define GPT2__CPU_WIDEN(dst, src, n, dtype)                                                                         \
+    do {                                                                                                            \
+        for (size_t i_ = 0; i_ < (size_t)(n); i_++) (dst)[i_] = gpt2__cpu_weight((src), (dtype), i_);               \
+    } while (0)
+#endif
+
+/* Task t; sc: scratch of max_seq floats; kf, vf: of head size × max_seq floats each (F16/BF16) */
+#define GPT2__CPU_ATTN(name, ATTR, BODY)                                                                            \
+    ATTR static void name(const gpt2__attn *a, long t, float *sc, float *kf, float *vf) {                           \
+        BODY                                                                                                        \
+        const gpt2__attn_task *k = &a->tasks[t];                                                                    \
+        const int C = a->C, hd = C / a->H, n_keys = a->row_pos[k->row0 + k->n_rows - 1] + 1;                        \
+        const size_t ms = (size_t)a->max_seq, kt_at = ((size_t)k->slot * a->H + k->head) * hd * ms;                 \
+        const size_t v_at = (size_t)k->slot * ms * C + (size_t)k->head * hd;                                        \
+        const float *kt, *v;                                                                                        \
+        size_t ks, vs;                                                                                              \
+        if (a->dtype == 'F') {                                                                                      \
+            kt = (const float *)a->kt + kt_at; ks = ms;                                                             \
+            v = (const float *)a->v + v_at; vs = (size_t)C;                                                         \
+        } else {                                                                                                    \
+            const uint16_t *kh = (const uint16_t *)a->kt + kt_at, *vh = (const uint16_t *)a->v + v_at;              \
+            for (int i = 0; i < hd; i++) GPT2__CPU_WIDEN(kf + (size_t)i * n_keys, kh + i * ms, n_keys, a->dtype);   \
+            for (int j = 0; j < n_keys; j++) GPT2__CPU_WIDEN(vf + (size_t)j * hd, vh + j * (size_t)C, hd, a->dtype); \
+            kt = kf; ks = (size_t)n_keys;                                                                           \
+            v = vf; vs = (size_t)hd;                                                                                \
+        }                                                                                                           \
+        for (int r = k->row0; r < k->row0 + k->n_rows; r++) {                                                       \
+            const int p = a->row_pos[r];                                                                            \
+            const float *q = a->qkv + (size_t)r * 3 * C + (size_t)k->head * hd;                                      \
+            int j;                                                                                                  \
+            /* scores: hd passes over the keys, pass i adding q[i] times element i of every key (one contiguous row \
+               of the transposed cache) */                                                                          \
+            for (j = 0; j <= p; j++) sc[j] = 0.0f;                                                                  \
+            for (int i = 0; i < hd; i++) {                                                                          \
+                const float qi = q[i], *kr = kt + i * ks;                                                           \
+                for (j = 0; j <= p; j++) sc[j] += qi * kr[j];                                                       \
+            }                                                                                                       \
+            float mx = -INFINITY, sum = 0.0f;                                                                       \
+            for (j = 0; j <= p; j++) sc[j] *= a->scale;                                                             \
+            for (j = 0; j <= p; j++) mx = sc[j] > mx ? sc[j] : mx;                                                  \
+            for (j = 0; j <= p; j++) { sc[j] = expf(sc[j] - mx); sum += sc[j]; }                                    \
+            float *o = a->out + (size_t)r * C + (size_t)k->head * hd;                                               \
+            for (int i = 0; i < hd; i++) o[i] = 0.0f;                                                               \
+            for (j = 0; j <= p; j++) {                                                                              \
+                const float pj = sc[j] / sum, *vv = v + j * vs;                                                     \
+                for (int i = 0; i < hd; i++) o[i] += pj * vv[i];                                                    \
+            }                                                                                                       \
+        }                                                                                                           \
+    }
+GPT2__CPU_ATTN(gpt2__cpu_attn_base, , )
+#if GPT2__CPU_VARIANTS
+GPT2__CPU_ATTN(gpt2__cpu_attn_avx2, __attribute__((target("avx2,fma,f16c"))) GPT2__FUSE, GPT2__FUSE_BODY)
+GPT2__CPU_ATTN(gpt2__cpu_attn_avx512, __attribute__((target("avx2,fma,f16c,avx512f"))) GPT2__FUSE, GPT2__FUSE_BODY)
+#endif
+#undef GPT2__CPU_ATTN
 
 /* out [N][C] = layer_norm(in [N][C]) * g + b, statistics in double (HF: torch.nn.LayerNorm, biased variance) */
 static void gpt2__cpu_layernorm(float *out, const float *in, const float *g, const float *b, int N, int C, float eps) {
@@ -4028,14 +4309,19 @@ static void gpt2__cpu_activation(float *x, size_t n, int act) {
     }
 }
 
-static float *gpt2__cpu_kv(const gpt2_model *m, float *cache, int layer, int slot, int pos) {
-    size_t C = (size_t)m->cfg.n_embd;
-    return cache + (((size_t)layer * m->max_batch + slot) * m->max_seq + pos) * C;
+/* Element indices in the caches (elements of the model's dtype): V's row of a position, and head h's keys in the
+   transposed K cache (element i of the key at position pos at [i * max_seq + pos]) */
+static size_t gpt2__cpu_kv(const gpt2_model *m, int layer, int slot, int pos) {
+    return (((size_t)layer * m->max_batch + slot) * m->max_seq + pos) * (size_t)m->cfg.n_embd;
 }
-/* head h's keys in the transposed K cache: element i of the key at position pos is at [i * max_seq + pos] */
-static float *gpt2__cpu_kt(const gpt2_model *m, int layer, int slot, int h) {
+static size_t gpt2__cpu_kt(const gpt2_model *m, int layer, int slot, int h) {
     const size_t H = (size_t)m->cfg.n_head, hd = (size_t)m->cfg.n_embd / H;
-    return m->cpu.k_cache + (((size_t)layer * m->max_batch + slot) * H + h) * hd * m->max_seq;
+    return (((size_t)layer * m->max_batch + slot) * H + h) * hd * m->max_seq;
+}
+/* element i of a cache := v (in the model's dtype) */
+static void gpt2__cpu_put(void *cache, char dtype, size_t i, float v) {
+    if (dtype == 'F') ((float *)cache)[i] = v;
+    else ((uint16_t *)cache)[i] = dtype == 'H' ? gpt2__f32_to_f16(v) : gpt2__f32_to_bf16(v);
 }
 
 static void gpt2__cpu_free(gpt2_model *m) {
@@ -4064,21 +4350,39 @@ static void gpt2__host_memory(double *total, double *avail) {
 #endif
 }
 
+/* The products' and the attention's build for this CPU: AVX-512 (with FMA), else AVX2 + FMA, else the baseline. */
+static void gpt2__cpu_isa(gpt2__cpu *c) {
+    c->tasks = gpt2__cpu_tasks_base;
+    c->attn = gpt2__cpu_attn_base;
+#if GPT2__CPU_VARIANTS
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("fma")) { /* (F16C came before AVX2, so with it) */
+        c->tasks = gpt2__cpu_tasks_avx512;
+        c->attn = gpt2__cpu_attn_avx512;
+    } else if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
+        c->tasks = gpt2__cpu_tasks_avx2;
+        c->attn = gpt2__cpu_attn_avx2;
+    }
+#endif
+}
+
 static gpt2_status gpt2__cpu_init(gpt2_model *m) {
-    /* K and V: 2 x n_layer x max_batch x max_seq x n_embd floats, which must fit in this machine's memory
-       beside the weights (with overcommit, malloc alone would promise it and the process die later) */
+    /* K and V: 2 x n_layer x max_batch x max_seq x n_embd elements of the model's dtype, which must fit in this
+       machine's memory beside the weights (with overcommit, malloc alone would promise it and the process die later) */
     size_t n, bytes;
     double total, avail;
+    const size_t es = m->dtype == GPT2_DTYPE_F32 ? 4 : 2;
     int ok = gpt2__mul_ok((size_t)m->cfg.n_layer * m->cfg.n_embd, (size_t)m->max_batch * m->max_seq, &n) &&
-             gpt2__mul_ok(n, 2 * sizeof(float), &bytes);
+             gpt2__mul_ok(n, 2 * es, &bytes);
     gpt2__host_memory(&total, &avail);
-    if (!ok || (total > 0 && (double)bytes + 4.0 * m->w.n_floats > total))
+    if (!ok || (total > 0 && (double)bytes + (double)m->w.bytes > total))
         return gpt2__fail(GPT2_ERR_OOM, "the KV cache for %d sequences of %d tokens needs %.0f MB (weights %.0f MB more); "
                           "this machine has %.0f MB, %.0f MB free: lower max_batch or max_seq",
-                          m->max_batch, m->max_seq, ok ? bytes / 1048576.0 : 1e300, 4.0 * m->w.n_floats / 1048576.0,
+                          m->max_batch, m->max_seq, ok ? bytes / 1048576.0 : 1e300, m->w.bytes / 1048576.0,
                           total / 1048576.0, avail / 1048576.0);
-    m->cpu.k_cache = (float *)gpt2__alloc(n * sizeof(float));
-    m->cpu.v_cache = (float *)gpt2__alloc(n * sizeof(float));
+    gpt2__cpu_isa(&m->cpu);
+    m->cpu.k_cache = gpt2__alloc(n * es);
+    m->cpu.v_cache = gpt2__alloc(n * es);
     if (!m->cpu.k_cache || !m->cpu.v_cache) {
         gpt2__cpu_free(m);
         return gpt2__fail(GPT2_ERR_OOM, "cannot allocate the KV cache: %zu MB for %d sequences of %d tokens",
@@ -4103,10 +4407,12 @@ static gpt2_status gpt2__cpu_run(gpt2_model *m, const gpt2__seq *seqs, int n, in
 #ifdef _OPENMP
     nthreads = omp_get_max_threads();
 #endif
-    /* activations: x, ln, attention out [N][C]; qkv [N][3C] (at least N + 7 rows of C: after the layers,
-       gpt2__cpu_logits's scratch); fc [N][F]; attention scores per thread */
-    const size_t qkv_n = (size_t)(N < 4 ? N + 7 : 3 * N) * C;
-    size_t need = (size_t)N * (3 * C + F) + qkv_n + (size_t)nthreads * maxT;
+    /* activations: x, ln, attention out [N][C]; qkv [N][3C]; fc [N][F]; attention scores per thread; the products'
+       scratch (F16/BF16: a group of panels per thread, in float32) */
+    const size_t qkv_n = (size_t)3 * N * C;
+    const size_t scratch_n = m->dtype == GPT2_DTYPE_F32 ? 0 : (size_t)nthreads * GPT2__PANEL_GROUP * GPT2__PANEL * (F > C ? F : C);
+    const size_t att_n = (size_t)nthreads * maxT * (m->dtype == GPT2_DTYPE_F32 ? 1 : 1 + 2 * hd);
+    size_t need = (size_t)N * (3 * C + F) + qkv_n + att_n + scratch_n;
     float *buf = (float *)gpt2__alloc(need * sizeof(float));
     int *row_seq = (int *)gpt2__alloc((size_t)N * sizeof(int));
     if (!buf || !row_seq) {
@@ -4114,16 +4420,22 @@ static gpt2_status gpt2__cpu_run(gpt2_model *m, const gpt2__seq *seqs, int n, in
         return gpt2__fail(GPT2_ERR_OOM, "CPU forward: cannot allocate %zu MB of activations", need * 4 >> 20);
     }
     float *x = buf, *ln = x + (size_t)N * C, *att = ln + (size_t)N * C, *qkv = att + (size_t)N * C;
-    float *fc = qkv + qkv_n, *scores = fc + (size_t)N * F;
+    float *fc = qkv + qkv_n, *scores = fc + (size_t)N * F, *scratch = scores + att_n;
     const gpt2__weights *w = &m->w;
     for (int s = 0, r = 0; s < n; s++)
         for (int t = 0; t < seqs[s].n_tok; t++, r++) {
             row_seq[r] = s;
-            const float *te = w->wte + (size_t)seqs[s].tok[t] * C, *pe = w->wpe + (size_t)(seqs[s].pos + t) * C;
-            for (int i = 0; i < C; i++) x[(size_t)r * C + i] = te[i] + pe[i];
+            const float *pe = w->wpe + (size_t)(seqs[s].pos + t) * C;
+            for (int i = 0; i < C; i++) /* wte's row of the token: a column of the head's packed panels */
+                x[(size_t)r * C + i] = gpt2__cpu_weight(w->wte, gpt2__cpu_dtype(m), gpt2__panel_at((size_t)C, i, seqs[s].tok[t])) + pe[i];
         }
     int *row_pos = (int *)gpt2__alloc((size_t)N * sizeof(int));
-    if (!row_pos) { GPT2_FREE(buf); GPT2_FREE(row_seq); return gpt2__fail(GPT2_ERR_OOM, "CPU forward: out of memory"); }
+    gpt2__attn_task *tasks = (gpt2__attn_task *)gpt2__alloc((size_t)(N + n) * H * sizeof(gpt2__attn_task));
+    if (!row_pos || !tasks) {
+        GPT2_FREE(buf); GPT2_FREE(row_seq); GPT2_FREE(row_pos); GPT2_FREE(tasks);
+        return gpt2__fail(GPT2_ERR_OOM, "CPU forward: out of memory");
+    }
+    const char dt = gpt2__cpu_dtype(m);
     for (int s = 0, r = 0; s < n; s++)
         for (int t = 0; t < seqs[s].n_tok; t++, r++) row_pos[r] = seqs[s].pos + t;
     for (int l = 0; l < cf->n_layer; l++) {
@@ -4133,19 +4445,19 @@ static gpt2_status gpt2__cpu_run(gpt2_model *m, const gpt2__seq *seqs, int n, in
         float scale = m->arch.attn_unscaled ? 1.0f : 1.0f / sqrtf((float)hd);
         if (m->arch.attn_by_layer) scale /= (float)(l + 1);
         gpt2__cpu_layernorm(ln, x, y->ln1_w, y->ln1_b, N, C, cf->ln_eps);
-        gpt2__cpu_matmul(qkv, ln, y->qkv_w, y->qkv_b, N, C, 3 * C);
+        gpt2__cpu_product(m, qkv, ln, y->qkv_w, y->qkv_b, N, C, 3 * C, scratch);
         /* K and V of every fed row into the cache: K transposed, a head per thread, element i of every row in turn,
-           so that the consecutive rows of a sequence write consecutive floats */
+           so that the consecutive rows of a sequence write consecutive elements */
         GPT2__OMP(omp parallel for schedule(static) if ((double)N * C > 1e5))
         for (int h = 0; h < H; h++)
             for (int i = 0; i < hd; i++)
-                for (int r = 0; r < N; r++) {
-                    float *kt = gpt2__cpu_kt(m, l, seqs[row_seq[r]].slot, h);
-                    kt[(size_t)i * m->max_seq + row_pos[r]] = qkv[(size_t)r * 3 * C + C + h * hd + i];
-                }
-        for (int r = 0; r < N; r++)
-            memcpy(gpt2__cpu_kv(m, m->cpu.v_cache, l, seqs[row_seq[r]].slot, row_pos[r]), qkv + (size_t)r * 3 * C + 2 * C,
-                   (size_t)C * sizeof(float));
+                for (int r = 0; r < N; r++)
+                    gpt2__cpu_put(m->cpu.k_cache, dt, gpt2__cpu_kt(m, l, seqs[row_seq[r]].slot, h) + (size_t)i * m->max_seq + row_pos[r],
+                                  qkv[(size_t)r * 3 * C + C + h * hd + i]);
+        for (int r = 0; r < N; r++) {
+            const size_t at = gpt2__cpu_kv(m, l, seqs[row_seq[r]].slot, row_pos[r]);
+            for (int i = 0; i < C; i++) gpt2__cpu_put(m->cpu.v_cache, dt, at + i, qkv[(size_t)r * 3 * C + 2 * C + i]);
+        }
         /* the last layer's rows after the K/V store serve only the logits: without all_rows, each sequence's last
            row goes on alone, row s of the compacted rows being sequence s's (its fed row is at or after s); every
            computation below is per row, so each keeps its bits */
@@ -4162,52 +4474,44 @@ static gpt2_status gpt2__cpu_run(gpt2_model *m, const gpt2__seq *seqs, int n, in
             }
             N = n;
         }
-        /* causal attention: row r (position p) attends to positions 0..p of its slot */
+        /* causal attention, in tasks of a block of a sequence's rows and a head (gpt2__attn) */
+        long n_tasks = 0;
+        for (int r = 0; r < N;) {
+            int e = r + 1;
+            while (e < N && row_seq[e] == row_seq[r] && e - r < GPT2__ATT_ROWS) e++;
+            for (int h = 0; h < H; h++) {
+                gpt2__attn_task *t = &tasks[n_tasks++];
+                t->row0 = r; t->n_rows = e - r; t->head = h; t->slot = seqs[row_seq[r]].slot;
+            }
+            r = e;
+        }
+        gpt2__attn at;
+        at.qkv = qkv; at.out = att; at.row_pos = row_pos; at.C = C; at.H = H; at.max_seq = m->max_seq;
+        at.scale = scale; at.dtype = dt; at.tasks = tasks;
+        at.kt = (const char *)m->cpu.k_cache + gpt2__cpu_kt(m, l, 0, 0) * (dt == 'F' ? 4 : 2);
+        at.v = (const char *)m->cpu.v_cache + gpt2__cpu_kv(m, l, 0, 0) * (dt == 'F' ? 4 : 2);
         GPT2__OMP(omp parallel for schedule(dynamic, 1) if ((double)N * maxT * C > 1e5))
-        for (int rh = 0; rh < N * H; rh++) {
-            int r = rh / H, h = rh % H, p = row_pos[r], slot = seqs[row_seq[r]].slot;
+        for (long t = 0; t < n_tasks; t++) {
             int tid = 0;
 #ifdef _OPENMP
             tid = omp_get_thread_num();
 #endif
-            float *sc = scores + (size_t)tid * maxT;
-            const float *qv = qkv + (size_t)r * 3 * C + h * hd, *kt = gpt2__cpu_kt(m, l, slot, h);
-            const size_t ms = (size_t)m->max_seq;
-            float mx = -INFINITY;
-            /* scores: each a dot product over i in order, computed as hd passes over the row's keys, pass i adding
-               q[i] times element i of every key (a contiguous row of the transposed cache: one stream, in vectors) */
-            int j;
-            for (j = 0; j <= p; j++) sc[j] = 0.0f;
-            for (int i = 0; i < hd; i++) {
-                const float qi = qv[i], *kr = kt + i * ms;
-                for (j = 0; j <= p; j++) sc[j] += qi * kr[j];
-            }
-            for (j = 0; j <= p; j++) sc[j] *= scale;
-            for (j = 0; j <= p; j++)
-                if (sc[j] > mx) mx = sc[j];
-            float sum = 0.0f;
-            for (int j = 0; j <= p; j++) { sc[j] = expf(sc[j] - mx); sum += sc[j]; }
-            float *o = att + (size_t)r * C + h * hd;
-            for (int i = 0; i < hd; i++) o[i] = 0.0f;
-            for (int j = 0; j <= p; j++) {
-                const float *vv = gpt2__cpu_kv(m, m->cpu.v_cache, l, slot, j) + h * hd;
-                float pj = sc[j] / sum;
-                for (int i = 0; i < hd; i++) o[i] += pj * vv[i];
-            }
+            float *sc = scores + (size_t)tid * maxT * (dt == 'F' ? 1 : 1 + 2 * hd);
+            m->cpu.attn(&at, t, sc, sc + maxT, sc + maxT + (size_t)hd * maxT);
         }
-        gpt2__cpu_matmul(ln, att, y->attn_proj_w, y->attn_proj_b, N, C, C);
+        gpt2__cpu_product(m, ln, att, y->attn_proj_w, y->attn_proj_b, N, C, C, scratch);
         for (size_t i = 0; i < (size_t)N * C; i++) x[i] += ln[i];
         gpt2__cpu_layernorm(ln, x, y->ln2_w, y->ln2_b, N, C, cf->ln_eps);
-        gpt2__cpu_matmul(fc, ln, y->fc_w, y->fc_b, N, C, F);
+        gpt2__cpu_product(m, fc, ln, y->fc_w, y->fc_b, N, C, F, scratch);
         gpt2__cpu_activation(fc, (size_t)N * F, m->arch.act);
-        gpt2__cpu_matmul(ln, fc, y->fc_proj_w, y->fc_proj_b, N, F, C);
+        gpt2__cpu_product(m, ln, fc, y->fc_proj_w, y->fc_proj_b, N, F, C, scratch);
         for (size_t i = 0; i < (size_t)N * C; i++) x[i] += ln[i];
     }
     /* final layer norm of the rows whose logits are wanted (all of them now), then logits = row @ wte^T */
     const int n_out = N;
     gpt2__cpu_layernorm(ln, x, w->lnf_w, w->lnf_b, n_out, C, cf->ln_eps);
-    gpt2__cpu_logits(logits, ln, w->lm_head, n_out, C, V, qkv /* free now */);
-    GPT2_FREE(buf); GPT2_FREE(row_seq); GPT2_FREE(row_pos);
+    gpt2__cpu_product(m, logits, ln, w->lm_head, NULL, n_out, C, V, scratch);
+    GPT2_FREE(buf); GPT2_FREE(row_seq); GPT2_FREE(row_pos); GPT2_FREE(tasks);
     return GPT2_OK;
 }
 
@@ -8824,10 +9128,6 @@ static int gpt2__cpu_default_batch(const gpt2_model *m) {
     return b < 1 ? 1 : b > 8 ? 8 : b;
 }
 
-static const char *gpt2__dtype_name(gpt2_dtype d) {
-    return d == GPT2_DTYPE_F32 ? "F32" : d == GPT2_DTYPE_F16 ? "F16" : d == GPT2_DTYPE_BF16 ? "BF16" : "AUTO";
-}
-
 /* Builds a model from a config.json text and a checkpoint's files (gpt2_load opens them; gpt2_mpi_load
    broadcasts one safetensors image). cfg_name only labels error messages. */
 static gpt2_status gpt2__load_ckpt(gpt2_model **out, const char *cfg_text, size_t cfg_len, const char *cfg_name,
@@ -8870,11 +9170,6 @@ static gpt2_status gpt2__load_ckpt(gpt2_model **out, const char *cfg_text, size_
 #endif
     }
     m->dtype = opt.dtype != GPT2_DTYPE_AUTO ? opt.dtype : m->backend == GPT2_BACKEND_CUDA ? GPT2_DTYPE_F16 : GPT2_DTYPE_F32;
-    if (m->backend == GPT2_BACKEND_CPU && m->dtype != GPT2_DTYPE_F32) {
-        gpt2_dtype d = m->dtype;
-        gpt2_free(m);
-        return gpt2__fail(GPT2_ERR_ARG, "the CPU backend computes in F32 only (dtype %s was asked for)", gpt2__dtype_name(d));
-    }
     gpt2__slot *slots = NULL;
     int n_slots = 0;
     const int host = m->backend == GPT2_BACKEND_CPU;
@@ -8885,7 +9180,7 @@ static gpt2_status gpt2__load_ckpt(gpt2_model **out, const char *cfg_text, size_
     if (st) { GPT2_FREE(slots); gpt2_free(m); return st; }
     m->max_batch = opt.max_batch;
     if (host) {
-        gpt2__slots_to_host(slots, n_slots);
+        gpt2__ckpt_to_host(ck, slots, n_slots);
         if (!m->max_batch) m->max_batch = gpt2__cpu_default_batch(m);
         st = gpt2__cpu_init(m);
     }

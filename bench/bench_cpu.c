@@ -7,7 +7,9 @@
    each the best of REPS runs, beside the bandwidth of a plain read of 512 MB with every thread, measured in the same
    run: a batch-1 step must read every weight once (F32 on the CPU: 4 bytes a parameter) plus the live K/V.
    Usage: bench/bench_cpu [SIZE: 124M (default), 355M, 774M, 1558M] [DIR (default /tmp/gpt2-bench-cpu-SIZE)] [REPS]
-                          [WORKLOAD: decode or prompt]
+                          [WORKLOAD: decode, prompt or all (default)] [DTYPE: f32 (default), f16, bf16]
+   DTYPE: the weights and the KV cache in that dtype (arithmetic float32). Each line ends with the process's peak RSS
+   so far (the load's included).
    With WORKLOAD it runs only that one of the workloads bench/cpu_peers.sh times on every system (one a process, so
    the process's peak RSS is the workload's; speculation off, as the peers run; one untimed run, then REPS, each
    printed): decode, batch 1, a prompt of 128 then 128 greedy tokens, ms a token after the first; prompt, one prompt
@@ -135,9 +137,14 @@ static double run(gpt2_model *m, int nb, int plen, int gen, int *ids, int *out) 
 }
 
 /* one of bench/cpu_peers.sh's workloads (the header says which), REPS times after an untimed run */
+static long peak_rss_mb(void) {
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return ru.ru_maxrss / 1024;
+}
+
 static int peer_workload(gpt2_model *m, const char *workload, int reps, int *ids, int *out) {
     int decode = !strcmp(workload, "decode");
-    if (!decode && strcmp(workload, "prompt")) { fprintf(stderr, "bench_cpu: WORKLOAD is decode or prompt\n"); return 2; }
     m->spec = 0;
     for (int r = -1; r < reps; r++) {
         double s = decode ? run(m, 1, 128, 128, ids, out) : run(m, 1, 256, 1, ids, out);
@@ -146,9 +153,7 @@ static int peer_workload(gpt2_model *m, const char *workload, int reps, int *ids
         else printf("prompt_tokens_per_s %.1f\n", 256 / s);
         fflush(stdout);
     }
-    struct rusage ru;
-    getrusage(RUSAGE_SELF, &ru);
-    printf("peak_rss_kb %ld\n", ru.ru_maxrss);
+    printf("peak_rss_mb %ld\n", peak_rss_mb());
     return 0;
 }
 
@@ -189,8 +194,15 @@ int main(int argc, char **argv) {
     struct stat st;
     if (stat(cfg, &st) != 0 && write_model(dir, L, C, H)) return 1;
 
-    const char *workload = argc > 4 ? argv[4] : NULL;
+    const char *workload = argc > 4 && strcmp(argv[4], "all") ? argv[4] : NULL;
+    if (workload && strcmp(workload, "decode") && strcmp(workload, "prompt")) {
+        fprintf(stderr, "bench_cpu: WORKLOAD is decode, prompt or all\n");
+        return 2;
+    }
+    const char *dt = argc > 5 ? argv[5] : "f32";
     gpt2_options o = gpt2_default_options();
+    o.dtype = !strcmp(dt, "f16") ? GPT2_DTYPE_F16 : !strcmp(dt, "bf16") ? GPT2_DTYPE_BF16 : GPT2_DTYPE_F32;
+    if (o.dtype == GPT2_DTYPE_F32 && strcmp(dt, "f32")) { fprintf(stderr, "bench_cpu: DTYPE is f32, f16 or bf16\n"); return 2; }
     o.backend = GPT2_BACKEND_CPU; o.max_batch = workload ? 1 : 8; o.max_seq = 1024;
     gpt2_model *m;
     double t = now();
@@ -209,8 +221,9 @@ int main(int argc, char **argv) {
 #endif
     double bw = read_bandwidth();
     double params = (double)L * 12 * C * C + (double)L * 13 * C + 50257.0 * C + 1024.0 * C + 2.0 * C;
-    printf("bench_cpu %s: %.0fM parameters (F32 on the CPU: %.0f MB), %d threads, load %.2f s, read bandwidth %.1f GB/s\n",
-           size, params / 1e6, params * 4 / 1e6, threads, t_load, bw / 1e9);
+    const double es = o.dtype == GPT2_DTYPE_F32 ? 4 : 2; /* bytes a weight and a K/V element */
+    printf("bench_cpu %s: %.0fM parameters (%s on the CPU: %.0f MB), %d threads, load %.2f s (peak RSS %ld MB), read "
+           "bandwidth %.1f GB/s\n", size, params / 1e6, dt, params * es / 1e6, threads, t_load, peak_rss_mb(), bw / 1e9);
 
     const int gen = 32;
     double best;
@@ -218,13 +231,14 @@ int main(int argc, char **argv) {
     for (int c = 0; c < 2; c++) {
         best = 1e30;
         for (int r = 0; r < reps; r++) { double s = run(m, 1, ctxs[c], gen, ids, out) / (gen - 1); if (s < best) best = s; }
-        double ctx = ctxs[c] + gen / 2.0, bytes = params * 4 + (double)L * 2 * ctx * C * 4;
-        printf("decode batch 1, prompt %3d:  %7.2f ms/token   floor %.2f ms (%.0f MB at the read bandwidth): %.0f%%\n",
-               ctxs[c], best * 1e3, bytes / bw * 1e3, bytes / 1e6, 100.0 * bytes / bw / best);
+        double ctx = ctxs[c] + gen / 2.0, bytes = params * es + (double)L * 2 * ctx * C * es;
+        printf("decode batch 1, prompt %3d:  %7.2f ms/token   floor %.2f ms (%.0f MB at the read bandwidth): %.0f%%   "
+               "peak RSS %ld MB\n", ctxs[c], best * 1e3, bytes / bw * 1e3, bytes / 1e6, 100.0 * bytes / bw / best, peak_rss_mb());
     }
     best = 1e30;
     for (int r = 0; r < reps; r++) { double s = run(m, 8, 16, gen, ids, out) / (gen - 1); if (s < best) best = s; }
-    printf("decode batch 8, prompt  16:  %7.2f ms/step    %.0f tokens/s\n", best * 1e3, 8 / best);
+    printf("decode batch 8, prompt  16:  %7.2f ms/step    %.0f tokens/s   peak RSS %ld MB\n", best * 1e3, 8 / best,
+           peak_rss_mb());
     /* the products' FLOPs: 2 x non-embedding weights (W a layer) per token and layer, but in the last layer only qkv
        (3 C^2) for every token and the rest of it for the one row whose logits are wanted (the logits' own product
        not counted); attention's (4 x head size x the keys a row attends to, a layer and head) are not counted */
@@ -234,8 +248,9 @@ int main(int argc, char **argv) {
         const int n = plens[c];
         best = 1e30;
         for (int r = 0; r < reps; r++) { double s = run(m, 1, n, 1, ids, out); if (s < best) best = s; }
-        printf("prefill, one prompt of %4d:  %7.1f ms        %.0f tokens/s (%.1f GFLOP/s in the products)\n", n, best * 1e3,
-               n / best, (n * 2.0 * (W * (L - 1) + 3.0 * C * C) + 2.0 * (W - 3.0 * C * C)) / best / 1e9);
+        printf("prefill, one prompt of %4d:  %7.1f ms        %.0f tokens/s (%.1f GFLOP/s in the products)   peak RSS %ld MB\n",
+               n, best * 1e3, n / best, (n * 2.0 * (W * (L - 1) + 3.0 * C * C) + 2.0 * (W - 3.0 * C * C)) / best / 1e9,
+               peak_rss_mb());
     }
     gpt2_free(m);
     return 0;

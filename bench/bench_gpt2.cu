@@ -179,11 +179,13 @@ static gpt2_model *random_model(const char *size, gpt2_dtype dt, int max_batch, 
     m->max_batch = max_batch; m->max_seq = max_seq; m->prefill_tokens = prefill_tokens;
     gpt2__slot *slots = NULL;
     int n_slots = 0;
+    m->dtype = GPT2_DTYPE_F32; /* a float32 host copy (each matrix at least its [in][out] floats), uploaded in dt */
     CHECK(gpt2__weights_layout(m, (size_t)-1, "random weights", 1, &slots, &n_slots) == GPT2_OK);
+    m->dtype = dt;
     uint64_t x = 88172645463325252ull;
-    for (size_t i = 0; i < m->w.n_floats; i++) {
+    for (size_t i = 0; i < m->w.bytes / 4; i++) {
         x ^= x << 13; x ^= x >> 7; x ^= x << 17;
-        m->w.arena[i] = ((float)(x >> 40) / 16777216.0f - 0.5f) * 0.04f;
+        ((float *)m->w.arena)[i] = ((float)(x >> 40) / 16777216.0f - 0.5f) * 0.04f;
     }
     for (int l = 0; l < L; l++)
         for (int i = 0; i < C; i++) { m->w.layers[l].ln1_w[i] = 1.0f; m->w.layers[l].ln2_w[i] = 1.0f; }
@@ -191,7 +193,7 @@ static gpt2_model *random_model(const char *size, gpt2_dtype dt, int max_batch, 
     for (int i = 0; i < n_slots; i++) { slots[i].src = (const unsigned char *)slots[i].dst; slots[i].dtype = 'F'; }
     gpt2_status st = gpt2__cuda_init(m, slots); /* uploads the host arena as a float32 checkpoint */
     free(slots);
-    free(m->w.arena); /* the host copy is the checkpoint's part: a CUDA model keeps none (params_of reads n_floats) */
+    free(m->w.arena); /* the host copy is the checkpoint's part: a CUDA model keeps none) */
     m->w.arena = NULL;
     if (st != GPT2_OK) { /* e.g. F32 774M at batch 1024 needs more than 80 GB: said, and skipped */
         printf("%-6s skipped (batch %d, %d tokens): %s\n", size, max_batch, max_seq, gpt2_last_error());
@@ -232,7 +234,10 @@ static gpt2_model *random_model(const char *size, gpt2_dtype dt, int max_batch, 
     return m;
 }
 
-static double params_of(const gpt2_model *m) { return (double)m->w.n_floats; }
+static double params_of(const gpt2_model *m) { /* the parameters: the arena's floats less its panels' padding */
+    const double L = m->cfg.n_layer, C = m->cfg.n_embd, V = m->cfg.n_vocab, P = m->cfg.n_ctx;
+    return L * (12 * C * C + 13 * C) + V * C + P * C + 2 * C;
+}
 
 static size_t peak_used(void) {
     size_t f, t;
