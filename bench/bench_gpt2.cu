@@ -36,6 +36,10 @@
    --att-ns 2|3 --att-tma 0|1 --prefill-order 0|1 --stagger N (each described where it is declared, below). */
 #define GPT2_IMPLEMENTATION
 #include "gpt2.cuh"
+
+static const char *dtype_name(gpt2_dtype d) {
+    return d == GPT2_DTYPE_F32 ? "F32" : d == GPT2_DTYPE_F16 ? "F16" : d == GPT2_DTYPE_BF16 ? "BF16" : "AUTO";
+}
 #include <cuda_profiler_api.h>
 
 #include <stdio.h>
@@ -566,7 +570,7 @@ static void spec_text(const char *dir, gpt2_dtype dt, int reps, const int *ks, i
     CHECK(P > 0 && P <= 512);
     gpt2_config c = gpt2_model_config(m);
     printf("spec-text %s (%d layers, width %d, %s), prompt %d tokens, %d new, greedy, batch 1\n", dir, c.n_layer, c.n_embd,
-           gpt2__dtype_name(m->dtype), P, G);
+           dtype_name(m->dtype), P, G);
     if (reps > 16) reps = 16;
     for (int v = -1; v < nk; v++) {
         m->spec = v < 0 ? 0 : ks[v];
@@ -704,7 +708,7 @@ int main(int argc, char **argv) {
     CU(cudaGetDeviceProperties(&pr, 0));
     const double bw = measure_copy_bw(), flops = measure_gemm_rate();
     printf("device %s; copy %.2f TB/s, fp16 GEMM %.0f TFLOP/s (measured); dtype %s\n", pr.name, bw / 1e12, flops / 1e12,
-           gpt2__dtype_name(dt));
+           dtype_name(dt));
     const double es = dt == GPT2_DTYPE_F32 ? 4 : 2;
     for (int si = 0; si < ns; si++) {
         const char *size = sizes[si];

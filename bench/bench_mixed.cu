@@ -13,6 +13,10 @@
 #define GPT2_IMPLEMENTATION
 #include "gpt2.cuh"
 
+static const char *dtype_name(gpt2_dtype d) {
+    return d == GPT2_DTYPE_F32 ? "F32" : d == GPT2_DTYPE_F16 ? "F16" : d == GPT2_DTYPE_BF16 ? "BF16" : "AUTO";
+}
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -75,7 +79,7 @@ int main(int argc, char **argv) {
     }
     const char *be = gpt2_model_backend(m) == GPT2_BACKEND_CUDA ? "cuda" : "cpu";
     printf("mixed %d requests (prompt %d..%d, new %d..%d; %ld prompt + %ld generated tokens), %d slots, %s %s\n", N, PMIN,
-           PMAX, GMIN, GMAX, prompt_tokens, gen_tokens, SLOTS, be, gpt2__dtype_name(gpt2_model_dtype(m)));
+           PMAX, GMIN, GMAX, prompt_tokens, gen_tokens, SLOTS, be, dtype_name(gpt2_model_dtype(m)));
     printf("continuous %9.0f generated tokens/s (%.2f s)\n", gen_tokens / t_cont, t_cont);
     printf("static     %9.0f generated tokens/s (%.2f s)\n", gen_tokens / t_static, t_static);
     printf("continuous / static = %.2fx; requests whose tokens differ between the two: %d of %d\n", t_static / t_cont, differ, N);
