@@ -32,7 +32,9 @@ sees the weights as stored (after rounding to F16/BF16), upcast to float64. Ever
 must win by a margin of at least 1e-2 x (1 + max|logit|) (ten times the CUDA fp32 tolerance),
 so a float32 engine reproduces the continuation exactly, and the continuation must hold at
 least N/2 distinct tokens (a repeated token would hide KV-cache errors); prompts are redrawn
-until both hold.
+until both hold. The family fixtures' tokens also have every position's argmax win by at least
+0.1 x (1 + max|logit|) (twice the F16/BF16 tolerance), so a half-precision run within that
+tolerance agrees at every position; tokens are replaced where needed until that holds.
 """
 import json
 import os
@@ -228,6 +230,8 @@ def make_model_fixture(fx):
             "reference": "transformers %s GPT2LMHeadModel, float64, eager attention" % transformers.__version__,
             "torch": torch.__version__, "greedy_min_margin": "%.4g" % margin,
             "greedy_margin_rule": "top1-top2 >= %g*(1+max|logit|)" % MARGIN,
+            "position_min_margin": "%.4g" % position_margin, "tokens_replaced": str(replaced),
+            "position_margin_rule": "top1-top2 >= %g*(1+max|logit| of all logits) at every token position" % POSITION_MARGIN,
             "prompt_attempts": str(attempt + 1)}
     write_safetensors(os.path.join(d, "reference.safetensors"), ref, meta)
     size = sum(os.path.getsize(os.path.join(d, f)) for f in os.listdir(d))
@@ -397,6 +401,11 @@ TOKENIZER_JSON = os.path.join(ROOT, "tests", "tokenizer_json")
 TOKENIZER_SRC = os.path.join(ROOT, "..", "shared", "gpt2-tokenizer")  # encoder.json + vocab.bpe
 
 CUDA_F32_TOL = 1e-3  # DESIGN's CUDA fp32 logit tolerance factor: the "fp32 tolerance" below
+HALF_TOL = 5e-2  # the F16/BF16 logit tolerance factor, either backend (test_gpt2.cu's logit_tolerance)
+# Every one of the B x T positions of tokens has its argmax win by POSITION_MARGIN x (1 + max|logit|):
+# twice the half-precision tolerance, so no run whose every logit is within that tolerance can flip it
+# (the test wants the argmax to agree at >= 98% of positions in F16/BF16).
+POSITION_MARGIN = 2 * HALF_TOL
 
 # fmt:  st          model.safetensors (safetensors' save_file)
 #       st_sharded  model-0000X-of-0000N.safetensors + model.safetensors.index.json (save_pretrained)
@@ -611,6 +620,65 @@ def check_family_loaded(model, stored, fx):
         sys.exit("%s: HF tied lm_head to wte" % fx["name"])
 
 
+def position_margins(logits, scale):
+    """top1 - top2 at every position, over scale."""
+    top = logits.topk(2, dim=-1).values
+    return (top[..., 0] - top[..., 1]) / scale
+
+
+def decisive_row(model, row, scale, rng, beam=16):
+    """row with tokens replaced where its positions' argmax win by less than POSITION_MARGIN x scale (or x their
+    own 1 + max|logit|, if larger). A position's logits depend on its prefix only, so a beam search runs position
+    by position: each of up to `beam` prefixes is extended by every token of the vocabulary, the extensions that
+    clear the margin survive, those that keep most of row's own tokens first (ties in a random order; at most two
+    of one prefix ahead of the others' extensions). Late positions depend little on their own token, so one prefix
+    alone can run out of tokens that clear it; where every prefix of the beam does, the search starts again with a
+    beam four times as wide."""
+    T, V = len(row), model.config.vocab_size
+    beams = [(np.zeros(0, dtype=row.dtype), 0)]  # (prefix, tokens of row kept)
+    for t in range(T):
+        seqs = np.concatenate([np.concatenate([np.repeat(p[None], V, axis=0), np.arange(V)[:, None]], axis=1)
+                               for p, _ in beams]).astype(row.dtype)
+        with torch.no_grad():  # the prefixes once, through the KV cache, then every next token of each
+            cache = None
+            if t:
+                cache = model(torch.from_numpy(np.stack([p for p, _ in beams])), use_cache=True).past_key_values
+                cache.batch_repeat_interleave(V)
+            last = model(torch.from_numpy(seqs[:, t:]), past_key_values=cache, use_cache=True).logits[:, 0]
+        bar = POSITION_MARGIN * torch.clamp(1 + last.abs().amax(dim=-1), min=scale)
+        ok = (position_margins(last, 1) >= bar).nonzero().flatten().tolist()
+        if not ok:
+            if beam >= 1024:
+                sys.exit("no tokens give argmax margins >= %g up to position %d (beam %d)" % (POSITION_MARGIN, t, beam))
+            return decisive_row(model, row, scale, rng, 4 * beam)
+        kept = [beams[i // V][1] + (i % V == row[t]) for i in ok]
+        tie = rng.permutation(len(ok))
+        ranked = sorted(range(len(ok)), key=lambda j: (-kept[j], tie[j]))
+        children, best = {}, []
+        for j in ranked:  # at most 2 extensions of one prefix while others have some: the beam stays varied
+            if children.get(ok[j] // V, 0) < 2:
+                children[ok[j] // V] = children.get(ok[j] // V, 0) + 1
+                best.append(j)
+        chosen = set(best)
+        best = (best + [j for j in ranked if j not in chosen])[:beam]
+        beams = [(seqs[ok[j]], kept[j]) for j in best]
+    return beams[0][0]
+
+
+def decisive_tokens(model, tokens, rng):
+    """tokens with few replaced (decisive_row) so that every position's argmax wins by
+    POSITION_MARGIN x (1 + max|logit|) of the whole batch; repeated while the final scale moves the bar.
+    Returns the tokens and how many differ from those given."""
+    out = tokens.copy()
+    for _ in range(10):
+        logits = forward_logits(model, out)
+        scale = 1 + float(logits.abs().max())
+        if float(position_margins(logits, scale).min()) >= POSITION_MARGIN:
+            return out, int((out != tokens).sum())
+        out = np.stack([decisive_row(model, r, scale, rng) for r in out])
+    sys.exit("tokens: argmax margins >= %g not reached in 10 rounds" % POSITION_MARGIN)
+
+
 def make_family_fixture(fx):
     fx = dict(FAMILY_DEFAULTS, **fx)
     d = os.path.join(FAMILY_DIR, fx["name"])
@@ -629,8 +697,10 @@ def make_family_fixture(fx):
     check_family_loaded(model, stored, fx)
     rng = np.random.default_rng(fx["seed"] + 1)
     tokens = rng.integers(0, fx["vocab"], (fx["batch"], fx["seq"]))
+    tokens, replaced = decisive_tokens(model, tokens, np.random.default_rng(fx["seed"] + 2))
     logits = forward_logits(model, tokens)
     scale = 1 + float(logits.abs().max())
+    position_margin = float(position_margins(logits, scale).min())
     notes = {}
 
     # the head HF used, computed by hand from the final hidden states
@@ -691,14 +761,16 @@ def make_family_fixture(fx):
             "reference": "transformers %s GPT2LMHeadModel, float64, eager attention" % transformers.__version__,
             "torch": torch.__version__, "greedy_min_margin": "%.4g" % margin,
             "greedy_margin_rule": "top1-top2 >= %g*(1+max|logit|)" % MARGIN,
+            "position_min_margin": "%.4g" % position_margin, "tokens_replaced": str(replaced),
+            "position_margin_rule": "top1-top2 >= %g*(1+max|logit| of all logits) at every token position" % POSITION_MARGIN,
             "prompt_attempts": str(attempt + 1), "activation_function": fx["act"],
             "config_fields": json.dumps(dict(fx["cfg"], n_inner=fx["n_inner"], tie_word_embeddings=fx["tie_key"]), sort_keys=True)}
     meta.update(notes)
     write_safetensors(os.path.join(d, "reference.safetensors"), ref, meta)
     sizes = {f: os.path.getsize(os.path.join(d, f)) for f in os.listdir(d)}
-    print("%-44s %-4s %-9s %-11s %-24s L%d C%d V%d  max|logit| %.2f  margin %.3g  %s  largest file %d, total %d bytes"
+    print("%-44s %-4s %-9s %-11s %-24s L%d C%d V%d  max|logit| %.2f  margin %.3g  positions %.3g (%d tokens replaced)  %s  largest file %d, total %d bytes"
           % (fx["name"], fx["dtype"], fx["layout"], fx["fmt"], fx["act"], fx["n_layer"], fx["n_embd"], fx["vocab"],
-             scale - 1, margin, " ".join("%s=%s" % kv for kv in sorted(notes.items()) if "separation" in kv[0] or "upcast" in kv[0]),
+             scale - 1, margin, position_margin, replaced, " ".join("%s=%s" % kv for kv in sorted(notes.items()) if "separation" in kv[0] or "upcast" in kv[0]),
              max(sizes.values()), sum(sizes.values())))
     return sizes
 
