@@ -183,7 +183,7 @@ int main(int argc, char **argv) {
     else if (!strcmp(size, "355M")) { L = 24; C = 1024; H = 16; }
     else if (!strcmp(size, "774M")) { L = 36; C = 1280; H = 20; }
     else if (!strcmp(size, "1558M")) { L = 48; C = 1600; H = 25; }
-    else { fprintf(stderr, "usage: bench_cpu [124M|355M|774M|1558M] [DIR] [REPS] [decode|prompt]\n"); return 2; }
+    else { fprintf(stderr, "usage: bench_cpu [124M|355M|774M|1558M] [DIR] [REPS] [decode|prompt|all] [f32|f16|bf16]\n"); return 2; }
     char dir[512];
     if (argc > 2) snprintf(dir, sizeof dir, "%s", argv[2]);
     else snprintf(dir, sizeof dir, "/tmp/gpt2-bench-cpu-%s", size);

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # bench/cpu_peers.sh — gpt2.cuh's CPU backend beside the programs a user without a GPU would run instead, on this
 # machine, on one GPT-2 124M-shape model with random weights (bench/make_random_model.py, float32), all threads:
-#   gpt2.cuh CPU      bench/bench_cpu built with the Makefile's flags, and again with -march=native
+#   gpt2.cuh CPU      bench/bench_cpu built with the Makefile's flags (F32, F16 and BF16: weights and KV cache in
+#                     the dtype, converted at load; arithmetic float32), and F32 again with -march=native
 #   transformers      Hugging Face transformers on torch (CPU), float32 and bfloat16 (bench/cpu_peer_hf.py)
 #   llama.cpp         built from the source PyPI's llama-cpp-python source distribution ships, the model converted
 #                     with its convert_hf_to_gguf.py: f32 weights (f16 KV cache, its default) and f16 weights;
@@ -11,7 +12,8 @@
 #            (llama-bench: -n 128 at a depth of 128; it decodes without sampling)
 #   prompt   one prompt of 256: tokens/s to its first token (llama-bench: -p 256)
 # REPS runs each (default 5) after an untimed one; the table gives min–max. Before each workload it waits (every
-# 20 s, at most 15 minutes in all) for the 1-minute load average to fall below 1.5, and notes the load it started at.
+# 20 s, at most 15 minutes in all) for the 1-minute load average to fall below 1.5 and the cores to be under 10%
+# busy over 2 s (on 2 cores one other job at full speed halves a timing), and notes the load it started at.
 # Installs what is missing (pip: torch transformers safetensors numpy; apt-get: cmake) and keeps the downloads,
 # the llama.cpp build, the model and its GGUF files under CACHE (default ~/.cache/gpt2cuh-peers): a second run
 # skips what is there. Builds and installs run under nice -n 19. Writes the table to $OUT/cpu_peers.md (OUT
@@ -92,13 +94,21 @@ $NICE ${cmd/-o bench\/bench_cpu/-o $cache/bench_cpu} || die "building bench_cpu 
 $NICE ${cmd/-o bench\/bench_cpu/-march=native -o $cache/bench_cpu_native} || die "building bench_cpu -march=native failed"
 step "bench_cpu built: $cmd (and with -march=native)"
 
-# ---- a quiet machine: before each workload, wait (every 20 s) until the 1-minute load average is below 1.5; the
-# waits together last at most 15 minutes, after which the rest run as they come (the table gives each one's load)
+# ---- a quiet machine: before each workload, wait (every 20 s) until the 1-minute load average is below 1.5 and the
+# cores are under 10% busy over 2 s (/proc/stat); the waits together last at most 15 minutes, after which the rest
+# run as they come (the table gives each one's load)
 load1() { cut -d' ' -f1 /proc/loadavg; }
+busy() { # percent of the cores' time busy over the next 2 s
+    local a b
+    a=$(awk '/^cpu / { print $2 + $3 + $4 + $7 + $8 + $9, $5 + $6 }' /proc/stat); sleep 2
+    b=$(awk '/^cpu / { print $2 + $3 + $4 + $7 + $8 + $9, $5 + $6 }' /proc/stat)
+    echo "$a $b" | awk '{ u = $3 - $1; i = $4 - $2; printf "%.0f", u + i > 0 ? 100 * u / (u + i) : 0 }'
+}
 wait_left=900
 wait_quiet() {
-    while [ "$wait_left" -gt 0 ] && ! awk -v l="$(load1)" 'BEGIN { exit !(l < 1.5) }'; do
-        echo "load average $(load1), waiting" >> "$logs/steps.log"
+    local b
+    while b=$(busy); [ "$wait_left" -gt 0 ] && ! awk -v l="$(load1)" -v b="$b" 'BEGIN { exit !(l < 1.5 && b < 10) }'; do
+        echo "load average $(load1), $b% busy, waiting" >> "$logs/steps.log"
         sleep 20
         wait_left=$((wait_left - 20))
     done
@@ -132,6 +142,8 @@ nt=$(nproc)
 for w in decode prompt; do
     measure "gpt2.cuh CPU (Makefile flags)" $w own "$cache/bench_cpu" 124M "$model" "$reps" $w
     measure "gpt2.cuh CPU, -march=native" $w own "$cache/bench_cpu_native" 124M "$model" "$reps" $w
+    measure "gpt2.cuh CPU F16 (Makefile flags)" $w own "$cache/bench_cpu" 124M "$model" "$reps" $w f16
+    measure "gpt2.cuh CPU BF16 (Makefile flags)" $w own "$cache/bench_cpu" 124M "$model" "$reps" $w bf16
     measure "Hugging Face transformers, torch f32" $w own python3 bench/cpu_peer_hf.py "$model" $w f32 "$reps"
     measure "Hugging Face transformers, torch bf16" $w own python3 bench/cpu_peer_hf.py "$model" $w bf16 "$reps"
     if [ $w = decode ]; then lw="-p 0 -n 128 -d 128"; else lw="-p 256 -n 0"; fi
