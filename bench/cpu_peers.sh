@@ -140,8 +140,8 @@ print(",".join("%.3f" % (1e3 / t if sys.argv[2] == "decode" else t) for t in r[0
 }
 nt=$(nproc)
 for w in decode prompt; do
-    measure "gpt2.cuh CPU (Makefile flags)" $w own "$cache/bench_cpu" 124M "$model" "$reps" $w
-    measure "gpt2.cuh CPU, -march=native" $w own "$cache/bench_cpu_native" 124M "$model" "$reps" $w
+    measure "gpt2.cuh CPU F32 (Makefile flags)" $w own "$cache/bench_cpu" 124M "$model" "$reps" $w
+    measure "gpt2.cuh CPU F32, -march=native" $w own "$cache/bench_cpu_native" 124M "$model" "$reps" $w
     measure "gpt2.cuh CPU F16 (Makefile flags)" $w own "$cache/bench_cpu" 124M "$model" "$reps" $w f16
     measure "gpt2.cuh CPU BF16 (Makefile flags)" $w own "$cache/bench_cpu" 124M "$model" "$reps" $w bf16
     measure "Hugging Face transformers, torch f32" $w own python3 bench/cpu_peer_hf.py "$model" $w f32 "$reps"
