@@ -102,7 +102,7 @@ busy() { # percent of the cores' time busy over the next 2 s
     local a b
     a=$(awk '/^cpu / { print $2 + $3 + $4 + $7 + $8 + $9, $5 + $6 }' /proc/stat); sleep 2
     b=$(awk '/^cpu / { print $2 + $3 + $4 + $7 + $8 + $9, $5 + $6 }' /proc/stat)
-    echo "$a $b" | awk '{ u = $3 - $1; i = $4 - $2; printf "%.0f", u + i > 0 ? 100 * u / (u + i) : 0 }'
+    echo "$a $b" | awk '{ u = $3 - $1; i = $4 - $2; printf "%.0f", (u + i > 0 ? 100 * u / (u + i) : 0) }'
 }
 wait_left=900
 wait_quiet() {
