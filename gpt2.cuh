@@ -4039,6 +4039,23 @@ typedef uint32_t gpt2__vu __attribute__((vector_size(GPT2__PANEL * 4)));
         m_ |= (u_ & 0x8000u) << 16;                                                                                 \
         memcpy(&(v), &m_, sizeof m_);                                                                               \
     } while (0)
+/* The same widening by the F16C and AVX-512 builds' conversion instructions (exact, as above; a NaN may come out
+   quiet): a decode step's products in F16 read their weights through it, so it is their inner loop */
+#if GPT2__CPU_VARIANTS
+#include <immintrin.h>
+#define GPT2__VLOAD_H_F16C(v, p)                                                                                    \
+    do {                                                                                                            \
+        const __m256 lo_ = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)(p)));                     \
+        const __m256 hi_ = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)(p) + 1));                 \
+        memcpy(&(v), &lo_, sizeof lo_);                                                                             \
+        memcpy((char *)&(v) + sizeof lo_, &hi_, sizeof hi_);                                                        \
+    } while (0)
+#define GPT2__VLOAD_H_512(v, p)                                                                                     \
+    do {                                                                                                            \
+        const __m512 f_ = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(const void *)(p)));                   \
+        memcpy(&(v), &f_, sizeof f_);                                                                               \
+    } while (0)
+#endif
 
 /* One tile: rows r0 .. r0 + nr - 1 (nr <= MR) of in × panels q0 .. q0 + nq - 1 (nq <= NP) of w (ES bytes an element,
    read by LOAD), into out. */
@@ -4074,7 +4091,7 @@ typedef uint32_t gpt2__vu __attribute__((vector_size(GPT2__PANEL * 4)));
 
 /* The tasks t0 .. t1 - 1 of a product, in one instruction set's build: tiles MR × NP (many rows), MRF × NPF (a few)
    and 1 × NP1 (one). */
-#define GPT2__CPU_TASKS(name, ATTR, BODY, MR, NP, MRF, NPF, NP1)                                                    \
+#define GPT2__CPU_TASKS(name, ATTR, BODY, LOADH, MR, NP, MRF, NPF, NP1)                                                    \
     ATTR static void name(const gpt2__product *p, long t0, long t1, float *scratch) {                               \
         BODY                                                                                                        \
         const int I = p->I, O = p->O;                                                                               \
@@ -4088,7 +4105,7 @@ typedef uint32_t gpt2__vu __attribute__((vector_size(GPT2__PANEL * 4)));
                 for (int r0 = rs, nr = 1, q0 = g0; q0 < g0 + ng; q0 += (NP1)) {                                    \
                     const int nq = g0 + ng - q0 < (NP1) ? g0 + ng - q0 : (NP1);                                     \
                     if (p->dtype == 'F') GPT2__TILE(1, NP1, GPT2__VLOAD_F, 4);                                      \
-                    else if (p->dtype == 'H') GPT2__TILE(1, NP1, GPT2__VLOAD_H, 2);                                 \
+                    else if (p->dtype == 'H') GPT2__TILE(1, NP1, LOADH, 2);                                          \
                     else GPT2__TILE(1, NP1, GPT2__VLOAD_B, 2);                                                      \
                 }                                                                                                   \
             else if (p->dtype == 'F' && re <= (MRF))                                                                \
@@ -4101,7 +4118,7 @@ typedef uint32_t gpt2__vu __attribute__((vector_size(GPT2__PANEL * 4)));
                     const size_t n = (size_t)ng * I * GPT2__PANEL;                                                  \
                     for (size_t i = 0; i < n; i += GPT2__PANEL) {                                                   \
                         gpt2__vf v;                                                                                 \
-                        if (p->dtype == 'H') GPT2__VLOAD_H(v, wb + i * 2);                                          \
+                        if (p->dtype == 'H') LOADH(v, wb + i * 2);                                                  \
                         else GPT2__VLOAD_B(v, wb + i * 2);                                                          \
                         memcpy(scratch + i, &v, sizeof v);                                                          \
                     }                                                                                               \
@@ -4119,17 +4136,18 @@ typedef uint32_t gpt2__vu __attribute__((vector_size(GPT2__PANEL * 4)));
                     const int nq = g0 + ng - q0 < (NPF) ? g0 + ng - q0 : (NPF);                                     \
                     for (int r0 = rs; r0 < rs + re; r0 += (MRF)) {                                                  \
                         const int nr = rs + re - r0 < (MRF) ? rs + re - r0 : (MRF);                                 \
-                        if (p->dtype == 'H') GPT2__TILE(MRF, NPF, GPT2__VLOAD_H, 2);                                \
+                        if (p->dtype == 'H') GPT2__TILE(MRF, NPF, LOADH, 2);                                        \
                         else GPT2__TILE(MRF, NPF, GPT2__VLOAD_B, 2);                                                \
                     }                                                                                               \
                 }                                                                                                   \
         }                                                                                                           \
     }
 
-GPT2__CPU_TASKS(gpt2__cpu_tasks_base, , , 2, 1, 2, 1, 1)
+GPT2__CPU_TASKS(gpt2__cpu_tasks_base, , , GPT2__VLOAD_H, 2, 1, 2, 1, 1)
 #if GPT2__CPU_VARIANTS
-GPT2__CPU_TASKS(gpt2__cpu_tasks_avx2, __attribute__((target("avx2,fma,f16c"))) GPT2__FUSE, GPT2__FUSE_BODY, 6, 1, 2, 2, 2)
-GPT2__CPU_TASKS(gpt2__cpu_tasks_avx512, __attribute__((target("avx2,fma,f16c,avx512f"))) GPT2__FUSE, GPT2__FUSE_BODY, 6, 4,
+GPT2__CPU_TASKS(gpt2__cpu_tasks_avx2, __attribute__((target("avx2,fma,f16c"))) GPT2__FUSE, GPT2__FUSE_BODY, GPT2__VLOAD_H_F16C, 6, 1, 2,
+                2, 2)
+GPT2__CPU_TASKS(gpt2__cpu_tasks_avx512, __attribute__((target("avx2,fma,f16c,avx512f"))) GPT2__FUSE, GPT2__FUSE_BODY, GPT2__VLOAD_H_512, 6, 4,
                 4, 2, 4)
 #endif
 #undef GPT2__TILE
@@ -4209,26 +4227,26 @@ typedef struct gpt2__attn {
 
 /* dst [0, n) = the F16/BF16 (dtype 'H' / 'B') bits at src as float32 */
 #if defined(__GNUC__)
-#define GPT2__CPU_WIDEN(dst, src, n, dtype)                                                                         \
+#define GPT2__CPU_WIDEN(dst, src, n, dtype, LOADH)                                                                  \
     do {                                                                                                            \
         size_t i_ = 0;                                                                                              \
         for (; i_ + GPT2__PANEL <= (size_t)(n); i_ += GPT2__PANEL) {                                                \
             gpt2__vf v_;                                                                                            \
-            if ((dtype) == 'H') GPT2__VLOAD_H(v_, (src) + i_);                                                      \
+            if ((dtype) == 'H') LOADH(v_, (src) + i_);                                                              \
             else GPT2__VLOAD_B(v_, (src) + i_);                                                                     \
             memcpy((dst) + i_, &v_, sizeof v_);                                                                     \
         }                                                                                                           \
         for (; i_ < (size_t)(n); i_++) (dst)[i_] = gpt2__cpu_weight((src), (dtype), i_);                             \
     } while (0)
 #else
-#define GPT2__CPU_WIDEN(dst, src, n, dtype)                                                                         \
+#define GPT2__CPU_WIDEN(dst, src, n, dtype, LOADH)                                                                  \
     do {                                                                                                            \
         for (size_t i_ = 0; i_ < (size_t)(n); i_++) (dst)[i_] = gpt2__cpu_weight((src), (dtype), i_);               \
     } while (0)
 #endif
 
 /* Task t; sc: scratch of max_seq floats; kf, vf: of head size × max_seq floats each (F16/BF16) */
-#define GPT2__CPU_ATTN(name, ATTR, BODY)                                                                            \
+#define GPT2__CPU_ATTN(name, ATTR, BODY, LOADH)                                                                     \
     ATTR static void name(const gpt2__attn *a, long t, float *sc, float *kf, float *vf) {                           \
         BODY                                                                                                        \
         const gpt2__attn_task *k = &a->tasks[t];                                                                    \
@@ -4242,8 +4260,9 @@ typedef struct gpt2__attn {
             v = (const float *)a->v + v_at; vs = (size_t)C;                                                         \
         } else {                                                                                                    \
             const uint16_t *kh = (const uint16_t *)a->kt + kt_at, *vh = (const uint16_t *)a->v + v_at;              \
-            for (int i = 0; i < hd; i++) GPT2__CPU_WIDEN(kf + (size_t)i * n_keys, kh + i * ms, n_keys, a->dtype);   \
-            for (int j = 0; j < n_keys; j++) GPT2__CPU_WIDEN(vf + (size_t)j * hd, vh + j * (size_t)C, hd, a->dtype); \
+            for (int i = 0; i < hd; i++) GPT2__CPU_WIDEN(kf + (size_t)i * n_keys, kh + i * ms, n_keys, a->dtype, LOADH); \
+            for (int j = 0; j < n_keys; j++)                                                                        \
+                GPT2__CPU_WIDEN(vf + (size_t)j * hd, vh + j * (size_t)C, hd, a->dtype, LOADH);                          \
             kt = kf; ks = (size_t)n_keys;                                                                           \
             v = vf; vs = (size_t)hd;                                                                                \
         }                                                                                                           \
@@ -4270,10 +4289,10 @@ typedef struct gpt2__attn {
             }                                                                                                       \
         }                                                                                                           \
     }
-GPT2__CPU_ATTN(gpt2__cpu_attn_base, , )
+GPT2__CPU_ATTN(gpt2__cpu_attn_base, , , GPT2__VLOAD_H)
 #if GPT2__CPU_VARIANTS
-GPT2__CPU_ATTN(gpt2__cpu_attn_avx2, __attribute__((target("avx2,fma,f16c"))) GPT2__FUSE, GPT2__FUSE_BODY)
-GPT2__CPU_ATTN(gpt2__cpu_attn_avx512, __attribute__((target("avx2,fma,f16c,avx512f"))) GPT2__FUSE, GPT2__FUSE_BODY)
+GPT2__CPU_ATTN(gpt2__cpu_attn_avx2, __attribute__((target("avx2,fma,f16c"))) GPT2__FUSE, GPT2__FUSE_BODY, GPT2__VLOAD_H_F16C)
+GPT2__CPU_ATTN(gpt2__cpu_attn_avx512, __attribute__((target("avx2,fma,f16c,avx512f"))) GPT2__FUSE, GPT2__FUSE_BODY, GPT2__VLOAD_H_512)
 #endif
 #undef GPT2__CPU_ATTN
 
