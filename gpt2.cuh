@@ -45,12 +45,13 @@
        [GPT2:MANUAL] this text          [GPT2:API] public API          [GPT2:CONFIG] every tuning knob
        [GPT2:UTIL] errors, files, JSON  [GPT2:MODEL] model + loader    [GPT2:TOKENIZER] byte-level BPE
        [GPT2:SAMPLER] sampling rule     [GPT2:CPU] CPU reference backend
-       CUDA backend: [GPT2:CUDA] overview  [GPT2:CUDA_PRIM] GPU primitives  [GPT2:CUDA_STATE] state, launch helper
+       CUDA backend: [GPT2:CUDA] overview  [GPT2:CUDA_PRIM] GPU primitives  [GPT2:CUDA_STATE] state, lanes, launch
          one per operation, kernel + launcher + capability check together, in forward order:
          [GPT2:OP_LN] embedding, residual + layer norm   [GPT2:OP_ACT]    [GPT2:OP_GEMM] cuBLASLt products
-         [GPT2:OP_FEW_ROW] few-row products, ln_fold     [GPT2:OP_LINEAR] which product, split-K
-         [GPT2:OP_ATTN_DECODE]   [GPT2:OP_ATTN_PREFILL]   [GPT2:OP_ATTN] which attention   [GPT2:OP_SAMPLE]
-         [GPT2:FORWARD] a forward pass   [GPT2:PARTS] two-part mode   [GPT2:STEP] step + graphs   [GPT2:CUDA_INIT]
+         [GPT2:OP_FEW_ROW] few-row products, ln_fold     [GPT2:OP_LINEAR] a linear layer, split-K
+         [GPT2:OP_ATTN_DECODE]   [GPT2:OP_ATTN_PREFILL]   [GPT2:OP_ATTN] a layer's attention   [GPT2:OP_SAMPLE]
+         [GPT2:PATHS] every path choice   [GPT2:FORWARD] a forward pass   [GPT2:PARTS] two-part mode
+         [GPT2:STEP] step + graphs   [GPT2:CUDA_INIT]
        [GPT2:ENGINE] load, forward, generate, score (after the backends: it calls into both)   [GPT2:LICENSE]
 
    Models: a Hugging Face GPT2LMHeadModel directory as published: config.json + model.safetensors, its shards
@@ -5074,10 +5075,6 @@ typedef struct gpt2__cuda_state {
     void *green[2];                     /* the green contexts (CUgreenCtx): decode attention's SMs, and the rest for every other kernel */
     cudaStream_t gstream[2][GPT2__MAX_PARTS]; /* part i's stream in each set, */
     cudaEvent_t att_go[GPT2__MAX_PARTS], att_done[GPT2__MAX_PARTS]; /* and the events between them */
-    cudaStream_t att_stream;            /* while a part of a green step runs: its attention stream (NULL: S->stream), */
-    int att_part;                       /* its index, */
-    int in_parts;                       /* 1 while gpt2__cuda_parts launches its parts */
-    cudaStream_t tail_stream;           /* and for the last part, where its work after its last attention goes */
     int att_mma;                        /* decode attention on the tensor cores (gpt2__attn_mma_kernel for few rows,
                                            gpt2__attn_stream_kernel for many; fixed at init: a row's bits never depend
                                            on which); 0: gpt2__attn_kernel (head size not 64, F32, before sm_80) */
@@ -5086,7 +5083,6 @@ typedef struct gpt2__cuda_state {
     int att_tma;                        /* gpt2__attn_stream_kernel in its TMA form where kv_tma (bits the same) */
     int kv_tma;                         /* the caches' tensor maps are made: */
     unsigned long long kv_map[2][16];   /* K's and V's (gpt2__kv_maps; CUtensorMap's bytes) */
-    int att_layer;                      /* the layer gpt2__attention launches for */
     int att_stage, att_stage_smem;      /* decode attention of few rows stages their cached K/V in shared memory
                                            before its PDL wait (gpt2__attn_kernel STG; 0: off, tests and bench), up to
                                            att_stage_smem bytes a block */
@@ -5094,6 +5090,45 @@ typedef struct gpt2__cuda_state {
                                            inner when the tiles' sequences' K/V fit in half of L2 */
     size_t l2_bytes;                    /* the GPU's L2 cache */
 } gpt2__cuda_state;
+
+/* What one forward run launches into, passed to every launcher under gpt2__cuda_run_t: its stream, whether its
+   kernels launch as programmatic dependents, its row-indexed buffers and its cuBLASLt workspace. gpt2__lane_of gives
+   the whole step's (S's own); a part of a step of parts has its own slice of each and its own stream
+   (gpt2__cuda_parts), and in a green step an attention stream of its own. */
+typedef struct gpt2__lane {
+    cudaStream_t stream;
+    int pdl;
+    float *x, *logits, *part;           /* fp32 [rows][C], [rows][ldv], split-K pieces and attention span partials */
+    void *ln, *qkv, *att, *proj, *fc;   /* T [rows][C], [rows][3C], [rows][C], [rows][C], [rows][n_inner] */
+    void *lt_ws;                        /* cuBLASLt workspace of S->lt_ws_size bytes */
+    unsigned *att_count;                /* decode attention's span counters [rows][H] */
+    int part_i;                         /* its index in a step of parts (-1: the whole step) */
+    cudaStream_t att_stream;            /* a part of a green step: where its attention runs (NULL: stream) */
+    cudaStream_t tail_stream;           /* ... and for its last part, where its work after the last attention goes */
+} gpt2__lane;
+static gpt2__lane gpt2__lane_of(const gpt2__cuda_state *S) {
+    gpt2__lane L = {S->stream, S->pdl, S->x, S->logits, S->part, S->ln, S->qkv, S->att, S->proj, S->fc, S->lt_ws, S->att_count,
+                    -1, NULL, NULL};
+    return L;
+}
+
+/* Decode attention's kernels (gpt2__paths.att) */
+enum { GPT2__ATT_CORE, GPT2__ATT_CORE_STAGED, GPT2__ATT_MMA, GPT2__ATT_MMA_STAGED, GPT2__ATT_STREAM };
+
+/* The paths one forward run takes: all decided by gpt2__paths_of ([GPT2:PATHS]), read by the run and its launchers. */
+typedef struct gpt2__paths {
+    int few_row[5];      /* decode rows of each product on the few-row kernel (else cuBLASLt), in gpt2__few_row_products'
+                            order: qkv, proj, fc, fc-proj, logits */
+    int ln_fold;         /* each residual + layer norm inside the product that reads it (gpt2__ln_fold_run) */
+    int gather;          /* the last layer after attention on the output rows alone (gpt2__gather_kernel) */
+    int amax;            /* the logits product leaves the greedy sampler its argmax candidates (gpt2__amax) */
+    int kv_first;        /* gpt2__kv_store_kernel stores every fed row's K and V before attention (else each attention
+                            kernel stores those of the rows it serves) */
+    int att;             /* decode attention's kernel (GPT2__ATT_*) */
+    int att_prefetch;    /* ... prefetching the rows' caches into L2 */
+    int att_ns, att_tma; /* gpt2__attn_stream_kernel's ring stages a warp, and its TMA form */
+    int heads_inner;     /* gpt2__attn_prefill_kernel's block order: heads inner (else tiles inner) */
+} gpt2__paths;
 
 static size_t gpt2__align256(size_t n) { return (n + 255) & ~(size_t)255; }
 
@@ -5390,7 +5425,7 @@ static void gpt2__algo_class(const cublasLtMatmulAlgo_t *a, int cls[4]) {
    shape (see below). With pieces > 1 (I a multiple of 8 * pieces; no epilogue, out_f32): one batched product per
    piece of K, D [k][N][ldd] = X[:, k*I/s .. (k+1)*I/s) @ W[:, same]^T, k < s, each piece with the arithmetic above.
    Plans are cached by shape, N, ref and pieces. */
-static gpt2_status gpt2__gemm_run(gpt2__cuda_state *S, cudaDataType_t dt, void *D, const void *W, const void *X,
+static gpt2_status gpt2__gemm_run(gpt2__cuda_state *S, const gpt2__lane *L, cudaDataType_t dt, void *D, const void *W, const void *X,
                                   const void *bias, int O, int N, int I, int epi, int out_f32, int ldd, int ref, int pieces) {
     if (ldd < O) ldd = O;
     if (pieces < 1) pieces = 1;
@@ -5500,7 +5535,7 @@ static gpt2_status gpt2__gemm_run(gpt2__cuda_state *S, cudaDataType_t dt, void *
         GPT2__LT(cublasLtMatmulDescSetAttribute(g->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias));
     const float one = 1.0f, zero = 0.0f;
     GPT2__LT(cublasLtMatmul(S->lt, g->desc, &one, W, g->a, X, g->b, &zero, D, g->d, D, g->d, &g->algo,
-                            S->lt_ws, S->lt_ws_size, S->stream));
+                            L->lt_ws, S->lt_ws_size, L->stream));
     return GPT2_OK;
 }
 
@@ -6014,7 +6049,7 @@ static int gpt2__ln_fold_enable(gpt2__cuda_state *S) {
 static int gpt2__ln_fold_ring(const gpt2__cuda_state *S, int C) { return S->ln_fold_fit ? gpt2__ln_fold_stages(C) : GPT2__LN_FOLD_ST; }
 /* D [n][O] (T) = LN(residual rows) @ W^T + bias (then gpt2__act(act)), the residual rows updated into ln_fold.xo */
 template <typename T>
-static gpt2_status gpt2__ln_fold_run(gpt2__cuda_state *S, void *D, const void *W, const void *bias, int O, int n, int C, int act,
+static gpt2_status gpt2__ln_fold_run(gpt2__cuda_state *S, const gpt2__lane *L, void *D, const void *W, const void *bias, int O, int n, int C, int act,
                                      gpt2__ln_fold<T> ln_fold) {
     if constexpr (sizeof(T) != 2) return gpt2__fail(GPT2_ERR_ARG, "%s:%d: gpt2__ln_fold has no F32 form", __FILE__, __LINE__);
     else {
@@ -6029,7 +6064,7 @@ static gpt2_status gpt2__ln_fold_run(gpt2__cuda_state *S, void *D, const void *W
                            : gpt2__few_row_kernel<T, false, GPT2__LN_FOLD_NW, GPT2__FEW_ROW_KC, GPT2__LN_FOLD_ST, 4>);
     if (C > 4096) return gpt2__fail(GPT2_ERR_ARG, "%s:%d: gpt2__ln_fold over width %d", __FILE__, __LINE__, C);
     return gpt2__launch(k, dim3((unsigned)((O + 8 * GPT2__LN_FOLD_NW - 1) / (8 * GPT2__LN_FOLD_NW)), 1u), dim3(32 * GPT2__LN_FOLD_NW),
-                        gpt2__few_row_smem(n, C, sizeof(T), GPT2__LN_FOLD_NW, GPT2__FEW_ROW_KC, st), S->stream, S->pdl, (const T *)W, (const T *)NULL, D,
+                        gpt2__few_row_smem(n, C, sizeof(T), GPT2__LN_FOLD_NW, GPT2__FEW_ROW_KC, st), L->stream, L->pdl, (const T *)W, (const T *)NULL, D,
                         (const T *)bias, O, n, C, C, O, 0, act, ln_fold, gpt2__amax{NULL, 0});
     }
 }
@@ -6053,7 +6088,7 @@ static int gpt2__ln_fold_use(const gpt2__cuda_state *S, const gpt2_model *m, int
            gpt2__few_row_smem(N, C, S->esize, GPT2__LN_FOLD_NW, GPT2__FEW_ROW_KC, gpt2__ln_fold_ring(S, C)) <= (size_t)S->ln_fold_smem;
 }
 
-/* == [GPT2:OP_LINEAR] == a linear layer: which product runs it, split-K, and the few-row bit check =============== */
+/* == [GPT2:OP_LINEAR] == a linear layer: prompt and decode rows' products, split-K, the few-row bit check ======= */
 
 /* How many pieces decode rows of a layer with this K split it into (gpt2__linear with part): a fixed count per
    shape, never per step, so a row computes the same in any step. Up to 4 pieces of at least GPT2_SPLIT_MIN_K, each
@@ -6070,14 +6105,14 @@ static int gpt2__decode_pieces(int I) {
    gpt2__few_row_kernel computes exactly that for few rows, while cuBLASLt's GELU rounds differently from any formula
    found, and a row must compute alike at any row count. */
 template <typename T>
-static gpt2_status gpt2__decode_lt(gpt2__cuda_state *S, void *D, const void *W, const void *X, const void *bias, int O, int n,
+static gpt2_status gpt2__decode_lt(gpt2__cuda_state *S, const gpt2__lane *L, void *D, const void *W, const void *X, const void *bias, int O, int n,
                                    int I, int epi, int out_f32, int ldd, int sp) {
     const int own_act = epi == GPT2__EPI_BIAS_ACT && !out_f32;
-    gpt2_status st = gpt2__gemm_run(S, gpt2__cuda_type<T>::id, D, W, X, bias, O, n, I, own_act ? GPT2__EPI_BIAS : epi, out_f32, ldd,
+    gpt2_status st = gpt2__gemm_run(S, L, gpt2__cuda_type<T>::id, D, W, X, bias, O, n, I, own_act ? GPT2__EPI_BIAS : epi, out_f32, ldd,
                                     GPT2_GEMM_REF_ROWS, sp);
     if (st || !own_act || n < 1) return st;
     if (ldd > O) return gpt2__fail(GPT2_ERR_ARG, "%s:%d: decode activation over rows %d apart, %d wide", __FILE__, __LINE__, ldd, O);
-    return gpt2__act_run<T>(S->stream, S->pdl, S->sms, (T *)D, (size_t)n * O, S->mlp_act);
+    return gpt2__act_run<T>(L->stream, L->pdl, S->sms, (T *)D, (size_t)n * O, S->mlp_act);
 }
 
 /* A linear layer over N fed rows, the first P of them prompt rows: D [N][O] = X [N][I] @ W^T (+ bias, + activation), as
@@ -6087,9 +6122,10 @@ static gpt2_status gpt2__decode_lt(gpt2__cuda_state *S, void *D, const void *W, 
      decode rows (and every logits row): the one picked for GPT2_GEMM_REF_ROWS rows (gpt2__decode_lt), or for at
      most GPT2__FEW_ROW_MAX of them gpt2__few_row_kernel where gpt2__few_row_check found it to give the same bits.
    With part (a layer feeding the residual, epilogue bias), decode rows instead leave gpt2__decode_pieces(I) fp32
-   pieces part [k][N-P][O] without the bias, for gpt2__residual_ln_kernel to add up (gpt2__resid). */
+   pieces part [k][N-P][O] without the bias, for gpt2__residual_ln_kernel to add up (gpt2__resid). few: the decode
+   rows go to the few-row kernel (gpt2__paths.few_row: gpt2__few_row_use said it serves this product). */
 template <typename T>
-static gpt2_status gpt2__linear(gpt2_model *m, gpt2__cuda_state *S, void *D, const void *W, const void *X, const void *bias,
+static gpt2_status gpt2__linear(gpt2_model *m, gpt2__cuda_state *S, const gpt2__lane *L, int few, void *D, const void *W, const void *X, const void *bias,
                                 int O, int N, int P, int I, int epi, int out_f32, int ldd, float *part,
                                 gpt2__amax amax = {NULL, 0}) {
     const cudaDataType_t dt = gpt2__cuda_type<T>::id;
@@ -6097,11 +6133,11 @@ static gpt2_status gpt2__linear(gpt2_model *m, gpt2__cuda_state *S, void *D, con
     gpt2_status st;
     /* prompt rows: cuBLASLt's GELU epilogue is the tanh form; another activation follows the bias epilogue */
     const int lt_act = epi == GPT2__EPI_BIAS_ACT && S->mlp_act != GPT2__ACT_GELU_TANH;
-    if (P > 0 && (st = gpt2__gemm_run(S, dt, D, W, X, bias, O, P, I, lt_act ? GPT2__EPI_BIAS : epi, out_f32, ldd, m->prefill_tokens, 1)))
+    if (P > 0 && (st = gpt2__gemm_run(S, L, dt, D, W, X, bias, O, P, I, lt_act ? GPT2__EPI_BIAS : epi, out_f32, ldd, m->prefill_tokens, 1)))
         return st;
     if (P > 0 && lt_act) {
         if (out_f32 || ldd != O) return gpt2__fail(GPT2_ERR_ARG, "%s:%d: prompt activation over rows %d apart, %d wide", __FILE__, __LINE__, ldd, O);
-        if ((st = gpt2__act_run<T>(S->stream, S->pdl, S->sms, (T *)D, (size_t)P * O, S->mlp_act))) return st;
+        if ((st = gpt2__act_run<T>(L->stream, L->pdl, S->sms, (T *)D, (size_t)P * O, S->mlp_act))) return st;
     }
     if (N <= P) return GPT2_OK;
     const T *Xd = (const T *)X + (size_t)P * I;
@@ -6109,13 +6145,13 @@ static gpt2_status gpt2__linear(gpt2_model *m, gpt2__cuda_state *S, void *D, con
     if (part) epi = GPT2__EPI_NONE, out_f32 = 1, D = part, bias = NULL, ldd = O;
     else D = (char *)D + (size_t)P * ldd * (out_f32 ? sizeof(float) : sizeof(T));
     if constexpr (sizeof(T) == 2) {
-        if (gpt2__few_row_use(S, O, nd, I, sp, epi, out_f32))
-            return gpt2__few_row_go<T>(S, S->stream, S->pdl, D, (const T *)W, Xd, (const T *)bias, O, nd, I, out_f32, ldd, sp,
+        if (few)
+            return gpt2__few_row_go<T>(S, L->stream, L->pdl, D, (const T *)W, Xd, (const T *)bias, O, nd, I, out_f32, ldd, sp,
                                        epi == GPT2__EPI_BIAS_ACT ? S->mlp_act : GPT2__ACT_NONE, amax);
-    } else if (gpt2__few_row_use(S, O, nd, I, sp, epi, out_f32))
-        return gpt2__few_row32_run(S->stream, S->pdl, D, (const float *)W, (const float *)Xd, (const float *)bias, O, nd, I, ldd, sp,
+    } else if (few)
+        return gpt2__few_row32_run(L->stream, L->pdl, D, (const float *)W, (const float *)Xd, (const float *)bias, O, nd, I, ldd, sp,
                               epi == GPT2__EPI_BIAS_ACT ? S->mlp_act : GPT2__ACT_NONE, gpt2__few_row32_cols(O, sp, S->sms));
-    return gpt2__decode_lt<T>(S, D, W, Xd, bias, O, nd, I, epi, out_f32, ldd, sp);
+    return gpt2__decode_lt<T>(S, L, D, W, Xd, bias, O, nd, I, epi, out_f32, ldd, sp);
 }
 
 /* A model's five decode products as gpt2__few_row_check runs them (qkv with bias; the attention projection in K
@@ -6148,6 +6184,7 @@ static gpt2_status gpt2__few_row_check(gpt2_model *m, gpt2__cuda_state *S) {
     else on = S->few_row && gpt2__few_row32_enable();
     if (!on) { cudaGetLastError(); return GPT2_OK; }
     const int C = m->cfg.n_embd, F = m->n_inner, R = GPT2__FEW_ROW_MAX;
+    const gpt2__lane L = gpt2__lane_of(S);
     gpt2__few_row_product pr[5];
     gpt2__few_row_products(m, S, pr);
     const int Imax = C > F ? C : F;
@@ -6181,7 +6218,7 @@ static gpt2_status gpt2__few_row_check(gpt2_model *m, gpt2__cuda_state *S) {
             const size_t bytes = (size_t)sp * n * O * (pr[k].f32 ? 4 : sizeof(T));
             if (cudaMemsetAsync(d1, 0, bytes, S->stream) != cudaSuccess || cudaMemsetAsync(d2, 0xff, bytes, S->stream) != cudaSuccess)
                 st = gpt2__fail(GPT2_ERR_DEVICE, "%s:%d: cudaMemsetAsync failed", __FILE__, __LINE__);
-            if (!st) st = gpt2__decode_lt<T>(S, d1, pr[k].W, dx, pr[k].b, O, n, I, pr[k].epi, pr[k].f32, O, sp);
+            if (!st) st = gpt2__decode_lt<T>(S, &L, d1, pr[k].W, dx, pr[k].b, O, n, I, pr[k].epi, pr[k].f32, O, sp);
             if constexpr (sizeof(T) == 2) {
                 if (!st) st = gpt2__few_row_go<T>(S, S->stream, 0, d2, (const T *)pr[k].W, (const T *)dx, (const T *)pr[k].b, O, n, I,
                                                   pr[k].f32, O, sp, pr[k].epi == GPT2__EPI_BIAS_ACT ? S->mlp_act : GPT2__ACT_NONE);
@@ -6939,37 +6976,37 @@ static void gpt2__kv_maps(gpt2_model *m, gpt2__cuda_state *S) {
 #endif
 }
 
-/* Decode attention on the tensor cores over the rows planned in d (n_span spans of 256 keys): few rows (prefetch,
-   as gpt2__attn_launch decides it) gpt2__attn_mma_kernel, staged when each row is its sequence's only new row
-   (store) and staging is on; else gpt2__attn_stream_kernel. The same bits either way. */
+/* Shared memory of gpt2__attn_mma_kernel's block: the merge records, and with staging a span's K and V */
+static size_t gpt2__attn_mma_smem(int staged, size_t es) {
+    return 8 * 66 * sizeof(float) + (staged ? 2 * (size_t)GPT2__SPAN_LEN * 64 * es : 0);
+}
+
+/* Decode attention on the tensor cores over the rows planned in d (n_span spans of 256 keys), as p->att says: few
+   rows gpt2__attn_mma_kernel (GPT2__ATT_MMA, or _STAGED), many gpt2__attn_stream_kernel. The same bits either way. */
 template <typename T>
-static gpt2_status gpt2__attn_mma_launch(gpt2__cuda_state *S, const gpt2_model *m, T *kc, T *vc, const gpt2__cuda_meta *d,
-                                         int n_span, int span_len, int store, int prefetch, float scale_log2) {
-    const int C = m->cfg.n_embd, H = m->cfg.n_head;
-    if (prefetch) {
-        const size_t rec = 8 * 66 * sizeof(float), stage = rec + 2 * (size_t)span_len * 64 * sizeof(T);
+static gpt2_status gpt2__attn_mma_launch(gpt2__cuda_state *S, const gpt2__lane *L, const gpt2__paths *p, const gpt2_model *m, int l,
+                                         T *kc, T *vc, const gpt2__cuda_meta *d, int n_span, int span_len, float scale_log2) {
+    const int C = m->cfg.n_embd, H = m->cfg.n_head, store = !p->kv_first;
+    if (p->att != GPT2__ATT_STREAM) {
         const dim3 grid((unsigned)n_span, (unsigned)H, (unsigned)d->n_att);
-        if (store && S->att_stage && stage <= (size_t)S->att_stage_smem)
-            return gpt2__launch(gpt2__attn_mma_kernel<T, true>, grid, dim3(256), stage, S->stream, S->pdl, (const T *)S->qkv, kc, vc,
-                                (T *)S->att, S->part, (const int *)d->att_rows, (const int *)d->slot, (const int *)d->pos, C, H,
-                                m->max_seq, span_len, n_span, scale_log2, S->att_count, store, prefetch, S->dup_step);
-        return gpt2__launch(gpt2__attn_mma_kernel<T, false>, grid, dim3(256), rec, S->stream, S->pdl, (const T *)S->qkv, kc, vc,
-                            (T *)S->att, S->part, (const int *)d->att_rows, (const int *)d->slot, (const int *)d->pos, C, H,
-                            m->max_seq, span_len, n_span, scale_log2, S->att_count, store, prefetch, S->dup_step);
+        if (p->att == GPT2__ATT_MMA_STAGED)
+            return gpt2__launch(gpt2__attn_mma_kernel<T, true>, grid, dim3(256), gpt2__attn_mma_smem(1, sizeof(T)), L->stream, L->pdl,
+                                (const T *)L->qkv, kc, vc, (T *)L->att, L->part, (const int *)d->att_rows, (const int *)d->slot,
+                                (const int *)d->pos, C, H, m->max_seq, span_len, n_span, scale_log2, L->att_count, store, 1, S->dup_step);
+        return gpt2__launch(gpt2__attn_mma_kernel<T, false>, grid, dim3(256), gpt2__attn_mma_smem(0, sizeof(T)), L->stream, L->pdl,
+                            (const T *)L->qkv, kc, vc, (T *)L->att, L->part, (const int *)d->att_rows, (const int *)d->slot,
+                            (const int *)d->pos, C, H, m->max_seq, span_len, n_span, scale_log2, L->att_count, store, 1, S->dup_step);
     }
-    /* 2 stages a warp (more warps an SM) in a step of parts: green (its attention has fewer SMs) or at short contexts;
-       else att_ns */
-    const int n_items = d->n_att * H * n_span, ns = S->att_stream || S->att_short || S->att_ns == 2 ? 2 : 3;
-    const int tma = S->kv_tma && S->att_tma;
+    const int n_items = d->n_att * H * n_span, ns = p->att_ns, tma = p->att_tma;
     gpt2__tmap km, vm;
     memcpy(&km, S->kv_map[0], sizeof km);
     memcpy(&vm, S->kv_map[1], sizeof vm);
     return gpt2__launch(ns == 2 ? (tma ? gpt2__attn_stream_kernel<T, 2, GPT2__AMMA_WB, true> : gpt2__attn_stream_kernel<T, 2, GPT2__AMMA_WB, false>)
                                 : (tma ? gpt2__attn_stream_kernel<T, 3, GPT2__AMMA_WB, true> : gpt2__attn_stream_kernel<T, 3, GPT2__AMMA_WB, false>),
                         dim3((unsigned)((n_items + GPT2__AMMA_WB - 1) / GPT2__AMMA_WB)),
-                        dim3(32 * GPT2__AMMA_WB), gpt2__ring_smem<T>(ns), S->stream, S->pdl, (const T *)S->qkv, kc, vc, (T *)S->att,
-                        S->part, (const int *)d->att_rows, (const int *)d->slot, (const int *)d->pos, C, H, m->max_seq, span_len,
-                        n_span, n_items, scale_log2, S->att_count, store, km, vm, S->att_layer * m->max_batch * H);
+                        dim3(32 * GPT2__AMMA_WB), gpt2__ring_smem<T>(ns), L->stream, L->pdl, (const T *)L->qkv, kc, vc, (T *)L->att,
+                        L->part, (const int *)d->att_rows, (const int *)d->slot, (const int *)d->pos, C, H, m->max_seq, span_len,
+                        n_span, n_items, scale_log2, L->att_count, store, km, vm, l * m->max_batch * H);
 }
 
 /* Whether the decode rows' caches (every row's max_seq keys; a step verifying drafts: every sequence's) fit
@@ -6985,34 +7022,46 @@ static int gpt2__att_dup_mma(const gpt2__cuda_state *S, const gpt2_model *m, con
            gpt2__att_prefetch(S, m, d, S->esize);
 }
 
-/* Attention for layer l over the rows planned in d: gpt2__attn_prefill_kernel for the prompt tiles, and for the
-   other rows the tensor-core decode kernels (S->att_mma: gpt2__attn_mma_launch) or gpt2__attn_kernel, in spans along
-   the sequence (the last span of a row merges them).
-   Splits are GPT2__SPAN_LEN keys whatever the batch: a row computes the same in any batch, graph or eager. */
-template <typename T, int VE, int MAXC>
-static gpt2_status gpt2__attn_launch(gpt2__cuda_state *S, const gpt2_model *m, T *kc, T *vc, const gpt2__cuda_meta *d,
-                                     int n_span, int span_len, int store, float scale_log2) {
-    const int C = m->cfg.n_embd, H = m->cfg.n_head, hd = C / H, nc = hd / VE;
+/* gpt2__attn_kernel's form for head size hd in elements of es bytes, as gpt2__attention instantiates it: VE elements a
+   lane (16 bytes where hd allows), at most MAXC chunks a lane; lpk lanes a key; its shared memory (staged: a span's K
+   and V too) */
+static void gpt2__attn_core_form(int hd, size_t es, int *VE, int *MAXC) {
+    const int ve = (int)(16 / es);
+    if (hd % ve == 0) *VE = ve, *MAXC = hd / ve <= 32 ? 1 : 4;
+    else *VE = 1, *MAXC = hd <= 32 ? 1 : 8;
+}
+static int gpt2__attn_core_lpk(int hd, int VE, int MAXC) {
     int lpk = 1;
-    while (lpk * MAXC < nc) lpk <<= 1;
-    const int G = 128 / lpk;
-    const size_t smem = ((size_t)G * hd + 2 * G) * sizeof(float);
+    while (lpk * MAXC < hd / VE) lpk <<= 1;
+    return lpk;
+}
+static size_t gpt2__attn_core_smem(int hd, int VE, int MAXC, size_t es, int staged) {
+    const int G = 128 / gpt2__attn_core_lpk(hd, VE, MAXC);
+    return ((size_t)G * hd + 2 * G) * sizeof(float) + (staged ? 2 * (size_t)GPT2__SPAN_LEN * hd * es : 0);
+}
+
+/* Decode attention for layer l over the rows planned in d, on the kernel p->att names: the tensor-core kernels
+   (gpt2__attn_mma_launch) or gpt2__attn_kernel (GPT2__ATT_CORE, or _STAGED: a span's cached K/V in shared memory
+   before its PDL wait), in spans along the sequence (the last span of a row merges them).
+   Spans are GPT2__SPAN_LEN keys whatever the batch: a row computes the same in any batch, graph or eager. */
+template <typename T, int VE, int MAXC>
+static gpt2_status gpt2__attn_launch(gpt2__cuda_state *S, const gpt2__lane *L, const gpt2__paths *p, const gpt2_model *m, int l, T *kc,
+                                     T *vc, const gpt2__cuda_meta *d, int n_span, int span_len, float scale_log2) {
+    const int C = m->cfg.n_embd, H = m->cfg.n_head, hd = C / H, lpk = gpt2__attn_core_lpk(hd, VE, MAXC);
+    const int store = !p->kv_first, prefetch = p->att_prefetch;
     dim3 grid((unsigned)n_span, (unsigned)H, (unsigned)d->n_att);
-    /* L2 prefetch of the cached keys and values when every row's whole cache is at most GPT2__ATT_PREFETCH bytes */
-    const int prefetch = gpt2__att_prefetch(S, m, d, sizeof(T));
     if constexpr (sizeof(T) == 2)
-        if (S->att_mma && hd == 64 && span_len == 256) return gpt2__attn_mma_launch<T>(S, m, kc, vc, d, n_span, span_len, store, prefetch, scale_log2);
-    /* and into shared memory, when each row is the only new row of its sequence (store) and a span's keys fit */
-    const size_t stage = smem + 2 * (size_t)span_len * hd * sizeof(T);
-    if (VE * sizeof(T) == 16 && prefetch && store && S->att_stage && stage <= (size_t)S->att_stage_smem)
+        if (p->att >= GPT2__ATT_MMA) return gpt2__attn_mma_launch<T>(S, L, p, m, l, kc, vc, d, n_span, span_len, scale_log2);
+    if (p->att == GPT2__ATT_CORE_STAGED)
         return gpt2__launch(gpt2__attn_kernel<T, VE, MAXC, VE * sizeof(T) == 16 /* only 16-byte lanes stage */>, grid,
-                            dim3(128), stage, S->stream, S->pdl,
-                            (const T *)S->qkv, kc, vc, (T *)S->att, S->part, (const int *)d->att_rows, (const int *)d->slot,
-                            (const int *)d->pos, C, H, hd, m->max_seq, span_len, n_span, lpk, scale_log2, S->att_count, store,
+                            dim3(128), gpt2__attn_core_smem(hd, VE, MAXC, sizeof(T), 1), L->stream, L->pdl,
+                            (const T *)L->qkv, kc, vc, (T *)L->att, L->part, (const int *)d->att_rows, (const int *)d->slot,
+                            (const int *)d->pos, C, H, hd, m->max_seq, span_len, n_span, lpk, scale_log2, L->att_count, store,
                             prefetch);
-    return gpt2__launch(gpt2__attn_kernel<T, VE, MAXC, false>, grid, dim3(128), smem, S->stream, S->pdl, (const T *)S->qkv, kc, vc,
-                        (T *)S->att, S->part, (const int *)d->att_rows, (const int *)d->slot, (const int *)d->pos, C, H, hd,
-                        m->max_seq, span_len, n_span, lpk, scale_log2, S->att_count, store, prefetch);
+    return gpt2__launch(gpt2__attn_kernel<T, VE, MAXC, false>, grid, dim3(128), gpt2__attn_core_smem(hd, VE, MAXC, sizeof(T), 0),
+                        L->stream, L->pdl, (const T *)L->qkv, kc, vc,
+                        (T *)L->att, L->part, (const int *)d->att_rows, (const int *)d->slot, (const int *)d->pos, C, H, hd,
+                        m->max_seq, span_len, n_span, lpk, scale_log2, L->att_count, store, prefetch);
 }
 
 /* gpt2__kv_store_kernel over N rows, 16-byte chunks when the head size allows */
@@ -7454,10 +7503,11 @@ static int gpt2__prefill_heads_inner(const gpt2__cuda_state *S, const gpt2__cuda
     return S->prefill_order >= 0 ? S->prefill_order : 2.0 * (double)d->tile_keys * C * es <= 0.5 * (double)S->l2_bytes;
 }
 template <typename T, int HD>
-static gpt2_status gpt2__prefill_launch(gpt2__cuda_state *S, const gpt2_model *m, T *kc, T *vc, const gpt2__cuda_meta *d, float scale_log2) {
-    const int C = m->cfg.n_embd, H = m->cfg.n_head, heads_inner = gpt2__prefill_heads_inner(S, d, C, sizeof(T));
-    gpt2__attn_prefill_kernel<T, HD><<<dim3((unsigned)d->n_tiles * (unsigned)H), 2 * GPT2__FQ, gpt2__prefill_smem<T, HD>(), S->stream>>>(
-        (const T *)S->qkv, kc, vc, (T *)S->att, d->tiles, C, H, m->max_seq, scale_log2, heads_inner);
+static gpt2_status gpt2__prefill_launch(const gpt2__lane *L, const gpt2_model *m, T *kc, T *vc, const gpt2__cuda_meta *d, float scale_log2,
+                                        int heads_inner) {
+    const int C = m->cfg.n_embd, H = m->cfg.n_head;
+    gpt2__attn_prefill_kernel<T, HD><<<dim3((unsigned)d->n_tiles * (unsigned)H), 2 * GPT2__FQ, gpt2__prefill_smem<T, HD>(), L->stream>>>(
+        (const T *)L->qkv, kc, vc, (T *)L->att, d->tiles, C, H, m->max_seq, scale_log2, heads_inner);
     GPT2__LAUNCHED();
     return GPT2_OK;
 }
@@ -7493,24 +7543,26 @@ static int gpt2__prefill_usable(gpt2_dtype dt, int hd, int device) {
 }
 
 template <int HD>
-static gpt2_status gpt2__prefill32_launch(gpt2__cuda_state *S, const gpt2_model *m, float *kc, float *vc, const gpt2__cuda_meta *d,
-                                          float scale_log2) {
-    const int C = m->cfg.n_embd, H = m->cfg.n_head, heads_inner = gpt2__prefill_heads_inner(S, d, C, sizeof(float));
-    gpt2__attn_prefill32_kernel<HD><<<dim3((unsigned)d->n_tiles * (unsigned)H), GPT2__F32_NT, gpt2__prefill32_smem<HD>(), S->stream>>>(
-        (const float *)S->qkv, kc, vc, (float *)S->att, d->tiles, C, H, m->max_seq, scale_log2, heads_inner);
+static gpt2_status gpt2__prefill32_launch(const gpt2__lane *L, const gpt2_model *m, float *kc, float *vc, const gpt2__cuda_meta *d,
+                                          float scale_log2, int heads_inner) {
+    const int C = m->cfg.n_embd, H = m->cfg.n_head;
+    gpt2__attn_prefill32_kernel<HD><<<dim3((unsigned)d->n_tiles * (unsigned)H), GPT2__F32_NT, gpt2__prefill32_smem<HD>(), L->stream>>>(
+        (const float *)L->qkv, kc, vc, (float *)L->att, d->tiles, C, H, m->max_seq, scale_log2, heads_inner);
     GPT2__LAUNCHED();
     return GPT2_OK;
 }
-static gpt2_status gpt2__prefill(gpt2__cuda_state *S, const gpt2_model *m, float *kc, float *vc, const gpt2__cuda_meta *d, float scale_log2) {
-    const int hd = m->cfg.n_embd / m->cfg.n_head;
-    return hd == 32 ? gpt2__prefill32_launch<32>(S, m, kc, vc, d, scale_log2) : hd == 64 ? gpt2__prefill32_launch<64>(S, m, kc, vc, d, scale_log2)
-                    : gpt2__prefill32_launch<128>(S, m, kc, vc, d, scale_log2);
+static gpt2_status gpt2__prefill(const gpt2__lane *L, const gpt2__paths *p, const gpt2_model *m, float *kc, float *vc, const gpt2__cuda_meta *d,
+                                 float scale_log2) {
+    const int hd = m->cfg.n_embd / m->cfg.n_head, hi = p->heads_inner;
+    return hd == 32 ? gpt2__prefill32_launch<32>(L, m, kc, vc, d, scale_log2, hi) : hd == 64 ? gpt2__prefill32_launch<64>(L, m, kc, vc, d, scale_log2, hi)
+                    : gpt2__prefill32_launch<128>(L, m, kc, vc, d, scale_log2, hi);
 }
 template <typename T>
-static gpt2_status gpt2__prefill(gpt2__cuda_state *S, const gpt2_model *m, T *kc, T *vc, const gpt2__cuda_meta *d, float scale_log2) {
-    const int hd = m->cfg.n_embd / m->cfg.n_head;
-    return hd == 32 ? gpt2__prefill_launch<T, 32>(S, m, kc, vc, d, scale_log2) : hd == 64 ? gpt2__prefill_launch<T, 64>(S, m, kc, vc, d, scale_log2)
-                    : gpt2__prefill_launch<T, 128>(S, m, kc, vc, d, scale_log2);
+static gpt2_status gpt2__prefill(const gpt2__lane *L, const gpt2__paths *p, const gpt2_model *m, T *kc, T *vc, const gpt2__cuda_meta *d,
+                                 float scale_log2) {
+    const int hd = m->cfg.n_embd / m->cfg.n_head, hi = p->heads_inner;
+    return hd == 32 ? gpt2__prefill_launch<T, 32>(L, m, kc, vc, d, scale_log2, hi) : hd == 64 ? gpt2__prefill_launch<T, 64>(L, m, kc, vc, d, scale_log2, hi)
+                    : gpt2__prefill_launch<T, 128>(L, m, kc, vc, d, scale_log2, hi);
 }
 
 /* Layer l's attention scores' scale in log2 units: log2(e) / sqrt(head size) (none with scale_attn_weights false),
@@ -7522,53 +7574,48 @@ static float gpt2__attn_scale_log2(const gpt2_model *m, int l) {
     return s;
 }
 
-/* == [GPT2:OP_ATTN] == a layer's attention: which kernel serves which rows ======================================= */
+/* == [GPT2:OP_ATTN] == a layer's attention: K/V store, prompt tiles, decode kernels, green-step streams ========= */
 
-/* Layer l's attention step over the N fed rows planned in d: K and V of the rows into the cache, then the kernels.
-   With the tiled prefill kernel on, each kernel stores the K and V of the rows it serves: a tile's rows
+/* Layer l's attention step over the N fed rows planned in d, on the kernels p names (gpt2__paths_of): K and V of the
+   rows into the cache, then the kernels. Usually each kernel stores the K and V of the rows it serves: a tile's rows
    (gpt2__attn_prefill_kernel, which reads the keys fed in this step from qkv), a row that is the only new row of its
-   sequence (the decode kernels, which read its own key from qkv); gpt2__kv_store_kernel then never runs. Without it
-   (F32, or a GPU before sm_80) gpt2__kv_store_kernel stores every row's first. */
+   sequence (the decode kernels, which read its own key from qkv). With p->kv_first (no tiled prefill kernel: F32 before
+   sm_80; or drafts to verify off the tensor-core kernel) gpt2__kv_store_kernel stores every row's first. */
 template <typename T>
-static gpt2_status gpt2__attention(gpt2__cuda_state *S, const gpt2_model *m, int l, const gpt2__cuda_meta *d, int N_fed) {
+static gpt2_status gpt2__attention(gpt2__cuda_state *S, gpt2__lane *L, const gpt2__paths *p, const gpt2_model *m, int l,
+                                   const gpt2__cuda_meta *d, int N_fed) {
     const int C = m->cfg.n_embd, H = m->cfg.n_head, hd = C / H, VE = 16 / (int)sizeof(T), N = d->n_att;
     const size_t per_layer = (size_t)m->max_batch * m->max_seq * C;
     T *kc = (T *)S->k_cache + (size_t)l * per_layer, *vc = (T *)S->v_cache + (size_t)l * per_layer;
-    /* with the tiled kernel, every row stores its own K and V (gpt2__attn_prefill_kernel a tile's rows, the decode
-       kernels a single row's); else, and in a step of several decode rows of one sequence (S->dup_step: a row reads
-       the K and V of the rows before it), gpt2__kv_store_kernel stores them all first */
-    const int store = S->flash && (!S->dup_step || gpt2__att_dup_mma(S, m, d)), n_kv = store ? 0 : N_fed;
+    const int n_kv = p->kv_first ? N_fed : 0;
     gpt2_status st = GPT2_OK;
-    if (n_kv > 0 && (st = gpt2__kv_store<T>(S->stream, S->sms, (const T *)S->qkv, kc, vc, d->slot, d->pos, n_kv, C, H, m->max_seq)))
+    if (n_kv > 0 && (st = gpt2__kv_store<T>(L->stream, S->sms, (const T *)L->qkv, kc, vc, d->slot, d->pos, n_kv, C, H, m->max_seq)))
         return st;
     const float scale_log2 = gpt2__attn_scale_log2(m, l);
-    if (d->n_tiles > 0 && (st = gpt2__prefill(S, m, kc, vc, d, scale_log2))) return st;
+    if (d->n_tiles > 0 && (st = gpt2__prefill(L, p, m, kc, vc, d, scale_log2))) return st;
     if (N < 1) return GPT2_OK;
     /* in a green step (gpt2__cuda_parts) the part's attention runs in its stream of the attention set, between two
        events; no programmatic launch across them */
-    const cudaStream_t own = S->stream;
-    const int pdl = S->pdl, i = S->att_part;
-    S->att_layer = l;
-    if (S->att_stream) {
-        if (S->stagger && i == 0 && l == S->stagger - 1) GPT2__CU(cudaEventRecord(S->stag, own));
-        GPT2__CU(cudaEventRecord(S->att_go[i], own));
-        GPT2__CU(cudaStreamWaitEvent(S->att_stream, S->att_go[i], 0));
-        S->stream = S->att_stream;
-        S->pdl = 0;
+    gpt2__lane A = *L;
+    const int i = L->part_i;
+    if (L->att_stream) {
+        if (S->stagger && i == 0 && l == S->stagger - 1) GPT2__CU(cudaEventRecord(S->stag, L->stream));
+        GPT2__CU(cudaEventRecord(S->att_go[i], L->stream));
+        GPT2__CU(cudaStreamWaitEvent(L->att_stream, S->att_go[i], 0));
+        A.stream = L->att_stream;
+        A.pdl = 0;
     }
     /* spans of a fixed length, so a row's result never depends on how many rows share the step */
     const int span_len = GPT2__SPAN_LEN, n_span = (m->max_seq + span_len - 1) / span_len;
-    if (hd % VE == 0 && hd / VE <= 32) st = gpt2__attn_launch<T, 16 / sizeof(T), 1>(S, m, kc, vc, d, n_span, span_len, store, scale_log2);
-    else if (hd % VE == 0) st = gpt2__attn_launch<T, 16 / sizeof(T), 4>(S, m, kc, vc, d, n_span, span_len, store, scale_log2);
-    else if (hd <= 32) st = gpt2__attn_launch<T, 1, 1>(S, m, kc, vc, d, n_span, span_len, store, scale_log2);
-    else st = gpt2__attn_launch<T, 1, 8>(S, m, kc, vc, d, n_span, span_len, store, scale_log2);
-    S->stream = own;
-    S->pdl = pdl;
-    if (!st && S->att_stream) {
-        /* the last part's work after its last attention goes on in tail_stream, over every SM */
-        if (S->tail_stream && l + 1 == m->cfg.n_layer) S->stream = S->tail_stream;
-        GPT2__CU(cudaEventRecord(S->att_done[i], S->att_stream));
-        GPT2__CU(cudaStreamWaitEvent(S->stream, S->att_done[i], 0));
+    if (hd % VE == 0 && hd / VE <= 32) st = gpt2__attn_launch<T, 16 / sizeof(T), 1>(S, &A, p, m, l, kc, vc, d, n_span, span_len, scale_log2);
+    else if (hd % VE == 0) st = gpt2__attn_launch<T, 16 / sizeof(T), 4>(S, &A, p, m, l, kc, vc, d, n_span, span_len, scale_log2);
+    else if (hd <= 32) st = gpt2__attn_launch<T, 1, 1>(S, &A, p, m, l, kc, vc, d, n_span, span_len, scale_log2);
+    else st = gpt2__attn_launch<T, 1, 8>(S, &A, p, m, l, kc, vc, d, n_span, span_len, scale_log2);
+    if (!st && L->att_stream) {
+        /* the run's lane moves on: the last part's work after its last attention goes on in tail_stream, over every SM */
+        if (L->tail_stream && l + 1 == m->cfg.n_layer) L->stream = L->tail_stream;
+        GPT2__CU(cudaEventRecord(S->att_done[i], L->att_stream));
+        GPT2__CU(cudaStreamWaitEvent(L->stream, S->att_done[i], 0));
     }
     return st;
 }
@@ -7990,6 +8037,86 @@ static gpt2_status gpt2__cuda_sample(gpt2_model *m, const gpt2__cuda_meta *d, in
                         (const float2 *)(S->amax_n ? S->amax : NULL), S->amax_n);
 }
 
+/* == [GPT2:PATHS] == which paths a step takes: every choice in one place ======================================== */
+
+/* How many parts a step of N fed rows, P of them prompt rows, runs as (gpt2__cuda_parts; 1: one run). Only pure
+   decode steps (P == 0: every row its sequence's only row, att_rows and out_row the identity), as many parts as
+   have part_rows rows each, up to `parts`: each part reads every weight, which costs nothing only where a part's
+   products are bound by the tensor cores rather than by their weight reads (~256 rows and more on the H100).
+   Part i starts at row gpt2__part_at(N, np, i). */
+static int gpt2__parts_of(const gpt2__cuda_state *S, int N, int P) {
+    if (S->part_rows <= 0 || P != 0) return 1;
+    int np = N / S->part_rows;
+    if (np > S->parts) np = S->parts;
+    if (np > GPT2__MAX_PARTS) np = GPT2__MAX_PARTS;
+    return np < 1 || N / np < 8 ? 1 : np;
+}
+static int gpt2__part_at(int N, int np, int i) { return i >= np ? N : i * ((N / np) & ~7); }
+
+/* A step's own choices, made before its runs' (gpt2__cuda_launch): how many parts it runs as (gpt2__cuda_parts), whether
+   they run green (their attention on SMs of its own: where the K/V reads outweigh the products, long contexts) or at
+   contexts too short for that, and whether its last layer may run on the output rows alone (gather: when that drops
+   at least S->gather prompt rows). N fed rows at positions pos, P of them prompt rows, of n sequences; dup: drafts to
+   verify (several decode rows of one sequence). */
+typedef struct gpt2__step_paths { int np, green, att_short, gather; } gpt2__step_paths;
+static gpt2__step_paths gpt2__step_paths_of(const gpt2__cuda_state *S, const gpt2_model *m, const int *pos, int N, int P, int n, int dup) {
+    gpt2__step_paths q;
+    q.np = dup ? 1 : gpt2__parts_of(S, N, P);
+    long long keys = 0;
+    for (int r = 0; q.np > 1 && r < N; r++) keys += pos[r] + 1;
+    const int longer = S->green_ctx > 0 && keys * S->green_ctx >= (long long)N * m->cfg.n_embd;
+    q.green = q.np > 1 && S->green_sms > 0 && longer;
+    q.att_short = q.np > 1 && !longer && S->green_ctx > 0;
+    q.gather = S->gather > 0 && P - (n - (N - P)) >= S->gather;
+    return q;
+}
+
+/* Every choice among the kernels of one forward run (gpt2__cuda_run_t) of N fed rows, P of them prompt rows, n_out
+   output rows (all_rows: every row's logits), as planned in d, in lane L: from the model, the GPU (what init found it
+   can run and verified: S->flash, att_mma, kv_tma, the few-row bit check, shared-memory limits) and the switches tests
+   and bench turn (S->few_row, ln_fold, gather, att_mma, att_stage, att_many, att_tma, att_ns, prefill_order). Paths
+   that must give a row the same bits as another are pinned by the tests named in docs/ARCHITECTURE.md. */
+static gpt2__paths gpt2__paths_of(const gpt2__cuda_state *S, const gpt2_model *m, const gpt2__cuda_meta *d, int N, int P, int n_out,
+                                  int all_rows, const gpt2__lane *L) {
+    gpt2__paths p;
+    memset(&p, 0, sizeof p);
+    const int C = m->cfg.n_embd, hd = C / m->cfg.n_head;
+    const size_t es = S->esize;
+    /* products: decode rows on the few-row kernel where its bits were verified for the shape */
+    if (S->few_row) {
+        gpt2__few_row_product pr[5];
+        gpt2__few_row_products(m, S, pr);
+        for (int k = 0; k < 5; k++) p.few_row[k] = gpt2__few_row_use(S, pr[k].O, k == 4 ? n_out : N - P, pr[k].I, pr[k].sp, pr[k].epi, pr[k].f32);
+    }
+    p.ln_fold = gpt2__ln_fold_use(S, m, N, P);
+    p.gather = d->n_gat > 0 && !all_rows && !p.ln_fold;
+    /* not inside a step of parts, whose runs would share S->amax */
+    p.amax = es == 2 && L->part_i < 0 && S->ldv % 8 == 0 && p.few_row[4];
+    /* with the tiled prefill kernel every attention kernel stores its rows' K and V; a step verifying drafts (a row
+       reads the K and V of the rows before it) only where gpt2__attn_mma_kernel serves it */
+    p.kv_first = !(S->flash && (!S->dup_step || gpt2__att_dup_mma(S, m, d)));
+    /* decode attention: tensor cores for head size 64 in F16/BF16 (few rows whose caches fit GPT2__ATT_PREFETCH bytes:
+       gpt2__attn_mma_kernel, prefetching them into L2; more: gpt2__attn_stream_kernel), else the CUDA-core kernel;
+       a few rows' span of K/V staged in shared memory when each row is its sequence's only new row and it fits */
+    p.att_prefetch = gpt2__att_prefetch(S, m, d, es);
+    const int stage = !p.kv_first && S->att_stage && p.att_prefetch;
+    if (es == 2 && S->att_mma && hd == 64 && GPT2__SPAN_LEN == 256)
+        p.att = !p.att_prefetch ? GPT2__ATT_STREAM
+              : stage && gpt2__attn_mma_smem(1, es) <= (size_t)S->att_stage_smem ? GPT2__ATT_MMA_STAGED : GPT2__ATT_MMA;
+    else {
+        int VE, MAXC;
+        gpt2__attn_core_form(hd, es, &VE, &MAXC);
+        p.att = stage && VE * es == 16 && gpt2__attn_core_smem(hd, VE, MAXC, es, 1) <= (size_t)S->att_stage_smem ? GPT2__ATT_CORE_STAGED
+                                                                                                               : GPT2__ATT_CORE;
+    }
+    /* the streamed kernel: 2 ring stages a warp (more warps an SM) in a step of parts, green (its attention has fewer
+       SMs) or at short contexts; else S->att_ns */
+    p.att_ns = L->att_stream || S->att_short || S->att_ns == 2 ? 2 : 3;
+    p.att_tma = S->kv_tma && S->att_tma;
+    p.heads_inner = gpt2__prefill_heads_inner(S, d, C, es);
+    return p;
+}
+
 /* == [GPT2:FORWARD] == one forward pass over a step's rows ======================================================= */
 
 /* The compacted last layer (gpt2__cuda_run_t with d->n_gat): compact row j takes fed row gat[j] of the fp32 residual
@@ -8007,124 +8134,94 @@ __global__ void __launch_bounds__(256) gpt2__gather_kernel(const float *__restri
 }
 
 /* The forward pass on the GPU over the rows described by d (uploaded): N fed rows, the first P of them prompt rows
-   (gpt2__linear); logits [n_out][V] fp32 into S->logits for the rows d->out_row (all rows in order when all_rows).
-   Same computation as gpt2__cpu_run. Without head, it stops at the final layer norm: the n_out rows in S->ln (the
-   scorer's logits follow in chunks, gpt2__cuda_score). */
+   (gpt2__linear); logits [n_out][V] fp32 into lane L's logits for the rows d->out_row (all rows in order when
+   all_rows). Same computation as gpt2__cpu_run. Without head, it stops at the final layer norm: the n_out rows in
+   L's ln (the scorer's logits follow in chunks, gpt2__cuda_score). L is the run's own copy: in a green step its
+   stream moves on after the last layer's attention (gpt2__attention). */
 template <typename T>
-static gpt2_status gpt2__cuda_run_t(gpt2_model *m, gpt2__cuda_state *S, const gpt2__cuda_meta *d, int N, int P, int n_out,
-                                    int all_rows, int head) {
+static gpt2_status gpt2__cuda_run_t(gpt2_model *m, gpt2__cuda_state *S, gpt2__lane L, const gpt2__cuda_meta *d, int N, int P,
+                                    int n_out, int all_rows, int head) {
     const gpt2_config *cf = &m->cfg;
-    const int C = cf->n_embd, F = m->n_inner, L = cf->n_layer;
-    T *ln = (T *)S->ln, *qkv = (T *)S->qkv, *att = (T *)S->att, *proj = (T *)S->proj, *fc = (T *)S->fc;
+    const int C = cf->n_embd, F = m->n_inner, NL = cf->n_layer;
+    T *ln = (T *)L.ln, *qkv = (T *)L.qkv, *att = (T *)L.att, *proj = (T *)L.proj, *fc = (T *)L.fc;
     gpt2_status st;
     const gpt2__resid<T> emb = {NULL, NULL, NULL, 0, 1, 0, d->next, NULL, 0, S->hist, d->slot, m->max_seq};
-    if ((st = gpt2__residual_ln<T>(S->stream, N, S->x, emb, NULL, d->tok, d->pos, (const T *)S->wte, (const T *)S->wpe,
+    if ((st = gpt2__residual_ln<T>(L.stream, N, L.x, emb, NULL, d->tok, d->pos, (const T *)S->wte, (const T *)S->wpe,
                                    S->layers[0].ln1_w, S->layers[0].ln1_b, ln, C, cf->ln_eps, 0)))
         return st;
     /* decode rows of the two projections into the residual come as K pieces (gpt2__linear with part) */
-    gpt2__resid<T> ad = {proj, S->part, NULL, (size_t)(N - P) * C, 1, P, NULL, NULL, 0, NULL, NULL, 0};
+    gpt2__resid<T> ad = {proj, L.part, NULL, (size_t)(N - P) * C, 1, P, NULL, NULL, 0, NULL, NULL, 0};
     /* a step of at most GPT2__LN_FOLD_ROWS decode rows leaves each residual + LN inside a layer to the product that reads
        it (gpt2__ln_fold: the same bits, one kernel fewer); the residual then alternates between x (read by the MLP's
        first product) and x2 (read by the next layer's qkv, and by the final norm) */
-    const int fuse = gpt2__ln_fold_use(S, m, N, P);
-    for (int l = 0; l < L; l++) {
+    const gpt2__paths p = gpt2__paths_of(S, m, d, N, P, n_out, all_rows, &L);
+    const int fuse = p.ln_fold;
+    for (int l = 0; l < NL; l++) {
         const gpt2__cuda_layer *y = &S->layers[l];
         if (fuse && l > 0) {
-            const gpt2__ln_fold<T> f = {S->x2, S->x, S->part, ad.stride, gpt2__decode_pieces(F), (const T *)S->layers[l - 1].fcp_b,
+            const gpt2__ln_fold<T> f = {S->x2, L.x, L.part, ad.stride, gpt2__decode_pieces(F), (const T *)S->layers[l - 1].fcp_b,
                                     y->ln1_w, y->ln1_b, cf->ln_eps};
-            st = gpt2__ln_fold_run<T>(S, qkv, y->qkv_w, y->qkv_b, 3 * C, N, C, GPT2__ACT_NONE, f);
-        } else st = gpt2__linear<T>(m, S, qkv, y->qkv_w, ln, y->qkv_b, 3 * C, N, P, C, GPT2__EPI_BIAS, 0, 0, NULL);
+            st = gpt2__ln_fold_run<T>(S, &L, qkv, y->qkv_w, y->qkv_b, 3 * C, N, C, GPT2__ACT_NONE, f);
+        } else st = gpt2__linear<T>(m, S, &L, p.few_row[0], qkv, y->qkv_w, ln, y->qkv_b, 3 * C, N, P, C, GPT2__EPI_BIAS, 0, 0, NULL);
         if (st) return st;
-        if ((st = gpt2__attention<T>(S, m, l, d, N))) return st;
+        if ((st = gpt2__attention<T>(S, &L, &p, m, l, d, N))) return st;
         /* The last layer's rows after attention serve only the logits: with d->n_gat (a step of prompt rows, not
            all_rows), only the output rows go on, compacted: each prompt's last row, then the decode rows (their
            K and V of every row are in the cache by now). A row computes the same with fewer rows beside it (the
            products' classes, gpt2__linear), so the logits keep their bits. x's copy goes into qkv, free once the
            attention is done (N >= n rows of 3C elements of T hold n rows of C floats); att's into ln. */
-        const int last = l + 1 == L, gat = last && d->n_gat > 0 && !all_rows && !fuse;
+        const int last = l + 1 == NL, gat = last && p.gather;
         const int Nl = gat ? d->n_gat : N, Pl = gat ? d->gat_P : P;
-        float *xl = gat ? (float *)S->qkv : S->x;
+        float *xl = gat ? (float *)L.qkv : L.x;
         const T *al = gat ? ln : att;
         if (gat) {
-            if ((st = gpt2__launch(gpt2__gather_kernel<T>, dim3((unsigned)Nl), dim3(256), 0, S->stream, S->pdl, (const float *)S->x,
+            if ((st = gpt2__launch(gpt2__gather_kernel<T>, dim3((unsigned)Nl), dim3(256), 0, L.stream, L.pdl, (const float *)L.x,
                                    (const T *)att, (const int *)d->gat, xl, ln, C)))
                 return st;
             ad.P = Pl; /* (the decode rows' pieces are where they were: N - P = Nl - Pl rows) */
         }
-        if ((st = gpt2__linear<T>(m, S, proj, y->proj_w, al, y->proj_b, C, Nl, Pl, C, GPT2__EPI_BIAS, 0, 0, S->part))) return st;
+        if ((st = gpt2__linear<T>(m, S, &L, p.few_row[1], proj, y->proj_w, al, y->proj_b, C, Nl, Pl, C, GPT2__EPI_BIAS, 0, 0, L.part))) return st;
         ad.bias = (const T *)y->proj_b;
         ad.pieces = gpt2__decode_pieces(C);
         if (fuse) {
-            const gpt2__ln_fold<T> f = {S->x, S->x2, S->part, ad.stride, ad.pieces, ad.bias, y->ln2_w, y->ln2_b, cf->ln_eps};
-            st = gpt2__ln_fold_run<T>(S, fc, y->fc_w, y->fc_b, F, N, C, S->mlp_act, f);
+            const gpt2__ln_fold<T> f = {L.x, S->x2, L.part, ad.stride, ad.pieces, ad.bias, y->ln2_w, y->ln2_b, cf->ln_eps};
+            st = gpt2__ln_fold_run<T>(S, &L, fc, y->fc_w, y->fc_b, F, N, C, S->mlp_act, f);
         } else {
             /* prompt rows' x stays: the proj output joins it again in the layer's second pass (gpt2__resid) */
             ad.defer = 1;
-            st = gpt2__residual_ln<T>(S->stream, Nl, xl, ad, NULL, NULL, NULL, NULL, NULL, y->ln2_w, y->ln2_b, ln, C, cf->ln_eps, S->pdl);
+            st = gpt2__residual_ln<T>(L.stream, Nl, xl, ad, NULL, NULL, NULL, NULL, NULL, y->ln2_w, y->ln2_b, ln, C, cf->ln_eps, L.pdl);
             ad.defer = 0;
-            if (!st) st = gpt2__linear<T>(m, S, fc, y->fc_w, ln, y->fc_b, F, Nl, Pl, C, GPT2__EPI_BIAS_ACT, 0, 0, NULL);
+            if (!st) st = gpt2__linear<T>(m, S, &L, p.few_row[2], fc, y->fc_w, ln, y->fc_b, F, Nl, Pl, C, GPT2__EPI_BIAS_ACT, 0, 0, NULL);
         }
         if (st) return st;
         /* prompt rows into att (free once the proj product has read it): proj's output joins them again below */
-        if ((st = gpt2__linear<T>(m, S, att, y->fcp_w, fc, y->fcp_b, C, Nl, Pl, F, GPT2__EPI_BIAS, 0, 0, S->part))) return st;
+        if ((st = gpt2__linear<T>(m, S, &L, p.few_row[3], att, y->fcp_w, fc, y->fcp_b, C, Nl, Pl, F, GPT2__EPI_BIAS, 0, 0, L.part))) return st;
         ad.bias = (const T *)y->fcp_b;
         ad.pieces = gpt2__decode_pieces(F);
         if (fuse && !last) continue;
         ad.add2 = att;
-        st = gpt2__residual_ln<T>(S->stream, last ? n_out : N, fuse ? S->x2 : xl, ad, last && !all_rows ? (gat ? d->outc : d->out_row) : NULL, NULL,
+        st = gpt2__residual_ln<T>(L.stream, last ? n_out : N, fuse ? S->x2 : xl, ad, last && !all_rows ? (gat ? d->outc : d->out_row) : NULL, NULL,
                                   NULL, NULL, NULL, last ? S->lnf_w : S->layers[l + 1].ln1_w, last ? S->lnf_b : S->layers[l + 1].ln1_b,
-                                  ln, C, cf->ln_eps, S->pdl);
+                                  ln, C, cf->ln_eps, L.pdl);
         ad.add2 = NULL;
         if (st) return st;
     }
     if (!head) return GPT2_OK;
-    /* logits of few rows on gpt2__few_row_kernel (not inside a step of parts, whose runs share S->amax) leave the
-       greedy sampler their argmax candidates */
-    const int am = S->esize == 2 && !S->in_parts && n_out <= GPT2__FEW_ROW_MAX && S->ldv % 8 == 0 && gpt2__few_row_use(S, S->ldv, n_out, C, 1, GPT2__EPI_NONE, 1);
-    S->amax_n = am ? S->ldv / 8 : 0;
-    return gpt2__linear<T>(m, S, S->logits, S->lm_head, ln, NULL, S->ldv, n_out, 0, C, GPT2__EPI_NONE, 1, S->ldv, NULL,
-                           am ? gpt2__amax{S->amax, cf->n_vocab} : gpt2__amax{NULL, 0});
+    /* logits of few rows on gpt2__few_row_kernel leave the greedy sampler their argmax candidates (p.amax) */
+    S->amax_n = p.amax ? S->ldv / 8 : 0;
+    return gpt2__linear<T>(m, S, &L, p.few_row[4], L.logits, S->lm_head, ln, NULL, S->ldv, n_out, 0, C, GPT2__EPI_NONE, 1, S->ldv, NULL,
+                           p.amax ? gpt2__amax{S->amax, cf->n_vocab} : gpt2__amax{NULL, 0});
 }
 
-static gpt2_status gpt2__cuda_run(gpt2_model *m, const gpt2__cuda_meta *d, int N, int P, int n_out, int all_rows, int head = 1) {
+static gpt2_status gpt2__cuda_run(gpt2_model *m, const gpt2__lane *L, const gpt2__cuda_meta *d, int N, int P, int n_out, int all_rows,
+                                  int head = 1) {
     gpt2__cuda_state *S = (gpt2__cuda_state *)m->cuda;
-    if (m->dtype == GPT2_DTYPE_F16) return gpt2__cuda_run_t<__half>(m, S, d, N, P, n_out, all_rows, head);
-    if (m->dtype == GPT2_DTYPE_BF16) return gpt2__cuda_run_t<__nv_bfloat16>(m, S, d, N, P, n_out, all_rows, head);
-    return gpt2__cuda_run_t<float>(m, S, d, N, P, n_out, all_rows, head);
+    if (m->dtype == GPT2_DTYPE_F16) return gpt2__cuda_run_t<__half>(m, S, *L, d, N, P, n_out, all_rows, head);
+    if (m->dtype == GPT2_DTYPE_BF16) return gpt2__cuda_run_t<__nv_bfloat16>(m, S, *L, d, N, P, n_out, all_rows, head);
+    return gpt2__cuda_run_t<float>(m, S, *L, d, N, P, n_out, all_rows, head);
 }
 
 /* == [GPT2:PARTS] == the two-part throughput mode (streams, green contexts) ====================================== */
-
-/* How many parts a step of N fed rows, P of them prompt rows, runs as (gpt2__cuda_parts; 1: one run). Only pure
-   decode steps (P == 0: every row its sequence's only row, att_rows and out_row the identity), as many parts as
-   have part_rows rows each, up to `parts`: each part reads every weight, which costs nothing only where a part's
-   products are bound by the tensor cores rather than by their weight reads (~256 rows and more on the H100).
-   Part i starts at row gpt2__part_at(N, np, i). */
-static int gpt2__parts_of(const gpt2__cuda_state *S, int N, int P) {
-    if (S->part_rows <= 0 || P != 0) return 1;
-    int np = N / S->part_rows;
-    if (np > S->parts) np = S->parts;
-    if (np > GPT2__MAX_PARTS) np = GPT2__MAX_PARTS;
-    return np < 1 || N / np < 8 ? 1 : np;
-}
-static int gpt2__part_at(int N, int np, int i) { return i >= np ? N : i * ((N / np) & ~7); }
-
-/* Where a run of rows keeps its row-indexed workspace; gpt2__cuda_parts moves it to a part's rows. */
-typedef struct gpt2__cuda_rows {
-    float *x, *logits, *part;
-    void *ln, *qkv, *att, *proj, *fc, *lt_ws;
-    unsigned *att_count;
-    cudaStream_t stream;
-} gpt2__cuda_rows;
-
-static gpt2__cuda_rows gpt2__rows_of(const gpt2__cuda_state *S) {
-    gpt2__cuda_rows r = {S->x, S->logits, S->part, S->ln, S->qkv, S->att, S->proj, S->fc, S->lt_ws, S->att_count, S->stream};
-    return r;
-}
-static void gpt2__rows_set(gpt2__cuda_state *S, const gpt2__cuda_rows *r) {
-    S->x = r->x; S->logits = r->logits; S->part = r->part; S->ln = r->ln; S->qkv = r->qkv; S->att = r->att;
-    S->proj = r->proj; S->fc = r->fc; S->lt_ws = r->lt_ws; S->att_count = r->att_count; S->stream = r->stream;
-}
 
 /* Waits for every stream the engine launches into. */
 static void gpt2__cuda_sync(gpt2__cuda_state *S) {
@@ -8231,8 +8328,8 @@ static int gpt2__green_make(gpt2__cuda_state *S, int want) {
 /* A pure decode step of N rows as np independent parts (gpt2__part_at), part 0 on S->stream and part i on
    S->pstream[i] (a green step, S->green_step: every part in its stream of the products' set, its attention in its
    stream of the attention set, gpt2__attention; the last part's work after its last attention back in S->stream,
-   and each part samples its own rows), each the whole forward of its rows (gpt2__cuda_run_t over its own slice of every row-indexed buffer,
-   its own cuBLASLt workspace). A row computes what it computes in one run of all N rows (every decode kernel's
+   and each part samples its own rows), each the whole forward of its rows (gpt2__cuda_run_t in a lane of its
+   own: its own slice of every row-indexed buffer, its own cuBLASLt workspace). A row computes what it computes in one run of all N rows (every decode kernel's
    arithmetic per row is independent of the rows beside it; test cuda_parts_match_whole), but the parts overlap on
    the GPU: one part's attention, bound by memory (the KV cache), can run beside another's products, bound by the
    tensor cores, where one run of N rows does them in turn, and one part's kernels fill another's tails. Forked
@@ -8249,15 +8346,14 @@ static gpt2_status gpt2__cuda_parts(gpt2_model *m, const gpt2__cuda_meta *d, int
     /* a green step's part 1 starts once part 0's layer stagger - 1 qkv product is done (gpt2__attention records S->stag) */
     const int stag = green && S->stagger > 0 && S->stagger <= m->cfg.n_layer;
     GPT2__CU(cudaEventRecord(S->fork, S->stream));
-    const gpt2__cuda_rows whole = gpt2__rows_of(S);
-    S->in_parts = 1;
+    const gpt2__lane whole = gpt2__lane_of(S);
     for (int i = 0; i < np; i++) {
         const int r0 = gpt2__part_at(N, np, i), n = gpt2__part_at(N, np, i + 1) - r0;
         const size_t r = (size_t)r0;
         gpt2__cuda_meta dp = *d;
         dp.tok += r0; dp.pos += r0; dp.slot += r0; dp.att_rows += r0; dp.out_row += r0; dp.picks += r0;
         dp.n_att = n; /* dp.next stays: a fed token -1 - j names the step-wide row j */
-        gpt2__cuda_rows part = whole;
+        gpt2__lane part = whole;
         if (i > 0) {
             part.x += r * C; part.logits += r * (size_t)S->ldv; part.part += r * part_per_row;
             part.ln = (char *)part.ln + r * C * es; part.att = (char *)part.att + r * C * es;
@@ -8267,20 +8363,16 @@ static gpt2_status gpt2__cuda_parts(gpt2_model *m, const gpt2__cuda_meta *d, int
         }
         if (green) part.stream = S->gstream[1][i];
         if (i > 0 || green) GPT2__CU(cudaStreamWaitEvent(part.stream, i == 1 && stag ? S->stag : S->fork, 0));
-        gpt2__rows_set(S, &part);
-        S->att_stream = green ? S->gstream[0][i] : NULL;
-        S->att_part = i;
+        part.part_i = i;
+        part.att_stream = green ? S->gstream[0][i] : NULL;
         /* green: the last part's work after its last attention runs in the step's stream on every SM (nothing is
            left to run beside it); each part samples its own rows, the first ones while the last part's attention runs */
-        S->tail_stream = green && i + 1 == np ? whole.stream : NULL;
-        gpt2_status st = gpt2__cuda_run(m, &dp, n, 0, n, 0);
-        const cudaStream_t end = S->stream;
-        S->att_stream = S->tail_stream = NULL;
-        gpt2__rows_set(S, &whole);
+        part.tail_stream = green && i + 1 == np ? whole.stream : NULL;
+        gpt2_status st = gpt2__cuda_run(m, &part, &dp, n, 0, n, 0);
+        const cudaStream_t end = part.tail_stream ? part.tail_stream : part.stream;
         if (!st && green) st = gpt2__cuda_sample(m, d, N, 0, N, r0, n, end, 0); /* the step-wide rows r0.. */
-        if (st) { S->in_parts = 0; return st; }
+        if (st) return st;
     }
-    S->in_parts = 0;
     for (int i = green ? 0 : 1; i < np; i++) {
         GPT2__CU(cudaEventRecord(S->pjoin[i], green ? S->gstream[1][i] : S->pstream[i]));
         GPT2__CU(cudaStreamWaitEvent(S->stream, S->pjoin[i], 0));
@@ -8296,7 +8388,8 @@ static gpt2_status gpt2__cuda_step_body(gpt2_model *m, const gpt2__cuda_meta *d,
     gpt2__cuda_state *S = (gpt2__cuda_state *)m->cuda;
     gpt2_status st;
     if (np > 1 && S->green_step) return gpt2__cuda_parts(m, d, N, np); /* it samples too */
-    if ((st = np > 1 ? gpt2__cuda_parts(m, d, N, np) : gpt2__cuda_run(m, d, N, P, n, 0))) return st;
+    const gpt2__lane L = gpt2__lane_of(S);
+    if ((st = np > 1 ? gpt2__cuda_parts(m, d, N, np) : gpt2__cuda_run(m, &L, d, N, P, n, 0))) return st;
     return gpt2__cuda_sample(m, d, N, P, n, 0, n, S->stream, np > 1 ? 0 : S->pdl);
 }
 
@@ -8359,7 +8452,8 @@ static gpt2_status gpt2__cuda_forward(gpt2_model *m, const int *tokens, int B, i
         d.n_att = h.n_att;
         d.n_tiles = h.n_tiles; d.tile_keys = h.tile_keys;
         GPT2__CU(cudaMemcpyAsync(S->d_meta, S->h_meta[0], h.bytes, cudaMemcpyHostToDevice, S->stream));
-        gpt2_status st = gpt2__cuda_run(m, &d, N, N, N, 1);
+        const gpt2__lane L = gpt2__lane_of(S);
+        gpt2_status st = gpt2__cuda_run(m, &L, &d, N, N, N, 1);
         if (st) { cudaStreamSynchronize(S->stream); return st; }
         GPT2__CU(cudaMemcpy2DAsync(logits + (size_t)b0 * T * V, V * sizeof(float), S->logits, (size_t)S->ldv * sizeof(float),
                                    V * sizeof(float), (size_t)N, cudaMemcpyDeviceToHost, S->stream));
@@ -8412,14 +8506,15 @@ __global__ void __launch_bounds__(256) gpt2__score_kernel(const float *__restric
    logits product over chunks of at most S->logit_rows rows into S->logits (prompt rows' class, so a row's logits do
    not depend on the chunk), each chunk reduced by gpt2__score_kernel before the next overwrites it. */
 template <typename T>
-static gpt2_status gpt2__cuda_score_rows(gpt2_model *m, gpt2__cuda_state *S, int n, const int *targets, double *lp, int *rank) {
+static gpt2_status gpt2__cuda_score_rows(gpt2_model *m, gpt2__cuda_state *S, const gpt2__lane *L, int n, const int *targets, double *lp,
+                                         int *rank) {
     const int C = m->cfg.n_embd;
     for (int c0 = 0; c0 < n; c0 += S->logit_rows) {
         const int nr = n - c0 < S->logit_rows ? n - c0 : S->logit_rows;
-        gpt2_status st = gpt2__linear<T>(m, S, S->logits, S->lm_head, (const T *)S->ln + (size_t)c0 * C, NULL, S->ldv, nr, nr, C,
+        gpt2_status st = gpt2__linear<T>(m, S, L, 0, L->logits, S->lm_head, (const T *)L->ln + (size_t)c0 * C, NULL, S->ldv, nr, nr, C,
                                          GPT2__EPI_NONE, 1, S->ldv, NULL);
         if (st) return st;
-        gpt2__score_kernel<<<nr, 256, 0, S->stream>>>(S->logits, m->cfg.n_vocab, S->ldv, targets + c0, lp + c0, rank + c0);
+        gpt2__score_kernel<<<nr, 256, 0, L->stream>>>(L->logits, m->cfg.n_vocab, S->ldv, targets + c0, lp + c0, rank + c0);
         GPT2__LAUNCHED();
     }
     return GPT2_OK;
@@ -8481,11 +8576,12 @@ static gpt2_status gpt2__cuda_score(gpt2_model *m, gpt2_score_request *reqs, int
             st = gpt2__fail(GPT2_ERR_DEVICE, "%s:%d: gpt2_score: copying a step's rows: %s", __FILE__, __LINE__, cudaGetErrorString(cudaGetLastError()));
             break;
         }
-        st = gpt2__cuda_run(m, &d, N, N, n_out, 0, 0);
+        const gpt2__lane lane = gpt2__lane_of(S);
+        st = gpt2__cuda_run(m, &lane, &d, N, N, n_out, 0, 0);
         if (!st)
-            st = m->dtype == GPT2_DTYPE_F16 ? gpt2__cuda_score_rows<__half>(m, S, n_out, d_targets, d_lp, d_rank)
-               : m->dtype == GPT2_DTYPE_BF16 ? gpt2__cuda_score_rows<__nv_bfloat16>(m, S, n_out, d_targets, d_lp, d_rank)
-               : gpt2__cuda_score_rows<float>(m, S, n_out, d_targets, d_lp, d_rank);
+            st = m->dtype == GPT2_DTYPE_F16 ? gpt2__cuda_score_rows<__half>(m, S, &lane, n_out, d_targets, d_lp, d_rank)
+               : m->dtype == GPT2_DTYPE_BF16 ? gpt2__cuda_score_rows<__nv_bfloat16>(m, S, &lane, n_out, d_targets, d_lp, d_rank)
+               : gpt2__cuda_score_rows<float>(m, S, &lane, n_out, d_targets, d_lp, d_rank);
         if (!st && (cudaMemcpyAsync(lp, d_lp, (size_t)n_out * sizeof(double), cudaMemcpyDeviceToHost, S->stream) != cudaSuccess ||
                     cudaMemcpyAsync(rank, d_rank, (size_t)n_out * sizeof(int), cudaMemcpyDeviceToHost, S->stream) != cudaSuccess ||
                     cudaStreamSynchronize(S->stream) != cudaSuccess))
@@ -8624,27 +8720,24 @@ static gpt2_status gpt2__cuda_launch(gpt2_model *m, const gpt2__seq *seqs, int n
             if (st) return st;
         }
     }
+    S->dup_step = dup;
+    S->dup_seqs = 1;
+    for (int i = 1; i < n; i++) S->dup_seqs += seqs[i].slot != seqs[i - 1].slot;
+    const gpt2__step_paths q = gpt2__step_paths_of(S, m, h.pos, N, P, n, dup);
     /* compacted last layer: each prompt's last row in order, then every decode row (N - P of them, one a sequence) */
     h.gat_P = n - (N - P);
-    h.n_gat = S->gather > 0 && P - h.gat_P >= S->gather ? n : 0;
+    h.n_gat = q.gather ? n : 0;
     for (int i = 0, jp = 0; h.n_gat && i < n; i++) {
         const int r = h.out_row[i], j = r < P ? jp++ : h.gat_P + r - P;
         h.gat[j] = r;
         h.outc[i] = j;
     }
     gpt2__plan_attention(&h, N, S->flash && !dup); /* a draft's rows stay decode rows, not a prompt run */
-    S->dup_step = dup;
-    S->dup_seqs = 1;
-    for (int i = 1; i < n; i++) S->dup_seqs += seqs[i].slot != seqs[i - 1].slot;
-    /* parts (gpt2__cuda_parts): a part's rows count from its first */
-    const int np = dup ? 1 : gpt2__parts_of(S, N, P);
+    const int np = q.np;
     S->parts_last = np;
-    /* green: attention on SMs of its own where the K/V reads outweigh the products (long contexts) */
-    long long keys = 0;
-    for (int r = 0; np > 1 && r < N; r++) keys += h.pos[r] + 1;
-    const int longer = S->green_ctx > 0 && keys * S->green_ctx >= (long long)N * m->cfg.n_embd;
-    S->green_step = np > 1 && S->green_sms > 0 && longer;
-    S->att_short = np > 1 && !longer && S->green_ctx > 0;
+    S->green_step = q.green;
+    S->att_short = q.att_short;
+    /* parts (gpt2__cuda_parts): a part's rows count from its first */
     for (int i = 1; i < np; i++)
         for (int r = gpt2__part_at(N, np, i), r0 = r; r < gpt2__part_at(N, np, i + 1); r++) h.att_rows[r] -= r0, h.out_row[r] -= r0;
     d.n_att = h.n_att;

@@ -199,7 +199,8 @@ static void lnf_width(gpt2__cuda_state *S, const char *dt, int C) {
                 const gpt2__ln_fold<T> f = {x, xo[fit], part, (size_t)n * C, pieces, bias, g, b, 1e-5f};
                 CK(cudaMemsetAsync(D[fit], 0x11 * (fit + 1), (size_t)n * O * sizeof(T), S->stream));
                 CK(cudaMemsetAsync(xo[fit], 0x11 * (fit + 1), (size_t)n * C * sizeof(float), S->stream));
-                ST_OK(gpt2__ln_fold_run<T>(S, D[fit], W, B, O, n, C, gelu ? GPT2__ACT_GELU_TANH : GPT2__ACT_NONE, f));
+                const gpt2__lane L = gpt2__lane_of(S);
+                ST_OK(gpt2__ln_fold_run<T>(S, &L, D[fit], W, B, O, n, C, gelu ? GPT2__ACT_GELU_TANH : GPT2__ACT_NONE, f));
                 CK(cudaStreamSynchronize(S->stream));
                 launches++;
                 ran++;
