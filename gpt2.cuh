@@ -156,7 +156,7 @@ GPT2_API int gpt2_token_id(const gpt2_tokenizer *tok, const char *text, size_t l
 typedef struct gpt2_sampling {
     float temperature; int top_k; float top_p; uint64_t seed;
     float min_p;              /* keep tokens whose probability >= min_p x the most likely token's; 0: off */
-    float typical_p;          /* locally typical sampling, as Hugging Face's typical_p; 0 or >= 1: off (CPU backend) */
+    float typical_p;          /* locally typical sampling, as Hugging Face's typical_p; 0 or >= 1: off */
     float repetition_penalty; /* Hugging Face / CTRL: the logit of every token already in the prompt or the
                                  output is divided by it when positive, multiplied when negative; 0 or 1: off */
     float presence_penalty;   /* OpenAI: subtracted once from the logit of each token already generated */
@@ -3856,7 +3856,8 @@ static int gpt2__typ_cmp(const void *a, const void *b) {
 static double gpt2__typ_dist(float p, double total, double ent) {
     return p > 0.0f ? fabs(-log(p / total) - ent) : INFINITY;
 }
-static int gpt2__cut_typical(gpt2__cand *c, int n, float typical_p) {
+GPT2__NO_CONTRACT static int gpt2__cut_typical(gpt2__cand *c, int n, float typical_p) {
+    GPT2__NO_CONTRACT_BODY
     double total = 0.0, ent = 0.0;
     for (int i = 0; i < n; i++) total += c[i].p;
     if (!(total > 0.0)) return n;
@@ -4945,6 +4946,7 @@ typedef struct gpt2__pick {
     gpt2__lp_rec *rec;
     float *stash;
     int top;
+    float typical_p;
 } gpt2__pick;
 
 /* What a pure decode step's sampler leaves in the device blob for the fed step after it, which then needs no copy
@@ -7657,12 +7659,42 @@ typedef struct gpt2__sample_sh {
     int red_i[32];
     double red_d[32], lse;
     unsigned long long red_k[32];
+    double t_total, t_ent, t_limit;     /* typical_p's cut (gpt2__typical_limit) */
+    unsigned long long t_kmin;
+    int t_n;
 } gpt2__sample_sh;
 
-/* The cnt largest keys of p[0..V) below `bound`, sorted descending into sh->keys[0..cnt) (cnt <= GPT2__PAGE,
-   and at least cnt keys lie below bound): a radix select, 8 bits at a time, finds the cnt-th largest key,
+/* The keys of candidates in descending p (gpt2__key), and in ascending typical_p distance (gpt2__typ_key) */
+struct gpt2__p_key {
+    const float *p;
+    __device__ unsigned long long operator()(int i) const { return gpt2__key(p, i); }
+};
+/* typical_p's distance of a candidate of probability p, gpt2__typ_dist's arithmetic: |-log(p / total) - ent|, infinite
+   for p = 0 */
+static __device__ __forceinline__ double gpt2__typ_dist_d(float p, double total, double ent) {
+    return p > 0.0f ? fabs(__dsub_rn(-log(__ddiv_rn((double)p, total)), ent)) : (double)INFINITY;
+}
+/* A candidate is key(p, i) >= kmin (the cut's last key; 0: every id) and p >= floor_p. Its key: the distance's bits
+   with the low 17 dropped, then the index (vocabularies of at most 2^17 ids), all inverted so that the nearest is the
+   largest; 0 for any other id. Distances equal in their top 47 bits come in index order (the CPU orders them by the
+   full double). */
+struct gpt2__typ_key {
+    const float *p;
+    double total, ent;
+    unsigned long long kmin;
+    float floor_p;
+    __device__ unsigned long long operator()(int i) const {
+        if (!(gpt2__key(p, i) >= kmin && p[i] >= floor_p)) return 0;
+        const unsigned long long b = (unsigned long long)__double_as_longlong(gpt2__typ_dist_d(p[i], total, ent));
+        return ~((b & ~0x1FFFFull) | (unsigned long long)i);
+    }
+};
+
+/* The cnt largest keys of ids 0..V-1 (key(i)) below `bound`, sorted descending into sh->keys[0..cnt) (cnt <=
+   GPT2__PAGE, and at least cnt keys lie below bound): a radix select, 8 bits at a time, finds the cnt-th largest key,
    the keys at or above it are gathered, and a bitonic sort orders them. Called by the whole block. */
-static __device__ void gpt2__page_extract(const float *p, int V, unsigned long long bound, int cnt, gpt2__sample_sh *sh) {
+template <typename K>
+static __device__ void gpt2__page_extract(K key, int V, unsigned long long bound, int cnt, gpt2__sample_sh *sh) {
     const int tid = threadIdx.x, nt = blockDim.x;
     if (tid == 0) { sh->prefix = 0; sh->mask = 0; sh->remaining = cnt; sh->count = 0; }
     for (int shift = 56; shift >= 0; shift -= 8) {
@@ -7670,7 +7702,7 @@ static __device__ void gpt2__page_extract(const float *p, int V, unsigned long l
         __syncthreads();
         const unsigned long long prefix = sh->prefix, mask = sh->mask;
         for (int i = tid; i < V; i += nt) {
-            unsigned long long k = gpt2__key(p, i);
+            unsigned long long k = key(i);
             if (k < bound && (k & mask) == prefix) atomicAdd(&sh->hist[(k >> shift) & 255], 1u);
         }
         __syncthreads();
@@ -7688,7 +7720,7 @@ static __device__ void gpt2__page_extract(const float *p, int V, unsigned long l
     }
     const unsigned long long threshold = sh->prefix;
     for (int i = tid; i < V; i += nt) {
-        unsigned long long k = gpt2__key(p, i);
+        unsigned long long k = key(i);
         if (k < bound && k >= threshold) {
             int at = atomicAdd(&sh->count, 1);
             if (at < cnt) sh->keys[at] = k;
@@ -7843,6 +7875,180 @@ static __device__ void gpt2__process_row(float *z, int V, const gpt2__pick &pk, 
     __syncthreads();
 }
 
+/* typical_p's cut (gpt2__cut_typical's rule) over a sampled row's candidates (gpt2__typ_key: key(p, i) >= kmin and p
+   >= floor_p), n_c of them and their p summing to total, both on thread 0, in candidate order (by_index: index order,
+   else descending p), by the whole block: the entropy summed on thread 0 in candidate order (each q log q computed by
+   the block first), then the candidates streamed in pages by ascending distance, thread 0 adding their shares until
+   they reach typical_p. Leaves in sh the limit (a candidate is kept when its distance is at most that), the total and
+   the entropy its distances use; the limit is a NaN where nothing is cut (total 0). */
+static __device__ __noinline__ void gpt2__typical_limit(const float *p, int V, unsigned long long kmin, float floor_p, int n_c, int by_index,
+                                           double total, float typical_p, gpt2__sample_sh *sh) {
+    const int tid = threadIdx.x, nt = blockDim.x;
+    __syncthreads();
+    if (tid == 0) { sh->t_total = total; sh->t_n = n_c; sh->t_ent = 0.0; sh->t_limit = __longlong_as_double(0x7FF8000000000000ll); }
+    __syncthreads();
+    total = sh->t_total;
+    n_c = sh->t_n;
+    if (!(total > 0.0) || n_c < 1) return;
+    double *e = (double *)sh->keys, ent = 0.0;
+    unsigned long long bound = ~0ull;
+    for (int c0 = 0; c0 < (by_index ? V : n_c); c0 += GPT2__PAGE) {
+        const int cn = min(GPT2__PAGE, (by_index ? V : n_c) - c0);
+        __syncthreads();
+        if (!by_index) gpt2__page_extract(gpt2__p_key{p}, V, bound, cn, sh);
+        __syncthreads();
+        if (!by_index) bound = sh->keys[cn - 1];
+        __syncthreads();
+        for (int j = tid; j < cn; j += nt) {
+            const float pj = by_index ? p[c0 + j] : gpt2__key_p(sh->keys[j]);
+            const double q = __ddiv_rn((double)pj, total);
+            e[j] = (!by_index || pj >= floor_p) && pj > 0.0f ? __dmul_rn(q, log(q)) : 0.0;
+        }
+        __syncthreads();
+        if (tid == 0) for (int j = 0; j < cn; j++) ent = __dsub_rn(ent, e[j]); /* ent - 0 is ent */
+    }
+    if (tid == 0) sh->t_ent = ent;
+    __syncthreads();
+    const gpt2__typ_key near = {p, total, sh->t_ent, kmin, floor_p};
+    double cum = 0.0;
+    int last = -1;
+    bound = ~0ull;
+    for (int start = 0; start < n_c; start += GPT2__PAGE) {
+        const int cnt = min(GPT2__PAGE, n_c - start);
+        __syncthreads();
+        gpt2__page_extract(near, V, bound, cnt, sh);
+        __syncthreads();
+        if (tid == 0) {
+            for (int j = 0; j < cnt && last < 0; j++) {
+                const int id = (int)(~sh->keys[j] & 0x1FFFFull);
+                if (start + j == n_c - 1) { last = id; break; }
+                cum = __dadd_rn(cum, __ddiv_rn((double)p[id], total));
+                if (cum >= (double)typical_p) last = id;
+            }
+            sh->found = last;
+        }
+        bound = sh->keys[cnt - 1];
+        __syncthreads();
+        if (sh->found >= 0) break;
+    }
+    if (tid == 0) sh->t_limit = gpt2__typ_dist_d(p[sh->found], total, sh->t_ent);
+    __syncthreads();
+}
+/* Whether typical_p's cut (gpt2__typical_limit, its limit a NaN: no cut) keeps a candidate of probability pj */
+static __device__ __forceinline__ bool gpt2__typ_kept(float pj, const gpt2__sample_sh *sh) {
+    return !(sh->t_limit == sh->t_limit) || gpt2__typ_dist_d(pj, sh->t_total, sh->t_ent) <= sh->t_limit;
+}
+
+/* Steps 4-5 of gpt2__sample_kernel for a sampled row whose p [V] are set: the cuts (top_k, top_p, min_p; with TYPICAL
+   typical_p's too) and the draw u, the id into next[row]. Called by the whole block. The typical_p form is a call of
+   its own (gpt2__sample_cut_typical), so that the other rows' code keeps its registers (pk by value: a reference
+   would hold the kernel's copy in local memory). */
+template <bool TYPICAL>
+static __device__ __forceinline__ void gpt2__sample_cut(float *p, int V, const gpt2__pick pk, int *next, int row, int cut_k, int cut_p,
+                                                        float floor_p, double u, gpt2__sample_sh *sh) {
+    double total = 0.0, cum = 0.0; /* meaningful on thread 0 */
+    const int tid = threadIdx.x, nt = blockDim.x;
+    if (TYPICAL && tid == 0) sh->t_limit = __longlong_as_double(0x7FF8000000000000ll); /* no cut yet (gpt2__typ_kept) */
+    if (!cut_k && !cut_p) {
+        /* 4. no cut (min_p at most: a filter in index order): walk all V in index order; thread 0 sums pages staged
+           in shared memory. With typical_p, pass 0 runs again over the candidates its cut keeps (the others staged
+           as -1, below any floor). */
+        float *stage = (float *)sh->keys;
+        const int SP = (int)(sizeof sh->keys / sizeof(float));
+        int n_c = 0, typ = TYPICAL; /* the candidates (thread 0), and typical_p's cut still to make */
+        for (int pass = 0; pass < 2; pass++) {
+            __syncthreads();
+            if (tid == 0) sh->found = -1;
+            const double target = u * total;
+            for (int c0 = 0; c0 < V; c0 += SP) {
+                const int cn = min(SP, V - c0);
+                __syncthreads();
+                for (int i = tid; i < cn; i += nt) stage[i] = !TYPICAL || gpt2__typ_kept(p[c0 + i], sh) ? p[c0 + i] : -1.0f;
+                __syncthreads();
+                if (tid == 0) {
+                    if (pass == 0) { for (int i = 0; i < cn; i++) if (stage[i] >= floor_p) total += stage[i], n_c += TYPICAL; }
+                    else for (int i = 0; i < cn; i++) {
+                        if (!(stage[i] >= floor_p)) continue;
+                        cum += stage[i];
+                        if (cum > target) { sh->found = c0 + i; break; }
+                    }
+                }
+                __syncthreads();
+                if (sh->found >= 0) break;
+            }
+            if (TYPICAL && pass == 0 && typ) {
+                gpt2__typical_limit(p, V, 0, floor_p, n_c, 1, total, pk.typical_p, sh);
+                typ = 0;
+                if (sh->t_limit == sh->t_limit) { total = 0.0; pass = -1; } /* pass 0 again, over the kept */
+            }
+        }
+        if (tid == 0) {
+            int last = V - 1; /* the last kept candidate */
+            while (last > 0 && !(p[last] >= floor_p && (!TYPICAL || gpt2__typ_kept(p[last], sh)))) last--;
+            gpt2__put_id(next, row, pk, sh->found >= 0 ? sh->found : last, sh->lse);
+        }
+        return;
+    }
+    /* 4. with a cut: candidates in descending (p, -id) order, page by page */
+    /* passes: 0 the candidates' total, 1 the top_p prefix and min_p's, 2 with typical_p the total of what its cut
+       keeps (gpt2__typical_limit, made between 1 and 2), 3 the draw */
+    const int n0 = cut_k ? pk.top_k : V;
+    int single = n0 <= GPT2__PAGE;
+    if (single) gpt2__page_extract(gpt2__p_key{p}, V, ~0ull, n0, sh);
+    int n = n0, last_id = 0;
+    unsigned long long kmin = 0; /* the last candidate's key (thread 0) */
+    for (int pass = 0; pass < 4; pass++) {
+        if (pass == 1 && !cut_p && !(floor_p > 0.0f)) continue;
+        if (pass == 2) {
+            if (!TYPICAL) continue;
+            if (tid == 0) sh->t_kmin = kmin;
+            __syncthreads();
+            gpt2__typical_limit(p, V, sh->t_kmin, floor_p, n, 0, total, pk.typical_p, sh);
+            single = 0; /* sh->keys held other keys since */
+            if (!(sh->t_limit == sh->t_limit)) continue;
+            if (tid == 0) total = 0.0;
+        }
+        const double target = pass == 1 ? (double)pk.top_p * total : u * total;
+        __syncthreads();
+        if (tid == 0) { cum = 0.0; sh->found = -1; }
+        unsigned long long bound = ~0ull;
+        for (int start = 0; start < n; start += GPT2__PAGE) {
+            const int cnt = min(GPT2__PAGE, n - start);
+            __syncthreads();
+            if (!single) gpt2__page_extract(gpt2__p_key{p}, V, bound, cnt, sh);
+            __syncthreads();
+            if (tid == 0) {
+                for (int j = 0; j < cnt; j++) {
+                    const double pj = gpt2__key_p(sh->keys[j]);
+                    if (pass == 0) { total += pj; if (TYPICAL) kmin = sh->keys[j]; continue; }
+                    /* pass 1: the top_p prefix, then min_p's (the candidates come in descending p) */
+                    if (pass == 1 && !(gpt2__key_p(sh->keys[j]) >= floor_p)) { sh->found = start + j; break; }
+                    if (TYPICAL && pass >= 2 && !gpt2__typ_kept(gpt2__key_p(sh->keys[j]), sh)) continue;
+                    if (TYPICAL && pass == 2) { total += pj; continue; }
+                    cum += pj;
+                    last_id = gpt2__key_id(sh->keys[j]);
+                    if (TYPICAL && pass == 1) kmin = sh->keys[j];
+                    if (pass == 1 && cut_p && cum >= target) { sh->found = start + j + 1; break; }
+                    if (pass == 3 && cum > target) { sh->found = last_id; break; }
+                }
+            }
+            bound = sh->keys[cnt - 1];
+            __syncthreads();
+            if (sh->found >= 0) break;
+        }
+        if (pass == 1) {
+            /* the nucleus: the CPU's new total is the same sum over the kept prefix, i.e. cum */
+            if (sh->found >= 0) n = sh->found;
+            if (tid == 0) total = cum;
+        }
+    }
+    if (tid == 0) gpt2__put_id(next, row, pk, sh->found >= 0 ? sh->found : last_id, sh->lse);
+}
+static __device__ __noinline__ void gpt2__sample_cut_typical(float *p, int V, const gpt2__pick pk, int *next, int row, int cut_k,
+                                                             int cut_p, float floor_p, double u, gpt2__sample_sh *sh) {
+    gpt2__sample_cut<true>(p, V, pk, next, row, cut_k, cut_p, floor_p, u, sh);
+}
+
 /* gpt2__sample_kernel's blocks an SM for its launch bounds: sm_75 holds at most 1024 threads an SM (ptxas warned at 2) */
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
 #define GPT2__SAMPLE_MINB 1
@@ -7951,78 +8157,8 @@ __global__ void __launch_bounds__(GPT2__SAMPLE_THREADS, GPT2__SAMPLE_MINB) gpt2_
     /* min_p keeps p >= min_p x the largest p, which is exp(0) = 1 wherever zmax is finite */
     const float floor_p = pk.min_p > 0.0f ? __fmul_rn(pk.min_p, zmax > -INFINITY && zmax < INFINITY ? 1.0f : 0.0f) : 0.0f;
     const double u = gpt2__uniform(pk.seed, pk.draw);
-    double total = 0.0, cum = 0.0; /* meaningful on thread 0 */
-    if (!cut_k && !cut_p) {
-        /* 4. no cut (min_p at most: a filter in index order): walk all V in index order; thread 0 sums pages staged
-           in shared memory */
-        float *stage = (float *)sh.keys;
-        const int SP = (int)(sizeof sh.keys / sizeof(float));
-        for (int pass = 0; pass < 2; pass++) {
-            __syncthreads();
-            if (tid == 0) sh.found = -1;
-            const double target = u * total;
-            for (int c0 = 0; c0 < V; c0 += SP) {
-                const int cn = min(SP, V - c0);
-                __syncthreads();
-                for (int i = tid; i < cn; i += nt) stage[i] = p[c0 + i];
-                __syncthreads();
-                if (tid == 0) {
-                    if (pass == 0) { for (int i = 0; i < cn; i++) if (stage[i] >= floor_p) total += stage[i]; }
-                    else for (int i = 0; i < cn; i++) {
-                        if (!(stage[i] >= floor_p)) continue;
-                        cum += stage[i];
-                        if (cum > target) { sh.found = c0 + i; break; }
-                    }
-                }
-                __syncthreads();
-                if (sh.found >= 0) break;
-            }
-        }
-        if (tid == 0) {
-            int last = V - 1; /* the last kept candidate */
-            while (last > 0 && !(p[last] >= floor_p)) last--;
-            gpt2__put_id(next, row, pk, sh.found >= 0 ? sh.found : last, sh.lse);
-        }
-        return;
-    }
-    /* 4. with a cut: candidates in descending (p, -id) order, page by page */
-    const int n0 = cut_k ? pk.top_k : V, single = n0 <= GPT2__PAGE;
-    if (single) gpt2__page_extract(p, V, ~0ull, n0, &sh);
-    int n = n0, last_id = 0;
-    for (int pass = 0; pass < 3; pass++) {
-        if (pass == 1 && !cut_p && !(floor_p > 0.0f)) continue;
-        const double target = pass == 1 ? (double)pk.top_p * total : u * total;
-        __syncthreads();
-        if (tid == 0) { cum = 0.0; sh.found = -1; }
-        unsigned long long bound = ~0ull;
-        for (int start = 0; start < n; start += GPT2__PAGE) {
-            const int cnt = min(GPT2__PAGE, n - start);
-            __syncthreads();
-            if (!single) gpt2__page_extract(p, V, bound, cnt, &sh);
-            __syncthreads();
-            if (tid == 0) {
-                for (int j = 0; j < cnt; j++) {
-                    const double pj = gpt2__key_p(sh.keys[j]);
-                    if (pass == 0) { total += pj; continue; }
-                    /* pass 1: the top_p prefix, then min_p's (the candidates come in descending p) */
-                    if (pass == 1 && !(gpt2__key_p(sh.keys[j]) >= floor_p)) { sh.found = start + j; break; }
-                    cum += pj;
-                    last_id = gpt2__key_id(sh.keys[j]);
-                    if (pass == 1 && cut_p && cum >= target) { sh.found = start + j + 1; break; }
-                    if (pass == 2 && cum > target) { sh.found = last_id; break; }
-                }
-            }
-            bound = sh.keys[cnt - 1];
-            __syncthreads();
-            if (sh.found >= 0) break;
-        }
-        if (pass == 1) {
-            /* the nucleus: the CPU's new total is the same sum over the kept prefix, i.e. cum */
-            if (sh.found >= 0) n = sh.found;
-            if (tid == 0) total = cum;
-        }
-    }
-    if (tid == 0) gpt2__put_id(next, row, pk, sh.found >= 0 ? sh.found : last_id, sh.lse);
+    if (pk.typical_p > 0.0f && pk.typical_p < 1.0f) gpt2__sample_cut_typical(p, V, pk, next, row, cut_k, cut_p, floor_p, u, &sh);
+    else gpt2__sample_cut<false>(p, V, pk, next, row, cut_k, cut_p, floor_p, u, &sh);
 }
 
 /* Sampling of rows [row0, row0 + rows) of a step of N fed rows (P prompt rows) and n sequences, into d->next, in st
@@ -8695,6 +8831,7 @@ static gpt2_status gpt2__cuda_launch(gpt2_model *m, const gpt2__seq *seqs, int n
         pk->draw = q->draw;
         pk->out = S->h_meta_dev ? (int *)(S->h_meta_dev + ((char *)(h.next + i) - (char *)S->h_meta[0])) : NULL;
         pk->min_p = q->sampling.min_p;
+        pk->typical_p = q->sampling.typical_p;
         pk->proc = q->sample && q->req && gpt2__processed(q->req);
         pk->pos = q->pos + q->n_tok - 1;
         pk->hist = S->hist + (size_t)q->slot * m->max_seq;
@@ -9450,8 +9587,7 @@ static gpt2_status gpt2__stop_strings_feed(gpt2_request *r, int ri, int tok, gpt
 }
 
 /* The controls of request i (gpt2_sampling's processors and warpers, stop ids and strings, logprobs): each value in
-   range, each list where its count says; the CUDA backend's sampler does not run the processors, min_p, typical_p
-   or logprobs yet and refuses them by name. */
+   range, each list where its count says, and within what the CUDA backend's sampler holds. */
 static gpt2_status gpt2__check_controls(const gpt2_model *m, const gpt2_request *r, int i) {
     const gpt2_sampling *s = &r->sampling;
     const int V = m->cfg.n_vocab;
@@ -9492,8 +9628,9 @@ static gpt2_status gpt2__check_controls(const gpt2_model *m, const gpt2_request 
             return gpt2__fail(GPT2_ERR_ARG, "request %d: stop_strings[%d] is %s (1..1024 bytes)", i, k,
                               !r->stop_strings[k] ? "NULL" : !r->stop_strings[k][0] ? "empty" : "too long");
     if (m->backend == GPT2_BACKEND_CUDA) {
-        if (s->typical_p > 0.0f && s->typical_p < 1.0f)
-            return gpt2__fail(GPT2_ERR_DEVICE, "request %d: sampling.typical_p is not run by the CUDA backend yet (the CPU backend runs it)", i);
+        if (s->typical_p > 0.0f && s->typical_p < 1.0f && V > (1 << 17))
+            return gpt2__fail(GPT2_ERR_DEVICE, "request %d: sampling.typical_p on the CUDA backend needs at most 131072 ids "
+                              "(the model has %d; the CPU backend runs it)", i, V);
         if (gpt2__processed(r) && 2 * s->n_bias + r->n_stop_ids + 1 > GPT2_CTL_INTS)
             return gpt2__fail(GPT2_ERR_ARG, "request %d: n_bias = %d and n_stop_ids = %d exceed the CUDA backend's lists "
                               "(2 n_bias + n_stop_ids < GPT2_CTL_INTS = %d; define it larger)", i, s->n_bias, r->n_stop_ids, GPT2_CTL_INTS);
