@@ -45,6 +45,7 @@
        [GPT2:MANUAL] this text          [GPT2:API] public API          [GPT2:CONFIG] every tuning knob
        [GPT2:UTIL] errors, files, JSON  [GPT2:MODEL] model + loader    [GPT2:TOKENIZER] byte-level BPE
        [GPT2:SAMPLER] sampling rule     [GPT2:CPU] CPU reference backend
+       [GPT2:ENGINE] load, forward, generate, score (calls the CPU backend above, the CUDA backend below)
        CUDA backend: [GPT2:CUDA] overview  [GPT2:CUDA_PRIM] GPU primitives  [GPT2:CUDA_STATE] state, lanes, launch
          one per operation, kernel + launcher + capability check together, in forward order:
          [GPT2:OP_LN] embedding, residual + layer norm   [GPT2:OP_ACT]    [GPT2:OP_GEMM] cuBLASLt products
@@ -52,7 +53,7 @@
          [GPT2:OP_ATTN_DECODE]   [GPT2:OP_ATTN_PREFILL]   [GPT2:OP_ATTN] a layer's attention   [GPT2:OP_SAMPLE]
          [GPT2:PATHS] every path choice   [GPT2:FORWARD] a forward pass   [GPT2:PARTS] two-part mode
          [GPT2:STEP] step + graphs   [GPT2:CUDA_INIT]
-       [GPT2:ENGINE] load, forward, generate, score (after the backends: it calls into both)   [GPT2:LICENSE]
+       [GPT2:LICENSE]
 
    Models: a Hugging Face GPT2LMHeadModel directory as published: config.json + model.safetensors, its shards
    (model-0000K-of-0000N.safetensors + model.safetensors.index.json), or pytorch_model.bin (zip format, torch 1.6+;
@@ -106,7 +107,7 @@
 #define GPT2_API extern
 #endif
 
-/* == [GPT2:API] == public API ==================================================================================== */
+/* == [GPT2:API] == public API =================================================================================== */
 
 typedef enum gpt2_status { GPT2_OK = 0, GPT2_ERR_ARG, GPT2_ERR_IO, GPT2_ERR_FORMAT,
                            GPT2_ERR_OOM, GPT2_ERR_DEVICE, GPT2_ERR_MPI } gpt2_status;
@@ -267,7 +268,7 @@ GPT2_API int          gpt2_model_max_seq(const gpt2_model *model);
 #define GPT2__CUDA 0
 #endif
 
-/* == [GPT2:CONFIG] == configuration: every tuning knob in one place (those under #ifndef may be defined first) === */
+/* == [GPT2:CONFIG] == configuration: every tuning knob in one place (those under #ifndef may be defined first) == */
 
 /* The user's macros (listed in [GPT2:MANUAL]) */
 
@@ -446,7 +447,7 @@ GPT2_API int          gpt2_model_max_seq(const gpt2_model *model);
 #define GPT2__SPEC_ROWS 16         /* most rows of a step that verifies drafts (a few-row product's rows: one pass over
                                       the weights serves them all) */
 
-/* == [GPT2:UTIL] == utilities: platform macros, errors, allocation, files, a small JSON reader =================== */
+/* == [GPT2:UTIL] == utilities: platform macros, errors, allocation, files, a small JSON reader ================== */
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -766,7 +767,7 @@ static int gpt2__json_member(gpt2__json *j, int *first, char *key, size_t cap, s
     return 1;
 }
 
-/* == [GPT2:MODEL] == the model (config, weights, state) and its loader (config.json + checkpoint files) ======== */
+/* == [GPT2:MODEL] == the model (config, weights, state) and its loader (config.json + checkpoint files) ========= */
 
 #if GPT2__CUDA
 #define GPT2__HD __host__ __device__
@@ -2520,7 +2521,7 @@ static gpt2_status gpt2__ckpt_read(gpt2__ckpt *ck, gpt2__slot *slots, int n_slot
     return st;
 }
 
-/* == [GPT2:TOKENIZER] == tokenizer: GPT-2 byte-level BPE ========================================================= */
+/* == [GPT2:TOKENIZER] == tokenizer: GPT-2 byte-level BPE ======================================================== */
 
 /* GPT-2's tokenizer, byte-exact with tiktoken's encode_ordinary and HF tokenizers' ByteLevel BPE.
 
@@ -3706,7 +3707,7 @@ GPT2_API int gpt2_decode(const gpt2_tokenizer *tok, const int *ids, int n, char 
     return (int)total;
 }
 
-/* == [GPT2:SAMPLER] == sampler (shared by both backends) ========================================================= */
+/* == [GPT2:SAMPLER] == sampler (shared by both backends) ======================================================== */
 
 /* Counter-based RNG: the draw-th uniform of a request depends on (seed, draw) alone, so a request's
    tokens never depend on batch, slot, backend or MPI rank. splitmix64's finalizer, twice. */
@@ -3975,7 +3976,7 @@ static int gpt2__score_next(const gpt2_score_request *reqs, int n, int L, gpt2__
     return 0;
 }
 
-/* == [GPT2:CPU] == CPU backend: plain C forward with KV cache, arithmetic in fp32 (the reference) ================ */
+/* == [GPT2:CPU] == CPU backend: plain C forward with KV cache, arithmetic in fp32 (the reference) =============== */
 
 /* ---- the products: out [N][O] = in [N][I] @ W [I][O] + b [O] (b may be NULL), W packed in panels (gpt2__panel_at)
    in the model's dtype, arithmetic in float32.
@@ -4565,7 +4566,895 @@ static gpt2_status gpt2__cpu_step(gpt2_model *m, const gpt2__seq *seqs, int n, i
     return st;
 }
 
-/* == [GPT2:CUDA] == CUDA backend: overview, error checks ========================================================= */
+/* == [GPT2:ENGINE] == engine: load, forward, generate, score (into the CPU backend above, CUDA below) =========== */
+
+#if GPT2__CUDA
+/* The CUDA backend's entry points ([GPT2:STEP], [GPT2:CUDA_INIT]) */
+static int gpt2__cuda_usable(int device, char *why, size_t cap);
+static gpt2_status gpt2__cuda_init(gpt2_model *m, const gpt2__slot *slots);
+static void gpt2__cuda_free(gpt2_model *m);
+static gpt2_status gpt2__cuda_forward(gpt2_model *m, const int *tokens, int B, int T, float *logits);
+static gpt2_status gpt2__cuda_launch(gpt2_model *m, const gpt2__seq *seqs, int n, int feed);
+static gpt2_status gpt2__cuda_collect(gpt2_model *m, int *next);
+static void gpt2__cuda_drain(gpt2_model *m);
+static gpt2_status gpt2__cuda_score(gpt2_model *m, gpt2_score_request *reqs, int n);
+static int gpt2__cuda_lookahead(const gpt2_model *m);
+#endif
+
+GPT2_API gpt2_options gpt2_default_options(void) {
+    gpt2_options o;
+    memset(&o, 0, sizeof o);
+    o.backend = GPT2_BACKEND_AUTO;
+    o.device = -1;
+    o.dtype = GPT2_DTYPE_AUTO;
+    return o;
+}
+
+GPT2_API void gpt2_free(gpt2_model *m) {
+    if (!m) return;
+#if GPT2__CUDA
+    if (m->cuda) gpt2__cuda_free(m);
+#endif
+    gpt2__cpu_free(m);
+    GPT2_FREE(m->w.arena);
+    GPT2_FREE(m->w.layers);
+    GPT2_FREE(m);
+}
+
+/* The CPU backend's default slot count: up to 8 sequences, and the KV cache within 1 GB. */
+static int gpt2__cpu_default_batch(const gpt2_model *m) {
+    double per_slot = 2.0 * 4.0 * m->cfg.n_layer * (double)m->max_seq * m->cfg.n_embd;
+    int b = (int)((1024.0 * 1024.0 * 1024.0) / per_slot);
+    return b < 1 ? 1 : b > 8 ? 8 : b;
+}
+
+/* Builds a model from a config.json text and a checkpoint's files (gpt2_load opens them; gpt2_mpi_load
+   broadcasts one safetensors image). cfg_name only labels error messages. */
+static gpt2_status gpt2__load_ckpt(gpt2_model **out, const char *cfg_text, size_t cfg_len, const char *cfg_name,
+                                   gpt2__ckpt *ck, const gpt2_options *opt_in) {
+    gpt2_options opt = opt_in ? *opt_in : gpt2_default_options();
+    if (opt.backend != GPT2_BACKEND_AUTO && opt.backend != GPT2_BACKEND_CPU && opt.backend != GPT2_BACKEND_CUDA)
+        return gpt2__fail(GPT2_ERR_ARG, "options.backend = %d is not a gpt2_backend", (int)opt.backend);
+    if (opt.dtype < GPT2_DTYPE_AUTO || opt.dtype > GPT2_DTYPE_BF16)
+        return gpt2__fail(GPT2_ERR_ARG, "options.dtype = %d is not a gpt2_dtype", (int)opt.dtype);
+    if (opt.max_batch < 0 || opt.max_batch > 65536)
+        return gpt2__fail(GPT2_ERR_ARG, "options.max_batch = %d is out of range (0..65536)", opt.max_batch);
+    gpt2_model *m = (gpt2_model *)gpt2__zalloc(sizeof *m);
+    if (!m) return gpt2__fail(GPT2_ERR_OOM, "cannot allocate the model");
+    gpt2_status st = gpt2__parse_config(cfg_text, cfg_len, cfg_name, &m->cfg, &m->n_inner, &m->arch);
+    if (st) { gpt2_free(m); return st; }
+    if (opt.max_seq < 0 || opt.max_seq > m->cfg.n_ctx) {
+        int n_ctx = m->cfg.n_ctx;
+        gpt2_free(m);
+        return gpt2__fail(GPT2_ERR_ARG, "options.max_seq = %d is out of range (0..n_ctx = %d)", opt.max_seq, n_ctx);
+    }
+    m->max_seq = opt.max_seq ? opt.max_seq : m->cfg.n_ctx;
+    m->spec = GPT2_SPEC_TOKENS > 0 ? GPT2_SPEC_TOKENS : 0;
+    /* backend: AUTO takes the GPU when one is usable */
+    m->backend = opt.backend;
+    m->device = opt.device;
+    if (m->backend == GPT2_BACKEND_AUTO) {
+        m->backend = GPT2_BACKEND_CPU;
+#if GPT2__CUDA
+        char why[256];
+        if (gpt2__cuda_usable(opt.device, why, sizeof why)) m->backend = GPT2_BACKEND_CUDA;
+#endif
+    } else if (m->backend == GPT2_BACKEND_CUDA) {
+#if GPT2__CUDA
+        char why[256];
+        if (!gpt2__cuda_usable(opt.device, why, sizeof why)) { gpt2_free(m); return gpt2__fail(GPT2_ERR_DEVICE, "%s", why); }
+#else
+        gpt2_free(m);
+        return gpt2__fail(GPT2_ERR_DEVICE, "the CUDA backend was asked for, but this program was built without CUDA "
+                                           "(compile the implementation with nvcc, without GPT2_NO_CUDA)");
+#endif
+    }
+    m->dtype = opt.dtype != GPT2_DTYPE_AUTO ? opt.dtype : m->backend == GPT2_BACKEND_CUDA ? GPT2_DTYPE_F16 : GPT2_DTYPE_F32;
+    gpt2__slot *slots = NULL;
+    int n_slots = 0;
+    const int host = m->backend == GPT2_BACKEND_CPU;
+    st = gpt2__weights_layout(m, gpt2__ckpt_bytes(ck), ck->name, host, &slots, &n_slots);
+    if (st) { GPT2_FREE(slots); gpt2_free(m); return st; }
+    st = gpt2__ckpt_read(ck, slots, n_slots);
+    if (!st) st = gpt2__tied_head_check(slots, n_slots, ck->name);
+    if (st) { GPT2_FREE(slots); gpt2_free(m); return st; }
+    m->max_batch = opt.max_batch;
+    if (host) {
+        gpt2__ckpt_to_host(ck, slots, n_slots);
+        if (!m->max_batch) m->max_batch = gpt2__cpu_default_batch(m);
+        st = gpt2__cpu_init(m);
+    }
+#if GPT2__CUDA
+    else st = gpt2__cuda_init(m, slots); /* uploads the file's bytes; chooses max_batch when 0 */
+#endif
+    GPT2_FREE(slots);
+    if (st) { gpt2_free(m); return st; }
+    *out = m;
+    return GPT2_OK;
+}
+
+/* gpt2__load_ckpt for one safetensors image held in memory (st_name labels error messages): gpt2_mpi_load's ranks,
+   the tests and the fuzzers load through it (so a program without them does not call it). */
+#if defined(__GNUC__)
+__attribute__((unused))
+#endif
+static gpt2_status gpt2__load_memory(gpt2_model **out, const char *cfg_text, size_t cfg_len, const char *cfg_name,
+                                     const unsigned char *st_data, size_t st_len, const char *st_name,
+                                     const gpt2_options *opt) {
+    gpt2__ckpt ck;
+    gpt2_status st = gpt2__ckpt_memory(&ck, st_data, st_len, st_name, 'S');
+    if (!st) st = gpt2__load_ckpt(out, cfg_text, cfg_len, cfg_name, &ck, opt);
+    gpt2__ckpt_close(&ck);
+    return st;
+}
+
+
+/* The two files of a model: path is a directory holding config.json + model.safetensors, or the
+   .safetensors file itself with config.json beside it. The caller checks path fits (cap - 16). */
+static void gpt2__model_paths(const char *path, int is_dir, char *cfg_path, char *st_path, size_t cap) {
+    if (is_dir) {
+        snprintf(cfg_path, cap, "%s/config.json", path);
+        snprintf(st_path, cap, "%s/model.safetensors", path);
+        return;
+    }
+    const char *slash = strrchr(path, '/');
+#if defined(_WIN32)
+    const char *backslash = strrchr(path, '\\');
+    if (backslash && (!slash || backslash > slash)) slash = backslash;
+#endif
+    snprintf(st_path, cap, "%s", path);
+    if (slash) snprintf(cfg_path, cap, "%.*s/config.json", (int)(slash - path), path);
+    else snprintf(cfg_path, cap, "config.json");
+}
+
+GPT2_API gpt2_status gpt2_load(gpt2_model **model, const char *path, const gpt2_options *opt) {
+    if (!model) return gpt2__fail(GPT2_ERR_ARG, "gpt2_load: model is NULL");
+    *model = NULL;
+    if (!path || !*path) return gpt2__fail(GPT2_ERR_ARG, "gpt2_load: path is empty");
+    char cfg_path[4096], st_path[4096];
+    if (strlen(path) + 32 >= sizeof st_path) return gpt2__fail(GPT2_ERR_ARG, "gpt2_load: path is too long");
+    struct stat sb;
+    if (stat(path, &sb) != 0) return gpt2__fail(GPT2_ERR_IO, "%s: cannot open (%s)", path, strerror(errno));
+    gpt2__model_paths(path, S_ISDIR(sb.st_mode), cfg_path, st_path, sizeof st_path);
+    char *cfg_text;
+    size_t cfg_len;
+    gpt2_status st = gpt2__read_file(cfg_path, &cfg_text, &cfg_len);
+    if (st) return st;
+    gpt2__ckpt ck;
+    st = gpt2__ckpt_open(&ck, path);
+    if (st) { GPT2_FREE(cfg_text); return st; }
+    st = gpt2__load_ckpt(model, cfg_text, cfg_len, cfg_path, &ck, opt);
+    gpt2__ckpt_close(&ck);
+    GPT2_FREE(cfg_text);
+    return st;
+}
+
+GPT2_API gpt2_config gpt2_model_config(const gpt2_model *m) {
+    gpt2_config c;
+    memset(&c, 0, sizeof c);
+    return m ? m->cfg : c;
+}
+GPT2_API gpt2_backend gpt2_model_backend(const gpt2_model *m) { return m ? m->backend : GPT2_BACKEND_AUTO; }
+GPT2_API gpt2_dtype gpt2_model_dtype(const gpt2_model *m) { return m ? m->dtype : GPT2_DTYPE_AUTO; }
+GPT2_API int gpt2_model_max_batch(const gpt2_model *m) { return m ? m->max_batch : 0; }
+GPT2_API int gpt2_model_max_seq(const gpt2_model *m) { return m ? m->max_seq : 0; }
+
+static gpt2_status gpt2__check_tokens(const gpt2_model *m, const int *tok, size_t n, const char *what) {
+    for (size_t i = 0; i < n; i++)
+        if (tok[i] < 0 || tok[i] >= m->cfg.n_vocab)
+            return gpt2__fail(GPT2_ERR_ARG, "%s[%zu] = %d is not a token id (vocabulary 0..%d)", what, i, tok[i], m->cfg.n_vocab - 1);
+    return GPT2_OK;
+}
+
+GPT2_API gpt2_status gpt2_forward(gpt2_model *m, const int *tokens, int B, int T, float *logits) {
+    if (!m || !tokens || !logits) return gpt2__fail(GPT2_ERR_ARG, "gpt2_forward: model, tokens and logits must not be NULL");
+    if (B < 1 || T < 1) return gpt2__fail(GPT2_ERR_ARG, "gpt2_forward: B = %d and T = %d must be at least 1", B, T);
+    if (T > m->max_seq)
+        return gpt2__fail(GPT2_ERR_ARG, "gpt2_forward: T = %d tokens exceed max_seq = %d (n_ctx = %d)", T, m->max_seq, m->cfg.n_ctx);
+    gpt2_status st = gpt2__check_tokens(m, tokens, (size_t)B * T, "gpt2_forward: tokens");
+    if (st) return st;
+#if GPT2__CUDA
+    if (m->backend == GPT2_BACKEND_CUDA) return gpt2__cuda_forward(m, tokens, B, T, logits);
+#endif
+    /* at most max_batch sequences and about 16k rows per pass (bounds the activations and row indices) */
+    int per = 16384 / T > 1 ? 16384 / T : 1;
+    if (per > m->max_batch) per = m->max_batch;
+    gpt2__seq *seqs = (gpt2__seq *)gpt2__zalloc((size_t)per * sizeof *seqs);
+    if (!seqs) return gpt2__fail(GPT2_ERR_OOM, "gpt2_forward: out of memory");
+    for (int b0 = 0; b0 < B && !st; b0 += per) {
+        int nb = B - b0 < per ? B - b0 : per;
+        for (int i = 0; i < nb; i++) {
+            seqs[i].slot = i; seqs[i].pos = 0; seqs[i].n_tok = T;
+            seqs[i].tok = tokens + (size_t)(b0 + i) * T;
+        }
+        st = gpt2__cpu_run(m, seqs, nb, 1, logits + (size_t)b0 * T * m->cfg.n_vocab);
+    }
+    GPT2_FREE(seqs);
+    return st;
+}
+
+/* Is tok one of the request's stop tokens (stop_token, stop_ids)? */
+static int gpt2__stop_token(const gpt2_request *r, int tok) {
+    if (tok == r->stop_token) return 1;
+    for (int k = 0; k < r->n_stop_ids; k++) if (tok == r->stop_ids[k]) return 1;
+    return 0;
+}
+
+/* Stop strings: the last bytes of a request's decoded output (as many as a match could still need, plus the newest
+   token's), and the output offset of buf[0]. */
+typedef struct gpt2__tail { char *buf; int n, cap; long base; } gpt2__tail;
+
+/* Appends tok's bytes to the request's tail and looks for its stop strings in every place that ends within them
+   (earlier places were looked at before). The first such place sets r->text_len and *found. */
+static gpt2_status gpt2__stop_strings_feed(gpt2_request *r, int ri, int tok, gpt2__tail *t, int *found) {
+    int longest = 0;
+    for (int k = 0; k < r->n_stop_strings; k++) { int l = (int)strlen(r->stop_strings[k]); longest = l > longest ? l : longest; }
+    const int nb = gpt2_decode(r->tokenizer, &tok, 1, NULL, 0);
+    if (nb < 0) return gpt2__fail(GPT2_ERR_ARG, "request %d: token %d is not in the tokenizer given for its stop strings", ri, tok);
+    if (t->n + nb > t->cap) {
+        int cap = t->n + nb + 256;
+        char *b = (char *)GPT2_MALLOC((size_t)cap);
+        if (!b) return gpt2__fail(GPT2_ERR_OOM, "gpt2_generate: out of memory for stop strings");
+        if (t->n) memcpy(b, t->buf, (size_t)t->n);
+        GPT2_FREE(t->buf);
+        t->buf = b; t->cap = cap;
+    }
+    gpt2_decode(r->tokenizer, &tok, 1, t->buf + t->n, (size_t)nb);
+    const int old = t->n;
+    t->n += nb;
+    long at = -1;
+    for (int k = 0; k < r->n_stop_strings; k++) {
+        const char *str = r->stop_strings[k];
+        const int l = (int)strlen(str);
+        for (int p = old - l + 1 > 0 ? old - l + 1 : 0; p + l <= t->n; p++)
+            if (!memcmp(t->buf + p, str, (size_t)l)) { if (at < 0 || t->base + p < at) at = t->base + p; break; }
+    }
+    if (at >= 0) { r->text_len = (int)at; *found = 1; return GPT2_OK; }
+    const int keep = longest - 1 < t->n ? longest - 1 : t->n; /* a later match starts at most longest - 1 bytes back */
+    memmove(t->buf, t->buf + t->n - keep, (size_t)keep);
+    t->base += t->n - keep;
+    t->n = keep;
+    return GPT2_OK;
+}
+
+/* The controls of request i (gpt2_sampling's processors and warpers, stop ids and strings, logprobs): each value in
+   range, each list where its count says, and within what the CUDA backend's sampler holds. */
+static gpt2_status gpt2__check_controls(const gpt2_model *m, const gpt2_request *r, int i) {
+    const gpt2_sampling *s = &r->sampling;
+    const int V = m->cfg.n_vocab;
+    struct { const char *name; float v; int ok; } f[] = {
+        {"temperature", s->temperature, s->temperature == s->temperature},
+        {"top_p", s->top_p, s->top_p == s->top_p},
+        {"min_p", s->min_p, s->min_p >= 0.0f && s->min_p <= 1.0f},
+        {"typical_p", s->typical_p, s->typical_p >= 0.0f},
+        {"repetition_penalty", s->repetition_penalty, s->repetition_penalty >= 0.0f && s->repetition_penalty < INFINITY},
+        {"presence_penalty", s->presence_penalty, s->presence_penalty > -INFINITY && s->presence_penalty < INFINITY},
+        {"frequency_penalty", s->frequency_penalty, s->frequency_penalty > -INFINITY && s->frequency_penalty < INFINITY}};
+    for (size_t k = 0; k < sizeof f / sizeof f[0]; k++)
+        if (!f[k].ok) return gpt2__fail(GPT2_ERR_ARG, "request %d: sampling.%s = %g is out of range", i, f[k].name, (double)f[k].v);
+    if (s->no_repeat_ngram < 0) return gpt2__fail(GPT2_ERR_ARG, "request %d: sampling.no_repeat_ngram = %d is negative", i, s->no_repeat_ngram);
+    if (s->min_new_tokens < 0) return gpt2__fail(GPT2_ERR_ARG, "request %d: sampling.min_new_tokens = %d is negative", i, s->min_new_tokens);
+    if (s->n_bias < 0 || (s->n_bias > 0 && (!s->bias_ids || !s->bias)))
+        return gpt2__fail(GPT2_ERR_ARG, "request %d: sampling.n_bias = %d with bias_ids %s and bias %s", i, s->n_bias,
+                          s->bias_ids ? "set" : "NULL", s->bias ? "set" : "NULL");
+    for (int k = 0; k < s->n_bias; k++) {
+        if (s->bias_ids[k] < 0 || s->bias_ids[k] >= V)
+            return gpt2__fail(GPT2_ERR_ARG, "request %d: sampling.bias_ids[%d] = %d is not a token id (0..%d)", i, k, s->bias_ids[k], V - 1);
+        if (!(s->bias[k] < INFINITY)) /* NaN and +inf; -inf bans */
+            return gpt2__fail(GPT2_ERR_ARG, "request %d: sampling.bias[%d] = %g (a finite value, or -INFINITY to ban)", i, k, (double)s->bias[k]);
+    }
+    if (r->n_stop_ids < 0 || (r->n_stop_ids > 0 && !r->stop_ids))
+        return gpt2__fail(GPT2_ERR_ARG, "request %d: n_stop_ids = %d with stop_ids %s", i, r->n_stop_ids, r->stop_ids ? "set" : "NULL");
+    for (int k = 0; k < r->n_stop_ids; k++)
+        if (r->stop_ids[k] < 0 || r->stop_ids[k] >= V)
+            return gpt2__fail(GPT2_ERR_ARG, "request %d: stop_ids[%d] = %d is not a token id (0..%d)", i, k, r->stop_ids[k], V - 1);
+    if (r->top_logprobs < 0 || r->top_logprobs > 20)
+        return gpt2__fail(GPT2_ERR_ARG, "request %d: top_logprobs = %d is out of range (0..20)", i, r->top_logprobs);
+    if (r->top_logprobs > 0 && r->max_new_tokens > 0 && (!r->out_top_ids || !r->out_top_logprobs))
+        return gpt2__fail(GPT2_ERR_ARG, "request %d: top_logprobs = %d needs out_top_ids and out_top_logprobs", i, r->top_logprobs);
+    if (r->n_stop_strings < 0 || (r->n_stop_strings > 0 && (!r->stop_strings || !r->tokenizer)))
+        return gpt2__fail(GPT2_ERR_ARG, "request %d: n_stop_strings = %d needs stop_strings and the tokenizer", i, r->n_stop_strings);
+    for (int k = 0; k < r->n_stop_strings; k++)
+        if (!r->stop_strings[k] || !r->stop_strings[k][0] || strlen(r->stop_strings[k]) > 1024)
+            return gpt2__fail(GPT2_ERR_ARG, "request %d: stop_strings[%d] is %s (1..1024 bytes)", i, k,
+                              !r->stop_strings[k] ? "NULL" : !r->stop_strings[k][0] ? "empty" : "too long");
+    if (m->backend == GPT2_BACKEND_CUDA) {
+        if (s->typical_p > 0.0f && s->typical_p < 1.0f && V > (1 << 17))
+            return gpt2__fail(GPT2_ERR_DEVICE, "request %d: sampling.typical_p on the CUDA backend needs at most 131072 ids "
+                              "(the model has %d; the CPU backend runs it)", i, V);
+        if (gpt2__processed(r) && 2 * s->n_bias + r->n_stop_ids + 1 > GPT2_CTL_INTS)
+            return gpt2__fail(GPT2_ERR_ARG, "request %d: n_bias = %d and n_stop_ids = %d exceed the CUDA backend's lists "
+                              "(2 n_bias + n_stop_ids < GPT2_CTL_INTS = %d; define it larger)", i, s->n_bias, r->n_stop_ids, GPT2_CTL_INTS);
+        if (gpt2__processed(r) && m->max_seq > 2 * GPT2__PAGE)
+            return gpt2__fail(GPT2_ERR_ARG, "request %d: the CUDA backend's processors take histories of at most %d tokens "
+                              "(max_seq = %d)", i, 2 * GPT2__PAGE, m->max_seq);
+    }
+    return GPT2_OK;
+}
+
+/* ---- the incremental engine (gpt2_engine_*), and gpt2_generate as a loop over it */
+
+#if defined(_WIN32)
+typedef SRWLOCK gpt2__mutex;
+static void gpt2__mutex_init(gpt2__mutex *x) { InitializeSRWLock(x); }
+static void gpt2__mutex_lock(gpt2__mutex *x) { AcquireSRWLockExclusive(x); }
+static void gpt2__mutex_unlock(gpt2__mutex *x) { ReleaseSRWLockExclusive(x); }
+static void gpt2__mutex_free(gpt2__mutex *x) { (void)x; }
+#else
+#include <pthread.h>
+typedef pthread_mutex_t gpt2__mutex;
+static void gpt2__mutex_init(gpt2__mutex *x) { pthread_mutex_init(x, NULL); }
+static void gpt2__mutex_lock(gpt2__mutex *x) { pthread_mutex_lock(x); }
+static void gpt2__mutex_unlock(gpt2__mutex *x) { pthread_mutex_unlock(x); }
+static void gpt2__mutex_free(gpt2__mutex *x) { pthread_mutex_destroy(x); }
+#endif
+
+/* A submitted request: the caller's struct (its buffers are written until it ends), its id, a cancel flag. */
+typedef struct gpt2__entry { gpt2_request *r; long long id; int cancelled; } gpt2__entry;
+
+/* A request in flight: which KV slot it holds (e: NULL when the slot is free), how much of it has been fed, and its
+   speculation: kk, the most draft tokens it feeds next (+2 after a draft that stood whole, -1 after one that did
+   not); miss, its drafts in a row of which no token stood; cool, steps left before it drafts again (2^miss - 1, at
+   most 31); nk and kept, this step's draft tokens and how many stood. */
+typedef struct gpt2__active { gpt2__entry *e; int fed, kk, miss, cool, nk, kept; } gpt2__active;
+
+struct gpt2_engine {
+    gpt2_model *m;
+    gpt2_engine_callbacks cb;
+    gpt2__mutex lock;            /* guards the queue, next_id and the entries' cancel flags */
+    gpt2__entry **queue;         /* waiting requests [q_head, q_tail), in order of submission */
+    int q_head, q_tail, q_cap;
+    long long next_id;
+    int in_flight;               /* requests in slots (read by gpt2_engine_counts under the lock) */
+    /* the stepping thread's state */
+    int S, budget, K, cap, lookahead;
+    gpt2__active *slot;
+    gpt2__seq *seqs, *ahead;     /* this step's rows, and a lookahead step's */
+    int *next, *last, *draft;    /* sampled tokens of a step's rows; each slot's last token; each slot's drafts */
+    gpt2__tail *tails;           /* each slot's stop-string tail */
+    int active, ns, flying, hold, drafted, na, admit;
+    gpt2_status failed;          /* a step's failure: the engine runs no more steps */
+};
+
+/* Speculation by prompt lookup: up to k tokens that followed the latest earlier occurrence of the last g tokens of
+   request r's context (its prompt, then what it has generated), g = 3, else 2; into d, their count returned (0: none) */
+static int gpt2__draft(const gpt2_request *r, int k, int *d) {
+    const int L = r->prompt_len + r->n_out;
+#define GPT2__CTX(i) ((i) < r->prompt_len ? r->prompt[i] : r->out[(i) - r->prompt_len])
+    for (int g = 3; g >= 2; g--)
+        for (int j = L - g - 1; j >= 0; j--) {
+            int e = 0;
+            while (e < g && GPT2__CTX(j + e) == GPT2__CTX(L - g + e)) e++;
+            if (e < g) continue;
+            int n = L - (j + g);
+            if (n > k) n = k;
+            for (int i = 0; i < n; i++) d[i] = GPT2__CTX(j + g + i);
+            return n;
+        }
+#undef GPT2__CTX
+    return 0;
+}
+
+/* Checks request r (i names it in messages) and resets its outputs. */
+static gpt2_status gpt2__check_request(const gpt2_model *m, gpt2_request *r, long long i) {
+    char what[64];
+    if (!r) return gpt2__fail(GPT2_ERR_ARG, "request %lld is NULL", i);
+    if (!r->prompt || r->prompt_len < 1)
+        return gpt2__fail(GPT2_ERR_ARG, "request %lld: the prompt is empty (at least one token, e.g. 50256, is needed)", i);
+    if (r->max_new_tokens < 0) return gpt2__fail(GPT2_ERR_ARG, "request %lld: max_new_tokens = %d is negative", i, r->max_new_tokens);
+    if (r->max_new_tokens > 0 && !r->out) return gpt2__fail(GPT2_ERR_ARG, "request %lld: out is NULL", i);
+    if ((long)r->prompt_len + r->max_new_tokens > m->max_seq)
+        return gpt2__fail(GPT2_ERR_ARG, "request %lld: prompt_len %d + max_new_tokens %d exceeds max_seq = %d",
+                          i, r->prompt_len, r->max_new_tokens, m->max_seq);
+    snprintf(what, sizeof what, "request %lld: prompt", i);
+    gpt2_status st = gpt2__check_tokens(m, r->prompt, (size_t)r->prompt_len, what);
+    if (!st) st = gpt2__check_controls(m, r, (int)i);
+    if (st) return st;
+    r->n_out = 0;
+    r->finish_reason = GPT2_FINISH_NONE;
+    r->text_len = -1;
+    return GPT2_OK;
+}
+
+GPT2_API gpt2_status gpt2_engine_create(gpt2_engine **out, gpt2_model *m, const gpt2_engine_callbacks *cb) {
+    if (!out) return gpt2__fail(GPT2_ERR_ARG, "gpt2_engine_create: engine is NULL");
+    *out = NULL;
+    if (!m) return gpt2__fail(GPT2_ERR_ARG, "gpt2_engine_create: model is NULL");
+    gpt2_engine *e = (gpt2_engine *)gpt2__zalloc(sizeof *e);
+    if (!e) return gpt2__fail(GPT2_ERR_OOM, "gpt2_engine_create: out of memory");
+    e->m = m;
+    if (cb) e->cb = *cb;
+    gpt2__mutex_init(&e->lock);
+    e->S = m->max_batch;
+    e->budget = m->prefill_tokens > 0 ? m->prefill_tokens : 2048;
+    e->K = m->spec > 0 ? m->spec : 0;
+    e->cap = e->S + (e->K ? GPT2__SPEC_ROWS : 0); /* a step's entries at most */
+    e->slot = (gpt2__active *)gpt2__zalloc((size_t)e->S * sizeof *e->slot);
+    e->seqs = (gpt2__seq *)gpt2__zalloc((size_t)e->cap * sizeof *e->seqs);
+    e->ahead = (gpt2__seq *)gpt2__zalloc((size_t)e->cap * sizeof *e->ahead);
+    e->next = (int *)gpt2__alloc((size_t)e->cap * sizeof(int));
+    e->last = (int *)gpt2__alloc((size_t)e->S * sizeof(int));
+    e->draft = e->K ? (int *)gpt2__alloc((size_t)e->S * e->K * sizeof(int)) : NULL;
+    e->tails = (gpt2__tail *)gpt2__zalloc((size_t)e->S * sizeof *e->tails);
+    e->q_cap = 64;
+    e->queue = (gpt2__entry **)gpt2__alloc((size_t)e->q_cap * sizeof *e->queue);
+    if (!e->slot || !e->seqs || !e->ahead || !e->next || !e->last || (e->K && !e->draft) || !e->tails || !e->queue) {
+        gpt2_engine_free(e);
+        return gpt2__fail(GPT2_ERR_OOM, "gpt2_engine_create: out of memory");
+    }
+#if GPT2__CUDA
+    e->lookahead = m->backend == GPT2_BACKEND_CUDA && gpt2__cuda_lookahead(m);
+#endif
+    *out = e;
+    return GPT2_OK;
+}
+
+GPT2_API void gpt2_engine_free(gpt2_engine *e) {
+    if (!e) return;
+#if GPT2__CUDA
+    if (e->m->backend == GPT2_BACKEND_CUDA) gpt2__cuda_drain(e->m);
+#endif
+    for (int s = 0; s < e->S && e->slot; s++) GPT2_FREE(e->slot[s].e);
+    for (int i = e->q_head; i < e->q_tail; i++) GPT2_FREE(e->queue[i]);
+    for (int s = 0; s < e->S && e->tails; s++) GPT2_FREE(e->tails[s].buf);
+    gpt2__mutex_free(&e->lock);
+    GPT2_FREE(e->slot); GPT2_FREE(e->seqs); GPT2_FREE(e->ahead); GPT2_FREE(e->next); GPT2_FREE(e->last);
+    GPT2_FREE(e->draft); GPT2_FREE(e->tails); GPT2_FREE(e->queue);
+    GPT2_FREE(e);
+}
+
+GPT2_API long long gpt2_engine_submit(gpt2_engine *e, gpt2_request *r) {
+    if (!e) { gpt2__fail(GPT2_ERR_ARG, "gpt2_engine_submit: engine is NULL"); return -1; }
+    gpt2__mutex_lock(&e->lock);
+    const long long id = e->next_id;
+    gpt2_status st = gpt2__check_request(e->m, r, id);
+    gpt2__entry *x = st ? NULL : (gpt2__entry *)gpt2__zalloc(sizeof *x);
+    if (!st && !x) st = gpt2__fail(GPT2_ERR_OOM, "gpt2_engine_submit: out of memory");
+    if (!st && e->q_tail == e->q_cap) { /* room at the end: move the waiting entries down, else grow */
+        if (e->q_head > 0) {
+            memmove(e->queue, e->queue + e->q_head, (size_t)(e->q_tail - e->q_head) * sizeof *e->queue);
+            e->q_tail -= e->q_head;
+            e->q_head = 0;
+        } else {
+            gpt2__entry **q = (gpt2__entry **)GPT2_MALLOC((size_t)e->q_cap * 2 * sizeof *q);
+            if (!q) st = gpt2__fail(GPT2_ERR_OOM, "gpt2_engine_submit: out of memory");
+            else {
+                memcpy(q, e->queue, (size_t)e->q_tail * sizeof *q);
+                GPT2_FREE(e->queue);
+                e->queue = q;
+                e->q_cap *= 2;
+            }
+        }
+    }
+    if (!st) {
+        x->r = r; x->id = id;
+        e->queue[e->q_tail++] = x;
+        e->next_id++;
+    } else GPT2_FREE(x);
+    gpt2__mutex_unlock(&e->lock);
+    return st ? -1 : id;
+}
+
+GPT2_API int gpt2_engine_cancel(gpt2_engine *e, long long id) {
+    int found = 0;
+    if (!e) return 0;
+    gpt2__mutex_lock(&e->lock);
+    for (int i = e->q_head; i < e->q_tail && !found; i++)
+        if (e->queue[i]->id == id) found = e->queue[i]->cancelled = 1;
+    for (int s = 0; s < e->S && !found; s++)
+        if (e->slot[s].e && e->slot[s].e->id == id) found = e->slot[s].e->cancelled = 1;
+    gpt2__mutex_unlock(&e->lock);
+    return found;
+}
+
+GPT2_API void gpt2_engine_counts(gpt2_engine *e, int *queued, int *in_flight) {
+    int q = 0, f = 0;
+    if (e) {
+        gpt2__mutex_lock(&e->lock);
+        q = e->q_tail - e->q_head;
+        f = e->in_flight;
+        gpt2__mutex_unlock(&e->lock);
+    }
+    if (queued) *queued = q;
+    if (in_flight) *in_flight = f;
+}
+
+/* Ends the request in slot s (or, slot -1, the waiting entry x) with reason: on_end, then the entry is freed. */
+static void gpt2__engine_end(gpt2_engine *e, int s, gpt2__entry *x, int reason) {
+    x->r->finish_reason = reason;
+    if (s >= 0) {
+        gpt2__mutex_lock(&e->lock);
+        e->slot[s].e = NULL;
+        e->in_flight--;
+        gpt2__mutex_unlock(&e->lock);
+        e->active--;
+    }
+    if (e->cb.on_end) e->cb.on_end(e->cb.user, x->id, x->r);
+    GPT2_FREE(x);
+}
+
+/* One step of continuous batching over max_batch KV slots: requests wait in order of submission; each step feeds
+   every active slot either its next prompt chunk or its last sampled token; a finished request frees its slot at
+   once for the next waiting one. Prompt tokens per step are capped so decode steps stay short.
+   Requests admitted into an idle engine (none decoding) hold their decode rows until every admitted
+   prompt is fed: no one waits on those steps, and the decode steps that follow carry every row (pure decode steps
+   replay a CUDA graph and run in parts; a step that also feeds prompts does neither).
+   Speculation (m->spec > 0, at most GPT2__SPEC_ROWS / 2 requests decoding and no prompt being fed): a request whose
+   context repeats its last tokens (gpt2__draft) also feeds the tokens that followed there, each a decode row of its
+   own at the next position, sampled as the draw it would be. Row j's token stands only if every row before it stood
+   and the token it fed is the one sampled before it: then its logits are those a step of its own would have computed
+   (a row computes the same in any batch), so the output is the same, token for token, as without speculation.
+   A request's tokens depend only on its own prompt, parameters and seed: never on what else is in flight, or when
+   it arrived. */
+GPT2_API gpt2_status gpt2_engine_step(gpt2_engine *e, int *busy) {
+    if (busy) *busy = 0;
+    if (!e) return gpt2__fail(GPT2_ERR_ARG, "gpt2_engine_step: engine is NULL");
+    if (e->failed) return gpt2__fail(e->failed, "gpt2_engine_step: an earlier step failed; free the engine");
+    gpt2_model *m = e->m;
+    const int S = e->S, K = e->K, budget = e->budget;
+    gpt2__active *slot = e->slot;
+    int *next = e->next, *last = e->last, *draft = e->draft;
+    gpt2_status st = GPT2_OK;
+    /* cancelled requests end first (a cancelled one in a lookahead step leaves a dead row, as a stopped one does) */
+    for (int s = 0; s < S; s++) {
+        gpt2__mutex_lock(&e->lock);
+        gpt2__entry *x = slot[s].e && slot[s].e->cancelled ? slot[s].e : NULL;
+        gpt2__mutex_unlock(&e->lock);
+        if (x) gpt2__engine_end(e, s, x, GPT2_FINISH_CANCELLED);
+    }
+    /* admit waiting requests into free slots (requests with nothing to generate, or cancelled, finish at once).
+       Slots are refilled in groups of at least S/16 (or whatever is left to wait): a step that feeds
+       prompts cannot replay the decode graph, so refilling one slot per step would make most steps
+       slow ones, while a few idle slots for a few steps cost little. */
+    for (;;) {
+        gpt2__mutex_lock(&e->lock);
+        gpt2__entry *x = e->q_head < e->q_tail && (e->queue[e->q_head]->r->max_new_tokens == 0 || e->queue[e->q_head]->cancelled)
+                       ? e->queue[e->q_head++] : NULL;
+        gpt2__mutex_unlock(&e->lock);
+        if (!x) break;
+        gpt2__engine_end(e, -1, x, x->cancelled ? GPT2_FINISH_CANCELLED : GPT2_FINISH_LENGTH);
+    }
+    gpt2__mutex_lock(&e->lock);
+    const int waiting = e->q_tail - e->q_head;
+    gpt2__mutex_unlock(&e->lock);
+    int group = S / 16 > 1 ? S / 16 : 1;
+    if (waiting < group) group = waiting;
+    e->admit = waiting > 0 && (S - e->active >= group || !e->active);
+    if (!e->flying) {
+        if (e->admit && !e->active) e->hold = !m->no_hold; /* an idle engine: prompts first (the rows' outputs do not change) */
+        for (int s = 0; s < S && e->admit; s++) {
+            if (slot[s].e) continue;
+            gpt2__mutex_lock(&e->lock);
+            gpt2__entry *x = e->q_head < e->q_tail ? e->queue[e->q_head] : NULL;
+            if (x && (x->r->max_new_tokens == 0 || x->cancelled)) x = NULL; /* left for the next step's sweep */
+            if (x) { e->q_head++; slot[s].e = x; e->in_flight++; }
+            gpt2__mutex_unlock(&e->lock);
+            if (!x) break;
+            slot[s].fed = 0; slot[s].miss = slot[s].cool = slot[s].nk = 0;
+            e->tails[s].n = 0; e->tails[s].base = 0;
+            slot[s].kk = K < 4 ? K : 4;
+            e->active++;
+        }
+        if (!e->active) {
+#if GPT2__CUDA
+            if (m->backend == GPT2_BACKEND_CUDA) gpt2__cuda_drain(m);
+#endif
+            gpt2__mutex_lock(&e->lock);
+            if (busy) *busy = e->q_head < e->q_tail;
+            gpt2__mutex_unlock(&e->lock);
+            return GPT2_OK;
+        }
+        gpt2__seq *seqs = e->seqs;
+        int ns = 0, prompt_tokens = 0;
+        if (e->hold) {
+            e->hold = 0;
+            for (int s = 0; s < S && !e->hold; s++) e->hold = slot[s].e && slot[s].fed < slot[s].e->r->prompt_len;
+        }
+        /* speculation: only in a step of few decode rows and no prompt rows; room: the draft rows it may add */
+        int room = K && !e->hold ? GPT2__SPEC_ROWS : 0;
+        for (int s = 0; s < S && room > 0; s++)
+            if (slot[s].e) room = slot[s].fed < slot[s].e->r->prompt_len ? 0 : room - 1;
+        if (room < GPT2__SPEC_ROWS / 2) room = 0;
+        e->drafted = 0;
+        for (int s = 0; s < S; s++) {
+            if (!slot[s].e) continue;
+            gpt2_request *r = slot[s].e->r;
+            if (e->hold && slot[s].fed >= r->prompt_len) continue; /* its decode waits for the others' prompts */
+            gpt2__seq *q = &seqs[ns];
+            q->slot = s;
+            q->sampling = r->sampling;
+            q->draw = (uint64_t)r->n_out;
+            q->req = r; q->extra = NULL; q->n_extra = 0;
+            if (slot[s].fed < r->prompt_len) {
+                int chunk = r->prompt_len - slot[s].fed;
+                if (prompt_tokens > 0 && prompt_tokens + chunk > budget) continue; /* next step */
+                if (chunk > budget) chunk = budget;
+                q->pos = slot[s].fed; q->n_tok = chunk; q->tok = r->prompt + slot[s].fed;
+                q->sample = slot[s].fed + chunk == r->prompt_len;
+                q->prompt = 1;
+                prompt_tokens += chunk;
+            } else {
+                q->pos = slot[s].fed; q->n_tok = 1; q->tok = &last[s]; q->sample = 1; q->prompt = 0;
+                int k = slot[s].kk < room ? slot[s].kk : room, nk = 0;
+                if (k > r->max_new_tokens - r->n_out - 1) k = r->max_new_tokens - r->n_out - 1;
+                if (slot[s].cool > 0) slot[s].cool--;
+                else if (k > 0 && r->sampling.no_repeat_ngram <= 0) nk = gpt2__draft(r, k, draft + (size_t)s * K);
+                /* (no drafts under no_repeat_ngram: prompt lookup proposes exactly the n-grams it bans) */
+                slot[s].nk = nk;
+                slot[s].kept = 0;
+                for (int j = 1; j <= nk; j++) {
+                    gpt2__seq *d = &seqs[ns + j];
+                    *d = *q;
+                    d->pos = q->pos + j; d->tok = draft + (size_t)s * K + j - 1; d->draw = q->draw + (uint64_t)j; d->spec = j;
+                    d->extra = draft + (size_t)s * K; d->n_extra = j;
+                }
+                room -= nk;
+                e->drafted += nk;
+                m->spec_rows += nk;
+                ns += nk;
+            }
+            q->spec = 0;
+            ns++;
+        }
+        e->ns = ns;
+#if GPT2__CUDA
+        if (m->backend == GPT2_BACKEND_CUDA) st = gpt2__cuda_launch(m, seqs, ns, 0);
+        else
+#endif
+        st = gpt2__cpu_step(m, seqs, ns, next);
+        if (st) return e->failed = st;
+        e->flying = 1;
+    }
+    gpt2__seq *seqs = e->seqs;
+    const int ns = e->ns;
+    /* Lookahead (CUDA): while the device runs a decode step after which no request is due to end and no waiting
+       request would be admitted, the next decode step goes out at once, its tokens read on the device from this
+       step's picks; the host takes in this step's tokens meanwhile. A request that this step ends anyway (a stop,
+       the callback, a cancel) leaves a dead row in the next: that row's token is dropped, and its slot's cache past
+       the request's end is never read. Each row computes what it would in a step of its own. */
+    int na = 0;
+    if (e->lookahead && !e->admit && !e->drafted) {
+        na = ns;
+        for (int i = 0; i < ns && na; i++) {
+            const gpt2__seq *q = &seqs[i];
+            const gpt2_request *r = slot[q->slot].e ? slot[q->slot].e->r : NULL;
+            if (!r || q->prompt || q->n_tok != 1 || !q->sample || r->n_out + 2 > r->max_new_tokens) na = 0;
+            /* no lookahead where the next step would draft (as far as the tokens known so far tell) */
+            int d1;
+            if (na && K && ns <= GPT2__SPEC_ROWS / 2 && !slot[q->slot].cool && gpt2__draft(r, 1, &d1)) na = 0;
+        }
+        for (int i = 0; i < na; i++) {
+            e->ahead[i] = seqs[i];
+            e->ahead[i].pos++;
+            e->ahead[i].draw++;
+            e->ahead[i].tok = NULL;
+        }
+#if GPT2__CUDA
+        if (na && (st = gpt2__cuda_launch(m, e->ahead, na, 1))) return e->failed = st;
+#endif
+    }
+#if GPT2__CUDA
+    if (m->backend == GPT2_BACKEND_CUDA && (st = gpt2__cuda_collect(m, next))) return e->failed = st;
+#endif
+    for (int i = 0; i < ns && !st; i++) {
+        int s = seqs[i].slot;
+        if (!slot[s].e) continue; /* a dead row of a lookahead step, or a draft after its request ended */
+        if (seqs[i].spec) {
+            /* a draft token's row stands if every row before it stood and it fed the token sampled before it */
+            if (seqs[i].pos != slot[s].fed || *seqs[i].tok != last[s]) continue;
+            slot[s].kept++;
+            m->spec_kept++;
+        }
+        slot[s].fed += seqs[i].n_tok;
+        if (!seqs[i].sample) continue;
+        gpt2__entry *x = slot[s].e;
+        gpt2_request *r = x->r;
+        int tok = next[i];
+        r->out[r->n_out++] = tok;
+        last[s] = tok;
+        int stop = e->cb.on_token && e->cb.on_token(e->cb.user, x->id, tok), reason = gpt2__stop_token(r, tok) ? GPT2_FINISH_STOP : 0;
+        if (!reason && r->n_stop_strings > 0) {
+            int found = 0;
+            if ((st = gpt2__stop_strings_feed(r, (int)x->id, tok, &e->tails[s], &found))) break;
+            if (found) reason = GPT2_FINISH_STOP;
+        }
+        if (!reason) reason = stop ? GPT2_FINISH_CALLBACK : r->n_out >= r->max_new_tokens ? GPT2_FINISH_LENGTH : 0;
+        if (reason) gpt2__engine_end(e, s, x, reason);
+    }
+    if (st) return e->failed = st;
+    /* each request that drafted: its next draft's length, and its pause after drafts of which nothing stood */
+    for (int i = 0; e->drafted && i < ns; i++) {
+        gpt2__active *a = &slot[seqs[i].slot];
+        if (seqs[i].spec != 1 || !a->e) continue;
+        a->kk = a->kept == a->nk ? (a->kk + 2 < K ? a->kk + 2 : K) : a->kk > 1 ? a->kk - 1 : 1;
+        a->miss = a->kept ? 0 : a->miss + 1;
+        a->cool = a->kept ? 0 : (1 << (a->miss < 5 ? a->miss : 5)) - 1;
+    }
+    if (na) { gpt2__seq *t = e->seqs; e->seqs = e->ahead; e->ahead = t; e->ns = na; }
+    else e->flying = 0;
+    if (busy) {
+        gpt2__mutex_lock(&e->lock);
+        *busy = e->flying || e->active > 0 || e->q_head < e->q_tail;
+        gpt2__mutex_unlock(&e->lock);
+    }
+    return GPT2_OK;
+}
+
+/* gpt2_generate: an engine over the requests, stepped until every one has ended */
+typedef struct gpt2__generate_ctx { gpt2_token_fn on_token; void *user; } gpt2__generate_ctx;
+static int gpt2__generate_token(void *user, long long id, int token) {
+    const gpt2__generate_ctx *c = (const gpt2__generate_ctx *)user;
+    return c->on_token && c->on_token(c->user, (int)id, token);
+}
+
+GPT2_API gpt2_status gpt2_generate(gpt2_model *m, gpt2_request *reqs, int n, gpt2_token_fn on_token, void *user) {
+    if (!m) return gpt2__fail(GPT2_ERR_ARG, "gpt2_generate: model is NULL");
+    if (n < 0 || (n > 0 && !reqs)) return gpt2__fail(GPT2_ERR_ARG, "gpt2_generate: %d requests at %p", n, (void *)reqs);
+    for (int i = 0; i < n; i++) { /* every request checked before any runs */
+        gpt2_status st = gpt2__check_request(m, &reqs[i], i);
+        if (st) return st;
+    }
+    gpt2__generate_ctx c = {on_token, user};
+    gpt2_engine_callbacks cb = {gpt2__generate_token, NULL, &c};
+    gpt2_engine *e;
+    gpt2_status st = gpt2_engine_create(&e, m, &cb);
+    for (int i = 0; i < n && !st; i++)
+        if (gpt2_engine_submit(e, &reqs[i]) < 0) st = GPT2_ERR_OOM; /* checked above: only memory can fail */
+    int busy = 1;
+    while (!st && busy) st = gpt2_engine_step(e, &busy);
+    gpt2_engine_free(e);
+    return st;
+}
+
+/* ---- scoring (gpt2_score) */
+
+
+/* Row r of logits [n][V]: lp[r] = logits[r][targets[r]] - log(sum over v of exp(logits[r][v])), the sum in double from
+   the row's largest logit, and rank[r] = the entries v with logits[r][v] > logits[r][targets[r]]. Each row alone, in
+   vocabulary order, so a row's results have the same bits whatever rows are reduced beside it. The reference for the
+   CUDA backend's reduction. */
+static void gpt2__score_rows(const float *logits, int n, int V, const int *targets, double *lp, int *rank) {
+    GPT2__OMP(omp parallel for schedule(static) if ((double)n * V > 1e5))
+    for (int r = 0; r < n; r++) {
+        const float *l = logits + (size_t)r * V, lt = l[targets[r]];
+        float mx = -INFINITY;
+        for (int v = 0; v < V; v++)
+            if (l[v] > mx) mx = l[v];
+        double sum = 0.0;
+        int above = 0;
+        for (int v = 0; v < V; v++) {
+            sum += exp((double)l[v] - mx);
+            above += l[v] > lt;
+        }
+        lp[r] = (double)lt - (mx + log(sum));
+        rank[r] = above;
+    }
+}
+
+/* A backend's part of gpt2_score: feed seqs as a step feeds prompts (each sequence's tokens at positions pos.. of its
+   KV slot, K and V stored, the positions continuing what the slot holds), then, when targets is set, reduce the
+   logits of every fed row r (rows in the order of the concatenation) to lp[r] and rank[r] as gpt2__score_rows does.
+   targets NULL: the rows only condition later ones and nothing comes back. At most GPT2__SCORE_ROWS sequences; at
+   most GPT2__SCORE_ROWS rows with targets, GPT2__SCORE_FEED without. */
+typedef gpt2_status (*gpt2__score_fn)(gpt2_model *m, const gpt2__seq *seqs, int n, const int *targets, double *lp,
+                                      int *rank, float *logits);
+
+/* The CPU backend: gpt2__cpu_run over the rows (logits: GPT2__SCORE_ROWS x n_vocab floats of scratch), then the
+   reduction on the host. Context rows run without all_rows: their last layer is skipped but for one row a sequence. */
+static gpt2_status gpt2__cpu_score(gpt2_model *m, const gpt2__seq *seqs, int n, const int *targets, double *lp, int *rank,
+                                   float *logits) {
+    gpt2_status st = gpt2__cpu_run(m, seqs, n, targets != NULL, logits);
+    if (st || !targets) return st;
+    int rows = 0;
+    for (int s = 0; s < n; s++) rows += seqs[s].n_tok;
+    gpt2__score_rows(logits, rows, m->cfg.n_vocab, targets, lp, rank);
+    return GPT2_OK;
+}
+
+static gpt2_status gpt2__score_check(const gpt2_model *m, const gpt2_score_request *reqs, int n) {
+    if (!m) return gpt2__fail(GPT2_ERR_ARG, "gpt2_score: model is NULL");
+    if (n < 0 || (n > 0 && !reqs)) return gpt2__fail(GPT2_ERR_ARG, "gpt2_score: %d requests at %p", n, (const void *)reqs);
+    const int L = m->max_seq;
+    if (L < 2 && n > 0)
+        return gpt2__fail(GPT2_ERR_ARG, "gpt2_score: max_seq = %d: a window must hold a token and the one it predicts", L);
+    for (int i = 0; i < n; i++) {
+        const gpt2_score_request *r = &reqs[i];
+        char what[64];
+        if (r->n_tokens < 1)
+            return gpt2__fail(GPT2_ERR_ARG, "gpt2_score: reqs[%d].n_tokens = %d: a text needs at least one token (prepend "
+                              "<|endoftext|> to score from the start of an empty text)", i, r->n_tokens);
+        if (!r->tokens) return gpt2__fail(GPT2_ERR_ARG, "gpt2_score: reqs[%d].tokens is NULL (n_tokens = %d)", i, r->n_tokens);
+        if (r->n_context < 1 || r->n_context > r->n_tokens)
+            return gpt2__fail(GPT2_ERR_ARG, "gpt2_score: reqs[%d].n_context = %d is out of range (1..n_tokens = %d: the first "
+                              "token has no prediction)", i, r->n_context, r->n_tokens);
+        if (r->stride < 0 || r->stride > L)
+            return gpt2__fail(GPT2_ERR_ARG, "gpt2_score: reqs[%d].stride = %d is out of range (1..max_seq = %d; 0: %d)", i,
+                              r->stride, L, L / 2);
+        snprintf(what, sizeof what, "gpt2_score: reqs[%d].tokens", i);
+        gpt2_status st = gpt2__check_tokens(m, r->tokens, (size_t)r->n_tokens, what);
+        if (st) return st;
+    }
+    return GPT2_OK;
+}
+
+/* Windows go through the KV slots as prompts do: every step, free slots take the next windows; a step feeds either
+   context rows (while any window has some left: up to GPT2__SCORE_FEED of them) or scored rows (up to
+   GPT2__SCORE_ROWS), the oldest windows first, a window's rows split across steps where the budget ends (its
+   positions continue in its slot). So a request's tokens are reduced in order, and its sum_logprob adds them in
+   order, whatever else the call holds. Memory, whatever the number and length of the texts (CPU backend): the
+   logits of GPT2__SCORE_ROWS rows (x n_vocab x 4 bytes: 51.5 MB at GPT-2's 50257) plus gpt2__cpu_run's activations
+   for GPT2__SCORE_FEED rows (x (6 n_embd + n_inner) x 4 bytes: 31.5 MB at 124M, 65.5 MB at 1558M) plus 16 bytes a row
+   and the KV cache the model already holds. */
+GPT2_API gpt2_status gpt2_score(gpt2_model *m, gpt2_score_request *reqs, int n) {
+    gpt2_status st = gpt2__score_check(m, reqs, n);
+    if (st) return st;
+    for (int i = 0; i < n; i++) { reqs[i].sum_logprob = 0.0; reqs[i].n_scored = 0; }
+    gpt2__score_fn feed = gpt2__cpu_score;
+#if GPT2__CUDA
+    if (m->backend == GPT2_BACKEND_CUDA) return gpt2__cuda_score(m, reqs, n);
+#endif
+    const int L = m->max_seq, V = m->cfg.n_vocab, R = GPT2__SCORE_ROWS;
+    const int S = m->max_batch < R ? m->max_batch : R;
+    gpt2__score_win *win = (gpt2__score_win *)gpt2__alloc((size_t)S * sizeof *win);
+    gpt2__seq *seqs = (gpt2__seq *)gpt2__zalloc((size_t)S * sizeof *seqs);
+    int *age = (int *)gpt2__alloc((size_t)S * sizeof(int)), *in_seq = (int *)gpt2__alloc((size_t)S * sizeof(int));
+    int *targets = (int *)gpt2__alloc((size_t)R * sizeof(int)), *rank = (int *)gpt2__alloc((size_t)R * sizeof(int));
+    double *lp = (double *)gpt2__alloc((size_t)R * sizeof(double));
+    float *logits = (float *)gpt2__alloc((size_t)R * V * sizeof(float));
+    if (!win || !seqs || !age || !in_seq || !targets || !rank || !lp || !logits)
+        st = gpt2__fail(GPT2_ERR_OOM, "gpt2_score: cannot allocate %zu MB of logits for %d rows", (size_t)R * V * 4 >> 20, R);
+    gpt2__score_cursor cur = {0, 0};
+    int n_act = 0, more = 1; /* age[0..n_act): the active windows' slots, oldest first */
+    for (int s = 0; s < S && !st; s++) win[s].slot = -1;
+    while (!st) {
+        for (int s = 0; s < S && more; s++) {
+            if (win[s].slot >= 0) continue;
+            more = gpt2__score_next(reqs, n, L, &cur, &win[s]);
+            if (more) { win[s].slot = s; age[n_act++] = s; }
+        }
+        if (!n_act) break;
+        int ctx = 0, ns = 0, rows = 0;
+        for (int a = 0; a < n_act && !ctx; a++) ctx = win[age[a]].fed < win[age[a]].first;
+        const int budget = ctx ? GPT2__SCORE_FEED : R;
+        for (int a = 0; a < n_act && rows < budget; a++) {
+            gpt2__score_win *w = &win[age[a]];
+            const int end = ctx ? w->first : w->n_in, take = end - w->fed < budget - rows ? end - w->fed : budget - rows;
+            if (take <= 0) continue;
+            const int *tok = reqs[w->req].tokens + w->s;
+            gpt2__seq *q = &seqs[ns];
+            q->slot = w->slot; q->pos = w->fed; q->n_tok = take; q->tok = tok + w->fed; q->prompt = 1;
+            for (int p = 0; p < take && !ctx; p++) targets[rows + p] = tok[w->fed + p + 1];
+            in_seq[ns++] = age[a];
+            rows += take;
+        }
+        st = feed(m, seqs, ns, ctx ? NULL : targets, lp, rank, logits);
+        if (st) break;
+        for (int i = 0, row = 0; i < ns; i++) {
+            gpt2__score_win *w = &win[in_seq[i]];
+            gpt2_score_request *r = &reqs[w->req];
+            for (int p = 0; p < seqs[i].n_tok && !ctx; p++, row++) {
+                const int o = w->s + w->fed + p + 1 - r->n_context; /* the scored token's index in the outputs */
+                if (r->logprobs) r->logprobs[o] = (float)lp[row];
+                if (r->ranks) r->ranks[o] = rank[row];
+                r->sum_logprob += lp[row];
+                r->n_scored++;
+            }
+            w->fed += seqs[i].n_tok;
+        }
+        int kept = 0; /* finished windows free their slots */
+        for (int a = 0; a < n_act; a++) {
+            gpt2__score_win *w = &win[age[a]];
+            if (w->fed == w->n_in) w->slot = -1;
+            else age[kept++] = age[a];
+        }
+        n_act = kept;
+    }
+    GPT2_FREE(win); GPT2_FREE(seqs); GPT2_FREE(age); GPT2_FREE(in_seq);
+    GPT2_FREE(targets); GPT2_FREE(rank); GPT2_FREE(lp); GPT2_FREE(logits);
+    return st;
+}
+
+/* == [GPT2:CUDA] == CUDA backend: overview, error checks ======================================================== */
 
 #if GPT2__CUDA
 
@@ -4651,7 +5540,7 @@ static constexpr int gpt2__min_arch_of(int i, int n) {
 #define GPT2__MIN_ARCH 70
 #endif
 
-/* == [GPT2:CUDA_PRIM] == GPU primitives: element types, PDL, cp.async, TMA, mma / ldmatrix / wgmma wrappers ====== */
+/* == [GPT2:CUDA_PRIM] == GPU primitives: element types, PDL, cp.async, TMA, mma / ldmatrix / wgmma wrappers ===== */
 
 /* a linear layer's epilogue: none, + bias, + bias then the model's activation (the MLP's first product) */
 enum { GPT2__EPI_NONE = 0, GPT2__EPI_BIAS = 1, GPT2__EPI_BIAS_ACT = 2 };
@@ -4920,7 +5809,7 @@ static __device__ __forceinline__ void gpt2__wg_4(float (&d)[32], const uint32_t
 #define GPT2__WG 0
 #endif
 
-/* == [GPT2:CUDA_STATE] == CUDA backend state, the step blob, and the launch helper =============================== */
+/* == [GPT2:CUDA_STATE] == CUDA backend state, the step blob, a run's lane and paths, the launch helper ========== */
 
 /* A tile of up to 64 consecutive fed rows of one sequence (positions pos0..pos0+n-1 of slot `slot`). */
 typedef struct gpt2__tile { int row0, n, slot, pos0, first; } gpt2__tile; /* first: position of the run's first row */
@@ -5187,7 +6076,7 @@ static gpt2_status gpt2__launch(void (*kernel)(P...), dim3 grid, dim3 block, siz
     return GPT2_OK;
 }
 
-/* == [GPT2:OP_LN] == embedding and residual add + layer norm (kernel, launcher) ================================== */
+/* == [GPT2:OP_LN] == embedding and residual add + layer norm (kernel, launcher) ================================= */
 
 /* What joins row r of the residual stream: rows r < P take add[r] (T, the layer's bias included), then add2[r]
    when set; with part set, rows r >= P take the fp32 pieces of a K-split product, ((part[0][r-P] + part[1][r-P]) +
@@ -5352,7 +6241,7 @@ static gpt2_status gpt2__residual_ln(cudaStream_t st, int n, float *x, gpt2__res
     return gpt2__launch(k, dim3((unsigned)n), dim3(256), 0, st, pdl, x, ad, rows, tok, pos, wte, wpe, g, b, out, C, eps);
 }
 
-/* == [GPT2:OP_ACT] == the MLP's activation after a product =================================================== */
+/* == [GPT2:OP_ACT] == the MLP's activation after a product ====================================================== */
 
 /* The activation act (GPT2__ACT_*, as gpt2__cpu_activation) of a value already rounded to T, in fp32, every operation
    rounded as written (no fused multiply-add), so each kernel that calls it gives the same bits: the decode rows'
@@ -5398,7 +6287,7 @@ static gpt2_status gpt2__act_run(cudaStream_t st, int pdl, int sms, T *x, size_t
     return gpt2__launch(gpt2__act_kernel<T>, dim3((unsigned)(want < most ? want : most)), dim3(256), 0, st, pdl, x, elems, act);
 }
 
-/* == [GPT2:OP_GEMM] == products on cuBLASLt (pinned algorithm classes) =========================================== */
+/* == [GPT2:OP_GEMM] == products on cuBLASLt (pinned algorithm classes) ========================================== */
 
 /* A layout as `count` matrices `stride` elements apart (count 1: left as is). */
 static cublasStatus_t gpt2__lt_batch(cublasLtMatrixLayout_t l, int count, int64_t stride) {
@@ -5541,7 +6430,7 @@ static gpt2_status gpt2__gemm_run(gpt2__cuda_state *S, const gpt2__lane *L, cuda
     return GPT2_OK;
 }
 
-/* == [GPT2:OP_FEW_ROW] == few-row products (decode rows <= 16), with the layer norm folded in (ln_fold) ========== */
+/* == [GPT2:OP_FEW_ROW] == few-row products (decode rows <= 16), with the layer norm folded in (ln_fold) ========= */
 
 /* The residual add + layer norm that gpt2__few_row_kernel applies to its own input when LNE > 0 (few decode rows, no
    prompt rows: gpt2__cuda_run_t), instead of a gpt2__residual_ln_kernel launch before it: X row r is that kernel's
@@ -6248,7 +7137,7 @@ static gpt2_status gpt2__few_row_check(gpt2_model *m, gpt2__cuda_state *S) {
     return st;
 }
 
-/* == [GPT2:OP_ATTN_DECODE] == decode attention: K/V store, row kernels (CUDA cores, mma.sync, streamed), launchers === */
+/* == [GPT2:OP_ATTN_DECODE] == decode attention: K/V store, row kernels (CUDA cores, mma, streamed) ============== */
 
 /* K and V of every fed row into this layer's cache (only where the tiled prefill kernel does not serve: F32, GPUs
    before sm_80; gpt2__attention). qkv: [N][3C] (q | k | v); kc, vc: [max_batch][H][max_seq][hd].
@@ -7080,7 +7969,7 @@ static gpt2_status gpt2__kv_store(cudaStream_t st, int sms, const T *qkv, T *kc,
     return GPT2_OK;
 }
 
-/* == [GPT2:OP_ATTN_PREFILL] == prompt attention: tiled flash kernels (tensor cores / F32), tile plan, launchers === */
+/* == [GPT2:OP_ATTN_PREFILL] == prompt attention: tiled flash kernels (tensor cores / F32), tile plan, launchers = */
 
 /* Shared memory of gpt2__attn_prefill_kernel (bytes): the Q tile, and K and V tiles twice (double buffered) */
 template <typename T, int HD>
@@ -7628,7 +8517,7 @@ static int gpt2__cuda_head_ok(int hd, size_t esize) {
     return hd % VE == 0 ? hd / VE <= 4 * 32 : hd <= 8 * 32;
 }
 
-/* == [GPT2:OP_SAMPLE] == sampling on the GPU (kernel, launcher) ================================================== */
+/* == [GPT2:OP_SAMPLE] == sampling on the GPU (kernel, launcher) ================================================= */
 
 /* The sampler's id for one row: into next (the device's, which a fed step reads) and straight into the host's
    staging blob (pk.out): a copy after the step would hold the next step back. */
@@ -8253,7 +9142,7 @@ static gpt2__paths gpt2__paths_of(const gpt2__cuda_state *S, const gpt2_model *m
     return p;
 }
 
-/* == [GPT2:FORWARD] == one forward pass over a step's rows ======================================================= */
+/* == [GPT2:FORWARD] == one forward pass over a step's rows ====================================================== */
 
 /* The compacted last layer (gpt2__cuda_run_t with d->n_gat): compact row j takes fed row gat[j] of the fp32 residual
    x [N][C] and of the attention output att [N][C], into xs [n][C] and as [n][C]. Grid: n blocks of 256 threads. A copy,
@@ -8357,7 +9246,7 @@ static gpt2_status gpt2__cuda_run(gpt2_model *m, const gpt2__lane *L, const gpt2
     return gpt2__cuda_run_t<float>(m, S, *L, d, N, P, n_out, all_rows, head);
 }
 
-/* == [GPT2:PARTS] == the two-part throughput mode (streams, green contexts) ====================================== */
+/* == [GPT2:PARTS] == the two-part throughput mode (streams, green contexts) ===================================== */
 
 /* Waits for every stream the engine launches into. */
 static void gpt2__cuda_sync(gpt2__cuda_state *S) {
@@ -8516,7 +9405,7 @@ static gpt2_status gpt2__cuda_parts(gpt2_model *m, const gpt2__cuda_meta *d, int
     return GPT2_OK;
 }
 
-/* == [GPT2:STEP] == the step, its CUDA graphs, and the engine's entry points ===================================== */
+/* == [GPT2:STEP] == the step, its CUDA graphs, and the engine's entry points ==================================== */
 
 /* One step's device work, in stream order: forward, then sampling into d->next. d: the step's inputs on the device
    (d_meta, already copied over; n_att and n_tiles as planned on the host). */
@@ -8929,6 +9818,9 @@ static gpt2_status gpt2__cuda_collect(gpt2_model *m, int *next) {
     return GPT2_OK;
 }
 
+/* Whether gpt2_generate may launch a step before reading the one before (tests turn it off) */
+static int gpt2__cuda_lookahead(const gpt2_model *m) { return ((const gpt2__cuda_state *)m->cuda)->lookahead; }
+
 /* One step, start to end: its sampled ids in next. */
 static gpt2_status gpt2__cuda_step(gpt2_model *m, const gpt2__seq *seqs, int n, int *next) {
     if (n < 1) return GPT2_OK;
@@ -8936,7 +9828,7 @@ static gpt2_status gpt2__cuda_step(gpt2_model *m, const gpt2__seq *seqs, int n, 
     return st ? st : gpt2__cuda_collect(m, next);
 }
 
-/* == [GPT2:CUDA_INIT] == CUDA init and free: usable GPU, weight upload, state ==================================== */
+/* == [GPT2:CUDA_INIT] == CUDA init and free: usable GPU, weight upload, state =================================== */
 
 /* Probe for gpt2__cuda_usable: launchable only when this build holds code for the GPU. */
 __global__ void gpt2__probe_kernel(int *x) { if (x) *x = 0; }
@@ -9348,888 +10240,10 @@ static gpt2_status gpt2__cuda_init(gpt2_model *m, const gpt2__slot *slots) {
 
 #endif /* GPT2__CUDA */
 
-/* == [GPT2:ENGINE] == engine: model lifetime, forward, generate (after the backends: it calls into both) ========= */
-
-GPT2_API gpt2_options gpt2_default_options(void) {
-    gpt2_options o;
-    memset(&o, 0, sizeof o);
-    o.backend = GPT2_BACKEND_AUTO;
-    o.device = -1;
-    o.dtype = GPT2_DTYPE_AUTO;
-    return o;
-}
-
-GPT2_API void gpt2_free(gpt2_model *m) {
-    if (!m) return;
-#if GPT2__CUDA
-    if (m->cuda) gpt2__cuda_free(m);
-#endif
-    gpt2__cpu_free(m);
-    GPT2_FREE(m->w.arena);
-    GPT2_FREE(m->w.layers);
-    GPT2_FREE(m);
-}
-
-/* The CPU backend's default slot count: up to 8 sequences, and the KV cache within 1 GB. */
-static int gpt2__cpu_default_batch(const gpt2_model *m) {
-    double per_slot = 2.0 * 4.0 * m->cfg.n_layer * (double)m->max_seq * m->cfg.n_embd;
-    int b = (int)((1024.0 * 1024.0 * 1024.0) / per_slot);
-    return b < 1 ? 1 : b > 8 ? 8 : b;
-}
-
-/* Builds a model from a config.json text and a checkpoint's files (gpt2_load opens them; gpt2_mpi_load
-   broadcasts one safetensors image). cfg_name only labels error messages. */
-static gpt2_status gpt2__load_ckpt(gpt2_model **out, const char *cfg_text, size_t cfg_len, const char *cfg_name,
-                                   gpt2__ckpt *ck, const gpt2_options *opt_in) {
-    gpt2_options opt = opt_in ? *opt_in : gpt2_default_options();
-    if (opt.backend != GPT2_BACKEND_AUTO && opt.backend != GPT2_BACKEND_CPU && opt.backend != GPT2_BACKEND_CUDA)
-        return gpt2__fail(GPT2_ERR_ARG, "options.backend = %d is not a gpt2_backend", (int)opt.backend);
-    if (opt.dtype < GPT2_DTYPE_AUTO || opt.dtype > GPT2_DTYPE_BF16)
-        return gpt2__fail(GPT2_ERR_ARG, "options.dtype = %d is not a gpt2_dtype", (int)opt.dtype);
-    if (opt.max_batch < 0 || opt.max_batch > 65536)
-        return gpt2__fail(GPT2_ERR_ARG, "options.max_batch = %d is out of range (0..65536)", opt.max_batch);
-    gpt2_model *m = (gpt2_model *)gpt2__zalloc(sizeof *m);
-    if (!m) return gpt2__fail(GPT2_ERR_OOM, "cannot allocate the model");
-    gpt2_status st = gpt2__parse_config(cfg_text, cfg_len, cfg_name, &m->cfg, &m->n_inner, &m->arch);
-    if (st) { gpt2_free(m); return st; }
-    if (opt.max_seq < 0 || opt.max_seq > m->cfg.n_ctx) {
-        int n_ctx = m->cfg.n_ctx;
-        gpt2_free(m);
-        return gpt2__fail(GPT2_ERR_ARG, "options.max_seq = %d is out of range (0..n_ctx = %d)", opt.max_seq, n_ctx);
-    }
-    m->max_seq = opt.max_seq ? opt.max_seq : m->cfg.n_ctx;
-    m->spec = GPT2_SPEC_TOKENS > 0 ? GPT2_SPEC_TOKENS : 0;
-    /* backend: AUTO takes the GPU when one is usable */
-    m->backend = opt.backend;
-    m->device = opt.device;
-    if (m->backend == GPT2_BACKEND_AUTO) {
-        m->backend = GPT2_BACKEND_CPU;
-#if GPT2__CUDA
-        char why[256];
-        if (gpt2__cuda_usable(opt.device, why, sizeof why)) m->backend = GPT2_BACKEND_CUDA;
-#endif
-    } else if (m->backend == GPT2_BACKEND_CUDA) {
-#if GPT2__CUDA
-        char why[256];
-        if (!gpt2__cuda_usable(opt.device, why, sizeof why)) { gpt2_free(m); return gpt2__fail(GPT2_ERR_DEVICE, "%s", why); }
-#else
-        gpt2_free(m);
-        return gpt2__fail(GPT2_ERR_DEVICE, "the CUDA backend was asked for, but this program was built without CUDA "
-                                           "(compile the implementation with nvcc, without GPT2_NO_CUDA)");
-#endif
-    }
-    m->dtype = opt.dtype != GPT2_DTYPE_AUTO ? opt.dtype : m->backend == GPT2_BACKEND_CUDA ? GPT2_DTYPE_F16 : GPT2_DTYPE_F32;
-    gpt2__slot *slots = NULL;
-    int n_slots = 0;
-    const int host = m->backend == GPT2_BACKEND_CPU;
-    st = gpt2__weights_layout(m, gpt2__ckpt_bytes(ck), ck->name, host, &slots, &n_slots);
-    if (st) { GPT2_FREE(slots); gpt2_free(m); return st; }
-    st = gpt2__ckpt_read(ck, slots, n_slots);
-    if (!st) st = gpt2__tied_head_check(slots, n_slots, ck->name);
-    if (st) { GPT2_FREE(slots); gpt2_free(m); return st; }
-    m->max_batch = opt.max_batch;
-    if (host) {
-        gpt2__ckpt_to_host(ck, slots, n_slots);
-        if (!m->max_batch) m->max_batch = gpt2__cpu_default_batch(m);
-        st = gpt2__cpu_init(m);
-    }
-#if GPT2__CUDA
-    else st = gpt2__cuda_init(m, slots); /* uploads the file's bytes; chooses max_batch when 0 */
-#endif
-    GPT2_FREE(slots);
-    if (st) { gpt2_free(m); return st; }
-    *out = m;
-    return GPT2_OK;
-}
-
-/* gpt2__load_ckpt for one safetensors image held in memory (st_name labels error messages): gpt2_mpi_load's ranks,
-   the tests and the fuzzers load through it (so a program without them does not call it). */
-#if defined(__GNUC__)
-__attribute__((unused))
-#endif
-static gpt2_status gpt2__load_memory(gpt2_model **out, const char *cfg_text, size_t cfg_len, const char *cfg_name,
-                                     const unsigned char *st_data, size_t st_len, const char *st_name,
-                                     const gpt2_options *opt) {
-    gpt2__ckpt ck;
-    gpt2_status st = gpt2__ckpt_memory(&ck, st_data, st_len, st_name, 'S');
-    if (!st) st = gpt2__load_ckpt(out, cfg_text, cfg_len, cfg_name, &ck, opt);
-    gpt2__ckpt_close(&ck);
-    return st;
-}
-
-
-/* The two files of a model: path is a directory holding config.json + model.safetensors, or the
-   .safetensors file itself with config.json beside it. The caller checks path fits (cap - 16). */
-static void gpt2__model_paths(const char *path, int is_dir, char *cfg_path, char *st_path, size_t cap) {
-    if (is_dir) {
-        snprintf(cfg_path, cap, "%s/config.json", path);
-        snprintf(st_path, cap, "%s/model.safetensors", path);
-        return;
-    }
-    const char *slash = strrchr(path, '/');
-#if defined(_WIN32)
-    const char *backslash = strrchr(path, '\\');
-    if (backslash && (!slash || backslash > slash)) slash = backslash;
-#endif
-    snprintf(st_path, cap, "%s", path);
-    if (slash) snprintf(cfg_path, cap, "%.*s/config.json", (int)(slash - path), path);
-    else snprintf(cfg_path, cap, "config.json");
-}
-
-GPT2_API gpt2_status gpt2_load(gpt2_model **model, const char *path, const gpt2_options *opt) {
-    if (!model) return gpt2__fail(GPT2_ERR_ARG, "gpt2_load: model is NULL");
-    *model = NULL;
-    if (!path || !*path) return gpt2__fail(GPT2_ERR_ARG, "gpt2_load: path is empty");
-    char cfg_path[4096], st_path[4096];
-    if (strlen(path) + 32 >= sizeof st_path) return gpt2__fail(GPT2_ERR_ARG, "gpt2_load: path is too long");
-    struct stat sb;
-    if (stat(path, &sb) != 0) return gpt2__fail(GPT2_ERR_IO, "%s: cannot open (%s)", path, strerror(errno));
-    gpt2__model_paths(path, S_ISDIR(sb.st_mode), cfg_path, st_path, sizeof st_path);
-    char *cfg_text;
-    size_t cfg_len;
-    gpt2_status st = gpt2__read_file(cfg_path, &cfg_text, &cfg_len);
-    if (st) return st;
-    gpt2__ckpt ck;
-    st = gpt2__ckpt_open(&ck, path);
-    if (st) { GPT2_FREE(cfg_text); return st; }
-    st = gpt2__load_ckpt(model, cfg_text, cfg_len, cfg_path, &ck, opt);
-    gpt2__ckpt_close(&ck);
-    GPT2_FREE(cfg_text);
-    return st;
-}
-
-GPT2_API gpt2_config gpt2_model_config(const gpt2_model *m) {
-    gpt2_config c;
-    memset(&c, 0, sizeof c);
-    return m ? m->cfg : c;
-}
-GPT2_API gpt2_backend gpt2_model_backend(const gpt2_model *m) { return m ? m->backend : GPT2_BACKEND_AUTO; }
-GPT2_API gpt2_dtype gpt2_model_dtype(const gpt2_model *m) { return m ? m->dtype : GPT2_DTYPE_AUTO; }
-GPT2_API int gpt2_model_max_batch(const gpt2_model *m) { return m ? m->max_batch : 0; }
-GPT2_API int gpt2_model_max_seq(const gpt2_model *m) { return m ? m->max_seq : 0; }
-
-static gpt2_status gpt2__check_tokens(const gpt2_model *m, const int *tok, size_t n, const char *what) {
-    for (size_t i = 0; i < n; i++)
-        if (tok[i] < 0 || tok[i] >= m->cfg.n_vocab)
-            return gpt2__fail(GPT2_ERR_ARG, "%s[%zu] = %d is not a token id (vocabulary 0..%d)", what, i, tok[i], m->cfg.n_vocab - 1);
-    return GPT2_OK;
-}
-
-GPT2_API gpt2_status gpt2_forward(gpt2_model *m, const int *tokens, int B, int T, float *logits) {
-    if (!m || !tokens || !logits) return gpt2__fail(GPT2_ERR_ARG, "gpt2_forward: model, tokens and logits must not be NULL");
-    if (B < 1 || T < 1) return gpt2__fail(GPT2_ERR_ARG, "gpt2_forward: B = %d and T = %d must be at least 1", B, T);
-    if (T > m->max_seq)
-        return gpt2__fail(GPT2_ERR_ARG, "gpt2_forward: T = %d tokens exceed max_seq = %d (n_ctx = %d)", T, m->max_seq, m->cfg.n_ctx);
-    gpt2_status st = gpt2__check_tokens(m, tokens, (size_t)B * T, "gpt2_forward: tokens");
-    if (st) return st;
-#if GPT2__CUDA
-    if (m->backend == GPT2_BACKEND_CUDA) return gpt2__cuda_forward(m, tokens, B, T, logits);
-#endif
-    /* at most max_batch sequences and about 16k rows per pass (bounds the activations and row indices) */
-    int per = 16384 / T > 1 ? 16384 / T : 1;
-    if (per > m->max_batch) per = m->max_batch;
-    gpt2__seq *seqs = (gpt2__seq *)gpt2__zalloc((size_t)per * sizeof *seqs);
-    if (!seqs) return gpt2__fail(GPT2_ERR_OOM, "gpt2_forward: out of memory");
-    for (int b0 = 0; b0 < B && !st; b0 += per) {
-        int nb = B - b0 < per ? B - b0 : per;
-        for (int i = 0; i < nb; i++) {
-            seqs[i].slot = i; seqs[i].pos = 0; seqs[i].n_tok = T;
-            seqs[i].tok = tokens + (size_t)(b0 + i) * T;
-        }
-        st = gpt2__cpu_run(m, seqs, nb, 1, logits + (size_t)b0 * T * m->cfg.n_vocab);
-    }
-    GPT2_FREE(seqs);
-    return st;
-}
-
-/* Is tok one of the request's stop tokens (stop_token, stop_ids)? */
-static int gpt2__stop_token(const gpt2_request *r, int tok) {
-    if (tok == r->stop_token) return 1;
-    for (int k = 0; k < r->n_stop_ids; k++) if (tok == r->stop_ids[k]) return 1;
-    return 0;
-}
-
-/* Stop strings: the last bytes of a request's decoded output (as many as a match could still need, plus the newest
-   token's), and the output offset of buf[0]. */
-typedef struct gpt2__tail { char *buf; int n, cap; long base; } gpt2__tail;
-
-/* Appends tok's bytes to the request's tail and looks for its stop strings in every place that ends within them
-   (earlier places were looked at before). The first such place sets r->text_len and *found. */
-static gpt2_status gpt2__stop_strings_feed(gpt2_request *r, int ri, int tok, gpt2__tail *t, int *found) {
-    int longest = 0;
-    for (int k = 0; k < r->n_stop_strings; k++) { int l = (int)strlen(r->stop_strings[k]); longest = l > longest ? l : longest; }
-    const int nb = gpt2_decode(r->tokenizer, &tok, 1, NULL, 0);
-    if (nb < 0) return gpt2__fail(GPT2_ERR_ARG, "request %d: token %d is not in the tokenizer given for its stop strings", ri, tok);
-    if (t->n + nb > t->cap) {
-        int cap = t->n + nb + 256;
-        char *b = (char *)GPT2_MALLOC((size_t)cap);
-        if (!b) return gpt2__fail(GPT2_ERR_OOM, "gpt2_generate: out of memory for stop strings");
-        if (t->n) memcpy(b, t->buf, (size_t)t->n);
-        GPT2_FREE(t->buf);
-        t->buf = b; t->cap = cap;
-    }
-    gpt2_decode(r->tokenizer, &tok, 1, t->buf + t->n, (size_t)nb);
-    const int old = t->n;
-    t->n += nb;
-    long at = -1;
-    for (int k = 0; k < r->n_stop_strings; k++) {
-        const char *str = r->stop_strings[k];
-        const int l = (int)strlen(str);
-        for (int p = old - l + 1 > 0 ? old - l + 1 : 0; p + l <= t->n; p++)
-            if (!memcmp(t->buf + p, str, (size_t)l)) { if (at < 0 || t->base + p < at) at = t->base + p; break; }
-    }
-    if (at >= 0) { r->text_len = (int)at; *found = 1; return GPT2_OK; }
-    const int keep = longest - 1 < t->n ? longest - 1 : t->n; /* a later match starts at most longest - 1 bytes back */
-    memmove(t->buf, t->buf + t->n - keep, (size_t)keep);
-    t->base += t->n - keep;
-    t->n = keep;
-    return GPT2_OK;
-}
-
-/* The controls of request i (gpt2_sampling's processors and warpers, stop ids and strings, logprobs): each value in
-   range, each list where its count says, and within what the CUDA backend's sampler holds. */
-static gpt2_status gpt2__check_controls(const gpt2_model *m, const gpt2_request *r, int i) {
-    const gpt2_sampling *s = &r->sampling;
-    const int V = m->cfg.n_vocab;
-    struct { const char *name; float v; int ok; } f[] = {
-        {"temperature", s->temperature, s->temperature == s->temperature},
-        {"top_p", s->top_p, s->top_p == s->top_p},
-        {"min_p", s->min_p, s->min_p >= 0.0f && s->min_p <= 1.0f},
-        {"typical_p", s->typical_p, s->typical_p >= 0.0f},
-        {"repetition_penalty", s->repetition_penalty, s->repetition_penalty >= 0.0f && s->repetition_penalty < INFINITY},
-        {"presence_penalty", s->presence_penalty, s->presence_penalty > -INFINITY && s->presence_penalty < INFINITY},
-        {"frequency_penalty", s->frequency_penalty, s->frequency_penalty > -INFINITY && s->frequency_penalty < INFINITY}};
-    for (size_t k = 0; k < sizeof f / sizeof f[0]; k++)
-        if (!f[k].ok) return gpt2__fail(GPT2_ERR_ARG, "request %d: sampling.%s = %g is out of range", i, f[k].name, (double)f[k].v);
-    if (s->no_repeat_ngram < 0) return gpt2__fail(GPT2_ERR_ARG, "request %d: sampling.no_repeat_ngram = %d is negative", i, s->no_repeat_ngram);
-    if (s->min_new_tokens < 0) return gpt2__fail(GPT2_ERR_ARG, "request %d: sampling.min_new_tokens = %d is negative", i, s->min_new_tokens);
-    if (s->n_bias < 0 || (s->n_bias > 0 && (!s->bias_ids || !s->bias)))
-        return gpt2__fail(GPT2_ERR_ARG, "request %d: sampling.n_bias = %d with bias_ids %s and bias %s", i, s->n_bias,
-                          s->bias_ids ? "set" : "NULL", s->bias ? "set" : "NULL");
-    for (int k = 0; k < s->n_bias; k++) {
-        if (s->bias_ids[k] < 0 || s->bias_ids[k] >= V)
-            return gpt2__fail(GPT2_ERR_ARG, "request %d: sampling.bias_ids[%d] = %d is not a token id (0..%d)", i, k, s->bias_ids[k], V - 1);
-        if (!(s->bias[k] < INFINITY)) /* NaN and +inf; -inf bans */
-            return gpt2__fail(GPT2_ERR_ARG, "request %d: sampling.bias[%d] = %g (a finite value, or -INFINITY to ban)", i, k, (double)s->bias[k]);
-    }
-    if (r->n_stop_ids < 0 || (r->n_stop_ids > 0 && !r->stop_ids))
-        return gpt2__fail(GPT2_ERR_ARG, "request %d: n_stop_ids = %d with stop_ids %s", i, r->n_stop_ids, r->stop_ids ? "set" : "NULL");
-    for (int k = 0; k < r->n_stop_ids; k++)
-        if (r->stop_ids[k] < 0 || r->stop_ids[k] >= V)
-            return gpt2__fail(GPT2_ERR_ARG, "request %d: stop_ids[%d] = %d is not a token id (0..%d)", i, k, r->stop_ids[k], V - 1);
-    if (r->top_logprobs < 0 || r->top_logprobs > 20)
-        return gpt2__fail(GPT2_ERR_ARG, "request %d: top_logprobs = %d is out of range (0..20)", i, r->top_logprobs);
-    if (r->top_logprobs > 0 && r->max_new_tokens > 0 && (!r->out_top_ids || !r->out_top_logprobs))
-        return gpt2__fail(GPT2_ERR_ARG, "request %d: top_logprobs = %d needs out_top_ids and out_top_logprobs", i, r->top_logprobs);
-    if (r->n_stop_strings < 0 || (r->n_stop_strings > 0 && (!r->stop_strings || !r->tokenizer)))
-        return gpt2__fail(GPT2_ERR_ARG, "request %d: n_stop_strings = %d needs stop_strings and the tokenizer", i, r->n_stop_strings);
-    for (int k = 0; k < r->n_stop_strings; k++)
-        if (!r->stop_strings[k] || !r->stop_strings[k][0] || strlen(r->stop_strings[k]) > 1024)
-            return gpt2__fail(GPT2_ERR_ARG, "request %d: stop_strings[%d] is %s (1..1024 bytes)", i, k,
-                              !r->stop_strings[k] ? "NULL" : !r->stop_strings[k][0] ? "empty" : "too long");
-    if (m->backend == GPT2_BACKEND_CUDA) {
-        if (s->typical_p > 0.0f && s->typical_p < 1.0f && V > (1 << 17))
-            return gpt2__fail(GPT2_ERR_DEVICE, "request %d: sampling.typical_p on the CUDA backend needs at most 131072 ids "
-                              "(the model has %d; the CPU backend runs it)", i, V);
-        if (gpt2__processed(r) && 2 * s->n_bias + r->n_stop_ids + 1 > GPT2_CTL_INTS)
-            return gpt2__fail(GPT2_ERR_ARG, "request %d: n_bias = %d and n_stop_ids = %d exceed the CUDA backend's lists "
-                              "(2 n_bias + n_stop_ids < GPT2_CTL_INTS = %d; define it larger)", i, s->n_bias, r->n_stop_ids, GPT2_CTL_INTS);
-        if (gpt2__processed(r) && m->max_seq > 2 * GPT2__PAGE)
-            return gpt2__fail(GPT2_ERR_ARG, "request %d: the CUDA backend's processors take histories of at most %d tokens "
-                              "(max_seq = %d)", i, 2 * GPT2__PAGE, m->max_seq);
-    }
-    return GPT2_OK;
-}
-
-/* ---- the incremental engine (gpt2_engine_*), and gpt2_generate as a loop over it */
-
-#if defined(_WIN32)
-typedef SRWLOCK gpt2__mutex;
-static void gpt2__mutex_init(gpt2__mutex *x) { InitializeSRWLock(x); }
-static void gpt2__mutex_lock(gpt2__mutex *x) { AcquireSRWLockExclusive(x); }
-static void gpt2__mutex_unlock(gpt2__mutex *x) { ReleaseSRWLockExclusive(x); }
-static void gpt2__mutex_free(gpt2__mutex *x) { (void)x; }
-#else
-#include <pthread.h>
-typedef pthread_mutex_t gpt2__mutex;
-static void gpt2__mutex_init(gpt2__mutex *x) { pthread_mutex_init(x, NULL); }
-static void gpt2__mutex_lock(gpt2__mutex *x) { pthread_mutex_lock(x); }
-static void gpt2__mutex_unlock(gpt2__mutex *x) { pthread_mutex_unlock(x); }
-static void gpt2__mutex_free(gpt2__mutex *x) { pthread_mutex_destroy(x); }
-#endif
-
-/* A submitted request: the caller's struct (its buffers are written until it ends), its id, a cancel flag. */
-typedef struct gpt2__entry { gpt2_request *r; long long id; int cancelled; } gpt2__entry;
-
-/* A request in flight: which KV slot it holds (e: NULL when the slot is free), how much of it has been fed, and its
-   speculation: kk, the most draft tokens it feeds next (+2 after a draft that stood whole, -1 after one that did
-   not); miss, its drafts in a row of which no token stood; cool, steps left before it drafts again (2^miss - 1, at
-   most 31); nk and kept, this step's draft tokens and how many stood. */
-typedef struct gpt2__active { gpt2__entry *e; int fed, kk, miss, cool, nk, kept; } gpt2__active;
-
-struct gpt2_engine {
-    gpt2_model *m;
-    gpt2_engine_callbacks cb;
-    gpt2__mutex lock;            /* guards the queue, next_id and the entries' cancel flags */
-    gpt2__entry **queue;         /* waiting requests [q_head, q_tail), in order of submission */
-    int q_head, q_tail, q_cap;
-    long long next_id;
-    int in_flight;               /* requests in slots (read by gpt2_engine_counts under the lock) */
-    /* the stepping thread's state */
-    int S, budget, K, cap, lookahead;
-    gpt2__active *slot;
-    gpt2__seq *seqs, *ahead;     /* this step's rows, and a lookahead step's */
-    int *next, *last, *draft;    /* sampled tokens of a step's rows; each slot's last token; each slot's drafts */
-    gpt2__tail *tails;           /* each slot's stop-string tail */
-    int active, ns, flying, hold, drafted, na, admit;
-    gpt2_status failed;          /* a step's failure: the engine runs no more steps */
-};
-
-/* Speculation by prompt lookup: up to k tokens that followed the latest earlier occurrence of the last g tokens of
-   request r's context (its prompt, then what it has generated), g = 3, else 2; into d, their count returned (0: none) */
-static int gpt2__draft(const gpt2_request *r, int k, int *d) {
-    const int L = r->prompt_len + r->n_out;
-#define GPT2__CTX(i) ((i) < r->prompt_len ? r->prompt[i] : r->out[(i) - r->prompt_len])
-    for (int g = 3; g >= 2; g--)
-        for (int j = L - g - 1; j >= 0; j--) {
-            int e = 0;
-            while (e < g && GPT2__CTX(j + e) == GPT2__CTX(L - g + e)) e++;
-            if (e < g) continue;
-            int n = L - (j + g);
-            if (n > k) n = k;
-            for (int i = 0; i < n; i++) d[i] = GPT2__CTX(j + g + i);
-            return n;
-        }
-#undef GPT2__CTX
-    return 0;
-}
-
-/* Checks request r (i names it in messages) and resets its outputs. */
-static gpt2_status gpt2__check_request(const gpt2_model *m, gpt2_request *r, long long i) {
-    char what[64];
-    if (!r) return gpt2__fail(GPT2_ERR_ARG, "request %lld is NULL", i);
-    if (!r->prompt || r->prompt_len < 1)
-        return gpt2__fail(GPT2_ERR_ARG, "request %lld: the prompt is empty (at least one token, e.g. 50256, is needed)", i);
-    if (r->max_new_tokens < 0) return gpt2__fail(GPT2_ERR_ARG, "request %lld: max_new_tokens = %d is negative", i, r->max_new_tokens);
-    if (r->max_new_tokens > 0 && !r->out) return gpt2__fail(GPT2_ERR_ARG, "request %lld: out is NULL", i);
-    if ((long)r->prompt_len + r->max_new_tokens > m->max_seq)
-        return gpt2__fail(GPT2_ERR_ARG, "request %lld: prompt_len %d + max_new_tokens %d exceeds max_seq = %d",
-                          i, r->prompt_len, r->max_new_tokens, m->max_seq);
-    snprintf(what, sizeof what, "request %lld: prompt", i);
-    gpt2_status st = gpt2__check_tokens(m, r->prompt, (size_t)r->prompt_len, what);
-    if (!st) st = gpt2__check_controls(m, r, (int)i);
-    if (st) return st;
-    r->n_out = 0;
-    r->finish_reason = GPT2_FINISH_NONE;
-    r->text_len = -1;
-    return GPT2_OK;
-}
-
-GPT2_API gpt2_status gpt2_engine_create(gpt2_engine **out, gpt2_model *m, const gpt2_engine_callbacks *cb) {
-    if (!out) return gpt2__fail(GPT2_ERR_ARG, "gpt2_engine_create: engine is NULL");
-    *out = NULL;
-    if (!m) return gpt2__fail(GPT2_ERR_ARG, "gpt2_engine_create: model is NULL");
-    gpt2_engine *e = (gpt2_engine *)gpt2__zalloc(sizeof *e);
-    if (!e) return gpt2__fail(GPT2_ERR_OOM, "gpt2_engine_create: out of memory");
-    e->m = m;
-    if (cb) e->cb = *cb;
-    gpt2__mutex_init(&e->lock);
-    e->S = m->max_batch;
-    e->budget = m->prefill_tokens > 0 ? m->prefill_tokens : 2048;
-    e->K = m->spec > 0 ? m->spec : 0;
-    e->cap = e->S + (e->K ? GPT2__SPEC_ROWS : 0); /* a step's entries at most */
-    e->slot = (gpt2__active *)gpt2__zalloc((size_t)e->S * sizeof *e->slot);
-    e->seqs = (gpt2__seq *)gpt2__zalloc((size_t)e->cap * sizeof *e->seqs);
-    e->ahead = (gpt2__seq *)gpt2__zalloc((size_t)e->cap * sizeof *e->ahead);
-    e->next = (int *)gpt2__alloc((size_t)e->cap * sizeof(int));
-    e->last = (int *)gpt2__alloc((size_t)e->S * sizeof(int));
-    e->draft = e->K ? (int *)gpt2__alloc((size_t)e->S * e->K * sizeof(int)) : NULL;
-    e->tails = (gpt2__tail *)gpt2__zalloc((size_t)e->S * sizeof *e->tails);
-    e->q_cap = 64;
-    e->queue = (gpt2__entry **)gpt2__alloc((size_t)e->q_cap * sizeof *e->queue);
-    if (!e->slot || !e->seqs || !e->ahead || !e->next || !e->last || (e->K && !e->draft) || !e->tails || !e->queue) {
-        gpt2_engine_free(e);
-        return gpt2__fail(GPT2_ERR_OOM, "gpt2_engine_create: out of memory");
-    }
-#if GPT2__CUDA
-    e->lookahead = m->backend == GPT2_BACKEND_CUDA && ((gpt2__cuda_state *)m->cuda)->lookahead;
-#endif
-    *out = e;
-    return GPT2_OK;
-}
-
-GPT2_API void gpt2_engine_free(gpt2_engine *e) {
-    if (!e) return;
-#if GPT2__CUDA
-    if (e->m->backend == GPT2_BACKEND_CUDA) gpt2__cuda_drain(e->m);
-#endif
-    for (int s = 0; s < e->S && e->slot; s++) GPT2_FREE(e->slot[s].e);
-    for (int i = e->q_head; i < e->q_tail; i++) GPT2_FREE(e->queue[i]);
-    for (int s = 0; s < e->S && e->tails; s++) GPT2_FREE(e->tails[s].buf);
-    gpt2__mutex_free(&e->lock);
-    GPT2_FREE(e->slot); GPT2_FREE(e->seqs); GPT2_FREE(e->ahead); GPT2_FREE(e->next); GPT2_FREE(e->last);
-    GPT2_FREE(e->draft); GPT2_FREE(e->tails); GPT2_FREE(e->queue);
-    GPT2_FREE(e);
-}
-
-GPT2_API long long gpt2_engine_submit(gpt2_engine *e, gpt2_request *r) {
-    if (!e) { gpt2__fail(GPT2_ERR_ARG, "gpt2_engine_submit: engine is NULL"); return -1; }
-    gpt2__mutex_lock(&e->lock);
-    const long long id = e->next_id;
-    gpt2_status st = gpt2__check_request(e->m, r, id);
-    gpt2__entry *x = st ? NULL : (gpt2__entry *)gpt2__zalloc(sizeof *x);
-    if (!st && !x) st = gpt2__fail(GPT2_ERR_OOM, "gpt2_engine_submit: out of memory");
-    if (!st && e->q_tail == e->q_cap) { /* room at the end: move the waiting entries down, else grow */
-        if (e->q_head > 0) {
-            memmove(e->queue, e->queue + e->q_head, (size_t)(e->q_tail - e->q_head) * sizeof *e->queue);
-            e->q_tail -= e->q_head;
-            e->q_head = 0;
-        } else {
-            gpt2__entry **q = (gpt2__entry **)GPT2_MALLOC((size_t)e->q_cap * 2 * sizeof *q);
-            if (!q) st = gpt2__fail(GPT2_ERR_OOM, "gpt2_engine_submit: out of memory");
-            else {
-                memcpy(q, e->queue, (size_t)e->q_tail * sizeof *q);
-                GPT2_FREE(e->queue);
-                e->queue = q;
-                e->q_cap *= 2;
-            }
-        }
-    }
-    if (!st) {
-        x->r = r; x->id = id;
-        e->queue[e->q_tail++] = x;
-        e->next_id++;
-    } else GPT2_FREE(x);
-    gpt2__mutex_unlock(&e->lock);
-    return st ? -1 : id;
-}
-
-GPT2_API int gpt2_engine_cancel(gpt2_engine *e, long long id) {
-    int found = 0;
-    if (!e) return 0;
-    gpt2__mutex_lock(&e->lock);
-    for (int i = e->q_head; i < e->q_tail && !found; i++)
-        if (e->queue[i]->id == id) found = e->queue[i]->cancelled = 1;
-    for (int s = 0; s < e->S && !found; s++)
-        if (e->slot[s].e && e->slot[s].e->id == id) found = e->slot[s].e->cancelled = 1;
-    gpt2__mutex_unlock(&e->lock);
-    return found;
-}
-
-GPT2_API void gpt2_engine_counts(gpt2_engine *e, int *queued, int *in_flight) {
-    int q = 0, f = 0;
-    if (e) {
-        gpt2__mutex_lock(&e->lock);
-        q = e->q_tail - e->q_head;
-        f = e->in_flight;
-        gpt2__mutex_unlock(&e->lock);
-    }
-    if (queued) *queued = q;
-    if (in_flight) *in_flight = f;
-}
-
-/* Ends the request in slot s (or, slot -1, the waiting entry x) with reason: on_end, then the entry is freed. */
-static void gpt2__engine_end(gpt2_engine *e, int s, gpt2__entry *x, int reason) {
-    x->r->finish_reason = reason;
-    if (s >= 0) {
-        gpt2__mutex_lock(&e->lock);
-        e->slot[s].e = NULL;
-        e->in_flight--;
-        gpt2__mutex_unlock(&e->lock);
-        e->active--;
-    }
-    if (e->cb.on_end) e->cb.on_end(e->cb.user, x->id, x->r);
-    GPT2_FREE(x);
-}
-
-/* One step of continuous batching over max_batch KV slots: requests wait in order of submission; each step feeds
-   every active slot either its next prompt chunk or its last sampled token; a finished request frees its slot at
-   once for the next waiting one. Prompt tokens per step are capped so decode steps stay short.
-   Requests admitted into an idle engine (none decoding) hold their decode rows until every admitted
-   prompt is fed: no one waits on those steps, and the decode steps that follow carry every row (pure decode steps
-   replay a CUDA graph and run in parts; a step that also feeds prompts does neither).
-   Speculation (m->spec > 0, at most GPT2__SPEC_ROWS / 2 requests decoding and no prompt being fed): a request whose
-   context repeats its last tokens (gpt2__draft) also feeds the tokens that followed there, each a decode row of its
-   own at the next position, sampled as the draw it would be. Row j's token stands only if every row before it stood
-   and the token it fed is the one sampled before it: then its logits are those a step of its own would have computed
-   (a row computes the same in any batch), so the output is the same, token for token, as without speculation.
-   A request's tokens depend only on its own prompt, parameters and seed: never on what else is in flight, or when
-   it arrived. */
-GPT2_API gpt2_status gpt2_engine_step(gpt2_engine *e, int *busy) {
-    if (busy) *busy = 0;
-    if (!e) return gpt2__fail(GPT2_ERR_ARG, "gpt2_engine_step: engine is NULL");
-    if (e->failed) return gpt2__fail(e->failed, "gpt2_engine_step: an earlier step failed; free the engine");
-    gpt2_model *m = e->m;
-    const int S = e->S, K = e->K, budget = e->budget;
-    gpt2__active *slot = e->slot;
-    int *next = e->next, *last = e->last, *draft = e->draft;
-    gpt2_status st = GPT2_OK;
-    /* cancelled requests end first (a cancelled one in a lookahead step leaves a dead row, as a stopped one does) */
-    for (int s = 0; s < S; s++) {
-        gpt2__mutex_lock(&e->lock);
-        gpt2__entry *x = slot[s].e && slot[s].e->cancelled ? slot[s].e : NULL;
-        gpt2__mutex_unlock(&e->lock);
-        if (x) gpt2__engine_end(e, s, x, GPT2_FINISH_CANCELLED);
-    }
-    /* admit waiting requests into free slots (requests with nothing to generate, or cancelled, finish at once).
-       Slots are refilled in groups of at least S/16 (or whatever is left to wait): a step that feeds
-       prompts cannot replay the decode graph, so refilling one slot per step would make most steps
-       slow ones, while a few idle slots for a few steps cost little. */
-    for (;;) {
-        gpt2__mutex_lock(&e->lock);
-        gpt2__entry *x = e->q_head < e->q_tail && (e->queue[e->q_head]->r->max_new_tokens == 0 || e->queue[e->q_head]->cancelled)
-                       ? e->queue[e->q_head++] : NULL;
-        gpt2__mutex_unlock(&e->lock);
-        if (!x) break;
-        gpt2__engine_end(e, -1, x, x->cancelled ? GPT2_FINISH_CANCELLED : GPT2_FINISH_LENGTH);
-    }
-    gpt2__mutex_lock(&e->lock);
-    const int waiting = e->q_tail - e->q_head;
-    gpt2__mutex_unlock(&e->lock);
-    int group = S / 16 > 1 ? S / 16 : 1;
-    if (waiting < group) group = waiting;
-    e->admit = waiting > 0 && (S - e->active >= group || !e->active);
-    if (!e->flying) {
-        if (e->admit && !e->active) e->hold = !m->no_hold; /* an idle engine: prompts first (the rows' outputs do not change) */
-        for (int s = 0; s < S && e->admit; s++) {
-            if (slot[s].e) continue;
-            gpt2__mutex_lock(&e->lock);
-            gpt2__entry *x = e->q_head < e->q_tail ? e->queue[e->q_head] : NULL;
-            if (x && (x->r->max_new_tokens == 0 || x->cancelled)) x = NULL; /* left for the next step's sweep */
-            if (x) { e->q_head++; slot[s].e = x; e->in_flight++; }
-            gpt2__mutex_unlock(&e->lock);
-            if (!x) break;
-            slot[s].fed = 0; slot[s].miss = slot[s].cool = slot[s].nk = 0;
-            e->tails[s].n = 0; e->tails[s].base = 0;
-            slot[s].kk = K < 4 ? K : 4;
-            e->active++;
-        }
-        if (!e->active) {
-#if GPT2__CUDA
-            if (m->backend == GPT2_BACKEND_CUDA) gpt2__cuda_drain(m);
-#endif
-            gpt2__mutex_lock(&e->lock);
-            if (busy) *busy = e->q_head < e->q_tail;
-            gpt2__mutex_unlock(&e->lock);
-            return GPT2_OK;
-        }
-        gpt2__seq *seqs = e->seqs;
-        int ns = 0, prompt_tokens = 0;
-        if (e->hold) {
-            e->hold = 0;
-            for (int s = 0; s < S && !e->hold; s++) e->hold = slot[s].e && slot[s].fed < slot[s].e->r->prompt_len;
-        }
-        /* speculation: only in a step of few decode rows and no prompt rows; room: the draft rows it may add */
-        int room = K && !e->hold ? GPT2__SPEC_ROWS : 0;
-        for (int s = 0; s < S && room > 0; s++)
-            if (slot[s].e) room = slot[s].fed < slot[s].e->r->prompt_len ? 0 : room - 1;
-        if (room < GPT2__SPEC_ROWS / 2) room = 0;
-        e->drafted = 0;
-        for (int s = 0; s < S; s++) {
-            if (!slot[s].e) continue;
-            gpt2_request *r = slot[s].e->r;
-            if (e->hold && slot[s].fed >= r->prompt_len) continue; /* its decode waits for the others' prompts */
-            gpt2__seq *q = &seqs[ns];
-            q->slot = s;
-            q->sampling = r->sampling;
-            q->draw = (uint64_t)r->n_out;
-            q->req = r; q->extra = NULL; q->n_extra = 0;
-            if (slot[s].fed < r->prompt_len) {
-                int chunk = r->prompt_len - slot[s].fed;
-                if (prompt_tokens > 0 && prompt_tokens + chunk > budget) continue; /* next step */
-                if (chunk > budget) chunk = budget;
-                q->pos = slot[s].fed; q->n_tok = chunk; q->tok = r->prompt + slot[s].fed;
-                q->sample = slot[s].fed + chunk == r->prompt_len;
-                q->prompt = 1;
-                prompt_tokens += chunk;
-            } else {
-                q->pos = slot[s].fed; q->n_tok = 1; q->tok = &last[s]; q->sample = 1; q->prompt = 0;
-                int k = slot[s].kk < room ? slot[s].kk : room, nk = 0;
-                if (k > r->max_new_tokens - r->n_out - 1) k = r->max_new_tokens - r->n_out - 1;
-                if (slot[s].cool > 0) slot[s].cool--;
-                else if (k > 0 && r->sampling.no_repeat_ngram <= 0) nk = gpt2__draft(r, k, draft + (size_t)s * K);
-                /* (no drafts under no_repeat_ngram: prompt lookup proposes exactly the n-grams it bans) */
-                slot[s].nk = nk;
-                slot[s].kept = 0;
-                for (int j = 1; j <= nk; j++) {
-                    gpt2__seq *d = &seqs[ns + j];
-                    *d = *q;
-                    d->pos = q->pos + j; d->tok = draft + (size_t)s * K + j - 1; d->draw = q->draw + (uint64_t)j; d->spec = j;
-                    d->extra = draft + (size_t)s * K; d->n_extra = j;
-                }
-                room -= nk;
-                e->drafted += nk;
-                m->spec_rows += nk;
-                ns += nk;
-            }
-            q->spec = 0;
-            ns++;
-        }
-        e->ns = ns;
-#if GPT2__CUDA
-        if (m->backend == GPT2_BACKEND_CUDA) st = gpt2__cuda_launch(m, seqs, ns, 0);
-        else
-#endif
-        st = gpt2__cpu_step(m, seqs, ns, next);
-        if (st) return e->failed = st;
-        e->flying = 1;
-    }
-    gpt2__seq *seqs = e->seqs;
-    const int ns = e->ns;
-    /* Lookahead (CUDA): while the device runs a decode step after which no request is due to end and no waiting
-       request would be admitted, the next decode step goes out at once, its tokens read on the device from this
-       step's picks; the host takes in this step's tokens meanwhile. A request that this step ends anyway (a stop,
-       the callback, a cancel) leaves a dead row in the next: that row's token is dropped, and its slot's cache past
-       the request's end is never read. Each row computes what it would in a step of its own. */
-    int na = 0;
-    if (e->lookahead && !e->admit && !e->drafted) {
-        na = ns;
-        for (int i = 0; i < ns && na; i++) {
-            const gpt2__seq *q = &seqs[i];
-            const gpt2_request *r = slot[q->slot].e ? slot[q->slot].e->r : NULL;
-            if (!r || q->prompt || q->n_tok != 1 || !q->sample || r->n_out + 2 > r->max_new_tokens) na = 0;
-            /* no lookahead where the next step would draft (as far as the tokens known so far tell) */
-            int d1;
-            if (na && K && ns <= GPT2__SPEC_ROWS / 2 && !slot[q->slot].cool && gpt2__draft(r, 1, &d1)) na = 0;
-        }
-        for (int i = 0; i < na; i++) {
-            e->ahead[i] = seqs[i];
-            e->ahead[i].pos++;
-            e->ahead[i].draw++;
-            e->ahead[i].tok = NULL;
-        }
-#if GPT2__CUDA
-        if (na && (st = gpt2__cuda_launch(m, e->ahead, na, 1))) return e->failed = st;
-#endif
-    }
-#if GPT2__CUDA
-    if (m->backend == GPT2_BACKEND_CUDA && (st = gpt2__cuda_collect(m, next))) return e->failed = st;
-#endif
-    for (int i = 0; i < ns && !st; i++) {
-        int s = seqs[i].slot;
-        if (!slot[s].e) continue; /* a dead row of a lookahead step, or a draft after its request ended */
-        if (seqs[i].spec) {
-            /* a draft token's row stands if every row before it stood and it fed the token sampled before it */
-            if (seqs[i].pos != slot[s].fed || *seqs[i].tok != last[s]) continue;
-            slot[s].kept++;
-            m->spec_kept++;
-        }
-        slot[s].fed += seqs[i].n_tok;
-        if (!seqs[i].sample) continue;
-        gpt2__entry *x = slot[s].e;
-        gpt2_request *r = x->r;
-        int tok = next[i];
-        r->out[r->n_out++] = tok;
-        last[s] = tok;
-        int stop = e->cb.on_token && e->cb.on_token(e->cb.user, x->id, tok), reason = gpt2__stop_token(r, tok) ? GPT2_FINISH_STOP : 0;
-        if (!reason && r->n_stop_strings > 0) {
-            int found = 0;
-            if ((st = gpt2__stop_strings_feed(r, (int)x->id, tok, &e->tails[s], &found))) break;
-            if (found) reason = GPT2_FINISH_STOP;
-        }
-        if (!reason) reason = stop ? GPT2_FINISH_CALLBACK : r->n_out >= r->max_new_tokens ? GPT2_FINISH_LENGTH : 0;
-        if (reason) gpt2__engine_end(e, s, x, reason);
-    }
-    if (st) return e->failed = st;
-    /* each request that drafted: its next draft's length, and its pause after drafts of which nothing stood */
-    for (int i = 0; e->drafted && i < ns; i++) {
-        gpt2__active *a = &slot[seqs[i].slot];
-        if (seqs[i].spec != 1 || !a->e) continue;
-        a->kk = a->kept == a->nk ? (a->kk + 2 < K ? a->kk + 2 : K) : a->kk > 1 ? a->kk - 1 : 1;
-        a->miss = a->kept ? 0 : a->miss + 1;
-        a->cool = a->kept ? 0 : (1 << (a->miss < 5 ? a->miss : 5)) - 1;
-    }
-    if (na) { gpt2__seq *t = e->seqs; e->seqs = e->ahead; e->ahead = t; e->ns = na; }
-    else e->flying = 0;
-    if (busy) {
-        gpt2__mutex_lock(&e->lock);
-        *busy = e->flying || e->active > 0 || e->q_head < e->q_tail;
-        gpt2__mutex_unlock(&e->lock);
-    }
-    return GPT2_OK;
-}
-
-/* gpt2_generate: an engine over the requests, stepped until every one has ended */
-typedef struct gpt2__generate_ctx { gpt2_token_fn on_token; void *user; } gpt2__generate_ctx;
-static int gpt2__generate_token(void *user, long long id, int token) {
-    const gpt2__generate_ctx *c = (const gpt2__generate_ctx *)user;
-    return c->on_token && c->on_token(c->user, (int)id, token);
-}
-
-GPT2_API gpt2_status gpt2_generate(gpt2_model *m, gpt2_request *reqs, int n, gpt2_token_fn on_token, void *user) {
-    if (!m) return gpt2__fail(GPT2_ERR_ARG, "gpt2_generate: model is NULL");
-    if (n < 0 || (n > 0 && !reqs)) return gpt2__fail(GPT2_ERR_ARG, "gpt2_generate: %d requests at %p", n, (void *)reqs);
-    for (int i = 0; i < n; i++) { /* every request checked before any runs */
-        gpt2_status st = gpt2__check_request(m, &reqs[i], i);
-        if (st) return st;
-    }
-    gpt2__generate_ctx c = {on_token, user};
-    gpt2_engine_callbacks cb = {gpt2__generate_token, NULL, &c};
-    gpt2_engine *e;
-    gpt2_status st = gpt2_engine_create(&e, m, &cb);
-    for (int i = 0; i < n && !st; i++)
-        if (gpt2_engine_submit(e, &reqs[i]) < 0) st = GPT2_ERR_OOM; /* checked above: only memory can fail */
-    int busy = 1;
-    while (!st && busy) st = gpt2_engine_step(e, &busy);
-    gpt2_engine_free(e);
-    return st;
-}
-
-/* ---- scoring (gpt2_score) */
-
-
-/* Row r of logits [n][V]: lp[r] = logits[r][targets[r]] - log(sum over v of exp(logits[r][v])), the sum in double from
-   the row's largest logit, and rank[r] = the entries v with logits[r][v] > logits[r][targets[r]]. Each row alone, in
-   vocabulary order, so a row's results have the same bits whatever rows are reduced beside it. The reference for the
-   CUDA backend's reduction. */
-static void gpt2__score_rows(const float *logits, int n, int V, const int *targets, double *lp, int *rank) {
-    GPT2__OMP(omp parallel for schedule(static) if ((double)n * V > 1e5))
-    for (int r = 0; r < n; r++) {
-        const float *l = logits + (size_t)r * V, lt = l[targets[r]];
-        float mx = -INFINITY;
-        for (int v = 0; v < V; v++)
-            if (l[v] > mx) mx = l[v];
-        double sum = 0.0;
-        int above = 0;
-        for (int v = 0; v < V; v++) {
-            sum += exp((double)l[v] - mx);
-            above += l[v] > lt;
-        }
-        lp[r] = (double)lt - (mx + log(sum));
-        rank[r] = above;
-    }
-}
-
-/* A backend's part of gpt2_score: feed seqs as a step feeds prompts (each sequence's tokens at positions pos.. of its
-   KV slot, K and V stored, the positions continuing what the slot holds), then, when targets is set, reduce the
-   logits of every fed row r (rows in the order of the concatenation) to lp[r] and rank[r] as gpt2__score_rows does.
-   targets NULL: the rows only condition later ones and nothing comes back. At most GPT2__SCORE_ROWS sequences; at
-   most GPT2__SCORE_ROWS rows with targets, GPT2__SCORE_FEED without. */
-typedef gpt2_status (*gpt2__score_fn)(gpt2_model *m, const gpt2__seq *seqs, int n, const int *targets, double *lp,
-                                      int *rank, float *logits);
-
-/* The CPU backend: gpt2__cpu_run over the rows (logits: GPT2__SCORE_ROWS x n_vocab floats of scratch), then the
-   reduction on the host. Context rows run without all_rows: their last layer is skipped but for one row a sequence. */
-static gpt2_status gpt2__cpu_score(gpt2_model *m, const gpt2__seq *seqs, int n, const int *targets, double *lp, int *rank,
-                                   float *logits) {
-    gpt2_status st = gpt2__cpu_run(m, seqs, n, targets != NULL, logits);
-    if (st || !targets) return st;
-    int rows = 0;
-    for (int s = 0; s < n; s++) rows += seqs[s].n_tok;
-    gpt2__score_rows(logits, rows, m->cfg.n_vocab, targets, lp, rank);
-    return GPT2_OK;
-}
-
-static gpt2_status gpt2__score_check(const gpt2_model *m, const gpt2_score_request *reqs, int n) {
-    if (!m) return gpt2__fail(GPT2_ERR_ARG, "gpt2_score: model is NULL");
-    if (n < 0 || (n > 0 && !reqs)) return gpt2__fail(GPT2_ERR_ARG, "gpt2_score: %d requests at %p", n, (const void *)reqs);
-    const int L = m->max_seq;
-    if (L < 2 && n > 0)
-        return gpt2__fail(GPT2_ERR_ARG, "gpt2_score: max_seq = %d: a window must hold a token and the one it predicts", L);
-    for (int i = 0; i < n; i++) {
-        const gpt2_score_request *r = &reqs[i];
-        char what[64];
-        if (r->n_tokens < 1)
-            return gpt2__fail(GPT2_ERR_ARG, "gpt2_score: reqs[%d].n_tokens = %d: a text needs at least one token (prepend "
-                              "<|endoftext|> to score from the start of an empty text)", i, r->n_tokens);
-        if (!r->tokens) return gpt2__fail(GPT2_ERR_ARG, "gpt2_score: reqs[%d].tokens is NULL (n_tokens = %d)", i, r->n_tokens);
-        if (r->n_context < 1 || r->n_context > r->n_tokens)
-            return gpt2__fail(GPT2_ERR_ARG, "gpt2_score: reqs[%d].n_context = %d is out of range (1..n_tokens = %d: the first "
-                              "token has no prediction)", i, r->n_context, r->n_tokens);
-        if (r->stride < 0 || r->stride > L)
-            return gpt2__fail(GPT2_ERR_ARG, "gpt2_score: reqs[%d].stride = %d is out of range (1..max_seq = %d; 0: %d)", i,
-                              r->stride, L, L / 2);
-        snprintf(what, sizeof what, "gpt2_score: reqs[%d].tokens", i);
-        gpt2_status st = gpt2__check_tokens(m, r->tokens, (size_t)r->n_tokens, what);
-        if (st) return st;
-    }
-    return GPT2_OK;
-}
-
-#if GPT2__CUDA
-#endif
-
-/* Windows go through the KV slots as prompts do: every step, free slots take the next windows; a step feeds either
-   context rows (while any window has some left: up to GPT2__SCORE_FEED of them) or scored rows (up to
-   GPT2__SCORE_ROWS), the oldest windows first, a window's rows split across steps where the budget ends (its
-   positions continue in its slot). So a request's tokens are reduced in order, and its sum_logprob adds them in
-   order, whatever else the call holds. Memory, whatever the number and length of the texts (CPU backend): the
-   logits of GPT2__SCORE_ROWS rows (x n_vocab x 4 bytes: 51.5 MB at GPT-2's 50257) plus gpt2__cpu_run's activations
-   for GPT2__SCORE_FEED rows (x (6 n_embd + n_inner) x 4 bytes: 31.5 MB at 124M, 65.5 MB at 1558M) plus 16 bytes a row
-   and the KV cache the model already holds. */
-GPT2_API gpt2_status gpt2_score(gpt2_model *m, gpt2_score_request *reqs, int n) {
-    gpt2_status st = gpt2__score_check(m, reqs, n);
-    if (st) return st;
-    for (int i = 0; i < n; i++) { reqs[i].sum_logprob = 0.0; reqs[i].n_scored = 0; }
-    gpt2__score_fn feed = gpt2__cpu_score;
-#if GPT2__CUDA
-    if (m->backend == GPT2_BACKEND_CUDA) return gpt2__cuda_score(m, reqs, n);
-#endif
-    const int L = m->max_seq, V = m->cfg.n_vocab, R = GPT2__SCORE_ROWS;
-    const int S = m->max_batch < R ? m->max_batch : R;
-    gpt2__score_win *win = (gpt2__score_win *)gpt2__alloc((size_t)S * sizeof *win);
-    gpt2__seq *seqs = (gpt2__seq *)gpt2__zalloc((size_t)S * sizeof *seqs);
-    int *age = (int *)gpt2__alloc((size_t)S * sizeof(int)), *in_seq = (int *)gpt2__alloc((size_t)S * sizeof(int));
-    int *targets = (int *)gpt2__alloc((size_t)R * sizeof(int)), *rank = (int *)gpt2__alloc((size_t)R * sizeof(int));
-    double *lp = (double *)gpt2__alloc((size_t)R * sizeof(double));
-    float *logits = (float *)gpt2__alloc((size_t)R * V * sizeof(float));
-    if (!win || !seqs || !age || !in_seq || !targets || !rank || !lp || !logits)
-        st = gpt2__fail(GPT2_ERR_OOM, "gpt2_score: cannot allocate %zu MB of logits for %d rows", (size_t)R * V * 4 >> 20, R);
-    gpt2__score_cursor cur = {0, 0};
-    int n_act = 0, more = 1; /* age[0..n_act): the active windows' slots, oldest first */
-    for (int s = 0; s < S && !st; s++) win[s].slot = -1;
-    while (!st) {
-        for (int s = 0; s < S && more; s++) {
-            if (win[s].slot >= 0) continue;
-            more = gpt2__score_next(reqs, n, L, &cur, &win[s]);
-            if (more) { win[s].slot = s; age[n_act++] = s; }
-        }
-        if (!n_act) break;
-        int ctx = 0, ns = 0, rows = 0;
-        for (int a = 0; a < n_act && !ctx; a++) ctx = win[age[a]].fed < win[age[a]].first;
-        const int budget = ctx ? GPT2__SCORE_FEED : R;
-        for (int a = 0; a < n_act && rows < budget; a++) {
-            gpt2__score_win *w = &win[age[a]];
-            const int end = ctx ? w->first : w->n_in, take = end - w->fed < budget - rows ? end - w->fed : budget - rows;
-            if (take <= 0) continue;
-            const int *tok = reqs[w->req].tokens + w->s;
-            gpt2__seq *q = &seqs[ns];
-            q->slot = w->slot; q->pos = w->fed; q->n_tok = take; q->tok = tok + w->fed; q->prompt = 1;
-            for (int p = 0; p < take && !ctx; p++) targets[rows + p] = tok[w->fed + p + 1];
-            in_seq[ns++] = age[a];
-            rows += take;
-        }
-        st = feed(m, seqs, ns, ctx ? NULL : targets, lp, rank, logits);
-        if (st) break;
-        for (int i = 0, row = 0; i < ns; i++) {
-            gpt2__score_win *w = &win[in_seq[i]];
-            gpt2_score_request *r = &reqs[w->req];
-            for (int p = 0; p < seqs[i].n_tok && !ctx; p++, row++) {
-                const int o = w->s + w->fed + p + 1 - r->n_context; /* the scored token's index in the outputs */
-                if (r->logprobs) r->logprobs[o] = (float)lp[row];
-                if (r->ranks) r->ranks[o] = rank[row];
-                r->sum_logprob += lp[row];
-                r->n_scored++;
-            }
-            w->fed += seqs[i].n_tok;
-        }
-        int kept = 0; /* finished windows free their slots */
-        for (int a = 0; a < n_act; a++) {
-            gpt2__score_win *w = &win[age[a]];
-            if (w->fed == w->n_in) w->slot = -1;
-            else age[kept++] = age[a];
-        }
-        n_act = kept;
-    }
-    GPT2_FREE(win); GPT2_FREE(seqs); GPT2_FREE(age); GPT2_FREE(in_seq);
-    GPT2_FREE(targets); GPT2_FREE(rank); GPT2_FREE(lp); GPT2_FREE(logits);
-    return st;
-}
-
 #endif /* GPT2_IMPLEMENTATION_DONE */
 #endif /* GPT2_IMPLEMENTATION */
 
-/* == [GPT2:LICENSE] == license =================================================================================== */
+/* == [GPT2:LICENSE] == license ================================================================================== */
 
 /*
 MIT License
