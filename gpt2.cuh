@@ -4576,6 +4576,7 @@ static void gpt2__cuda_free(gpt2_model *m);
 static gpt2_status gpt2__cuda_forward(gpt2_model *m, const int *tokens, int B, int T, float *logits);
 static gpt2_status gpt2__cuda_launch(gpt2_model *m, const gpt2__seq *seqs, int n, int feed);
 static gpt2_status gpt2__cuda_collect(gpt2_model *m, int *next);
+static void gpt2__cuda_forget(gpt2_model *m, const gpt2_request *r);
 static void gpt2__cuda_drain(gpt2_model *m);
 static gpt2_status gpt2__cuda_score(gpt2_model *m, gpt2_score_request *reqs, int n);
 static int gpt2__cuda_lookahead(const gpt2_model *m);
@@ -5062,6 +5063,10 @@ GPT2_API void gpt2_engine_counts(gpt2_engine *e, int *queued, int *in_flight) {
 /* Ends the request in slot s (or, slot -1, the waiting entry x) with reason: on_end, then the entry is freed. */
 static void gpt2__engine_end(gpt2_engine *e, int s, gpt2__entry *x, int reason) {
     x->r->finish_reason = reason;
+#if GPT2__CUDA
+    /* a step in flight (lookahead) may hold a row of it: that row no longer writes into the request */
+    if (e->m->backend == GPT2_BACKEND_CUDA) gpt2__cuda_forget(e->m, x->r);
+#endif
     if (s >= 0) {
         gpt2__mutex_lock(&e->lock);
         e->slot[s].e = NULL;
@@ -6243,9 +6248,9 @@ static gpt2_status gpt2__residual_ln(cudaStream_t st, int n, float *x, gpt2__res
 
 /* == [GPT2:OP_ACT] == the MLP's activation after a product ====================================================== */
 
-/* The activation act (GPT2__ACT_*, as gpt2__cpu_activation) of a value already rounded to T, in fp32, every operation
-   rounded as written (no fused multiply-add), so each kernel that calls it gives the same bits: the decode rows'
-   activation (gpt2__linear). GPT2__ACT_NONE: v. */
+/* The activation act (GPT2__ACT_*: gpt2__cpu_activation's formulas; the CPU's rounding differs within the tolerances)
+   of a value already rounded to T, in fp32, every operation rounded as written (no fused multiply-add), so each
+   kernel that calls it gives the same bits: the decode rows' activation (gpt2__linear). GPT2__ACT_NONE: v. */
 static __device__ __forceinline__ float gpt2__act(float v, int act) {
     switch (act) {
     case GPT2__ACT_GELU_TANH: {
@@ -8565,8 +8570,8 @@ static __device__ __forceinline__ double gpt2__typ_dist_d(float p, double total,
 }
 /* A candidate is key(p, i) >= kmin (the cut's last key; 0: every id) and p >= floor_p. Its key: the distance's bits
    with the low 17 dropped, then the index (vocabularies of at most 2^17 ids), all inverted so that the nearest is the
-   largest; 0 for any other id. Distances equal in their top 47 bits come in index order (the CPU orders them by the
-   full double). */
+   largest, less 1 (the first page's bound ~0 excludes itself: distance 0 at index 0 must stay below it); 0 for any
+   other id. Distances equal in their top 47 bits come in index order (the CPU orders them by the full double). */
 struct gpt2__typ_key {
     const float *p;
     double total, ent;
@@ -8575,7 +8580,7 @@ struct gpt2__typ_key {
     __device__ unsigned long long operator()(int i) const {
         if (!(gpt2__key(p, i) >= kmin && p[i] >= floor_p)) return 0;
         const unsigned long long b = (unsigned long long)__double_as_longlong(gpt2__typ_dist_d(p[i], total, ent));
-        return ~((b & ~0x1FFFFull) | (unsigned long long)i);
+        return ~((b & ~0x1FFFFull) | (unsigned long long)i) - 1;
     }
 };
 
@@ -8809,7 +8814,7 @@ static __device__ __noinline__ void gpt2__typical_limit(const float *p, int V, u
         __syncthreads();
         if (tid == 0) {
             for (int j = 0; j < cnt && last < 0; j++) {
-                const int id = (int)(~sh->keys[j] & 0x1FFFFull);
+                const int id = (int)(~(sh->keys[j] + 1) & 0x1FFFFull);
                 if (start + j == n_c - 1) { last = id; break; }
                 cum = __dadd_rn(cum, __ddiv_rn((double)p[id], total));
                 if (cum >= (double)typical_p) last = id;
@@ -9816,6 +9821,15 @@ static gpt2_status gpt2__cuda_collect(gpt2_model *m, int *next) {
         }
     }
     return GPT2_OK;
+}
+
+/* A request ended while steps are in flight: their rows of it no longer copy logprobs into it (gpt2__cuda_collect),
+   as its caller may free or reuse it from on_end on */
+static void gpt2__cuda_forget(gpt2_model *m, const gpt2_request *r) {
+    gpt2__cuda_state *S = (gpt2__cuda_state *)m->cuda;
+    for (int b = 0; S && b < 2; b++)
+        for (int i = 0; S->fly_req[b] && i < S->fly_n[b]; i++)
+            if (S->fly_req[b][i] == r) S->fly_req[b][i] = NULL;
 }
 
 /* Whether gpt2_generate may launch a step before reading the one before (tests turn it off) */

@@ -25,16 +25,20 @@ import tempfile
 
 
 def ptx_kernels(text, renames=(), strip=False):
-    """entry name -> normalized body"""
+    """kernel (.entry) and device function (.func, the noinline ones) name -> normalized body"""
     for old, new in renames:
         text = text.replace(old, new)
     if strip:
         text = re.sub(r"\d+(?=gpt2__)", "", text)  # the mangled length of a (renamed) name
     out = {}
-    for m in re.finditer(r"\.entry (\S+)\(", text):
-        name, start = m.group(1), m.start()
+    for m in re.finditer(r"^(?:\.visible |\.weak )?\.(entry|func)\s+(?:\([^)]*\)\s*)?(\S+)\(", text, re.M):
+        name, start = m.group(2), m.start()
+        brace, semi = text.find("{", m.end()), text.find(";", m.end())
+        if brace < 0 or (0 <= semi < brace and text[m.end():semi].count("(") <= text[m.end():semi].count(")")):
+            continue  # a declaration
         end = text.find("\n}\n", start)
         body = text[start:end].replace(name, "F")
+        name = re.sub(r"_INTERNAL_[0-9a-f]+_", "_INTERNAL_X_", name)
         body = re.sub(r"\$L__BB\d+_", "$L__BB_", body)
         body = re.sub(r"_INTERNAL_[0-9a-f]+_", "_INTERNAL_X_", body)
         body = re.sub(r"_ZZ\w+?E(\d+[A-Za-z_]\w*)", r"_ZZ_\1", body)  # a function's static shared variables
