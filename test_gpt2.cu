@@ -860,9 +860,14 @@ int main(int argc, char **argv) {
     int passed = 0, failed = 0, skipped = 0;
     for (size_t g = 0; g < sizeof test_groups / sizeof test_groups[0]; g++) {
         for (const test_case *t = test_groups[g]; t->name; t++) {
-            int selected = argc < 2;
-            for (int a = 1; a < argc; a++) if (strstr(t->name, argv[a])) selected = 1;
-            if (!selected) continue;
+            /* arguments: run the tests whose names contain one (all when none); -TEXT leaves out those containing TEXT */
+            int selected = 1, excluded = 0;
+            for (int a = 1; a < argc; a++) if (argv[a][0] != '-') selected = 0;
+            for (int a = 1; a < argc; a++) {
+                if (argv[a][0] == '-') excluded |= strstr(t->name, argv[a] + 1) != NULL;
+                else if (strstr(t->name, argv[a])) selected = 1;
+            }
+            if (!selected || excluded) continue;
             fflush(stdout);
             int r = t->fn();
             printf("%s %s\n", r == SKIP ? "skip" : r ? "FAIL" : "ok  ", t->name);

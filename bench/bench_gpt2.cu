@@ -14,7 +14,9 @@
    for score, the highest in use while the warm-up call ran (sampled), and how much of it is above what the loaded
    model held before its first call.
    --sampling top_p|penalty: latency and throughput sample (temperature 1, top_p 0.9), with penalty every request also
-   carrying repetition_penalty 1.2 (the processors' cost: not the standard workloads, which are greedy).
+   carrying repetition_penalty 1.2 (the processors' cost: not the standard workloads, which are greedy). The cost
+   of the penalty is top_p+penalty against top_p; top_p itself is near its worst case here: random weights give
+   nearly flat logits, so the nucleus holds most of the vocabulary (a trained model's holds far fewer ids).
    --prefill-seqs N (1..64): the prefill workload over N sequences of 1024 instead of 16 (then not the standard
    workload). The standard workloads run without speculation (--spec K: with at most K draft tokens a step; random
    weights make any continuation's repetitiveness an accident of the weights, so those figures do not measure it).
