@@ -202,7 +202,8 @@ GPT2_API gpt2_status gpt2_generate(gpt2_model *model, gpt2_request *reqs, int n,
 /* The incremental engine (what gpt2_generate loops over): requests join a running batch at the next step, from any
    thread. One thread steps it; the callbacks run on that thread, inside gpt2_engine_step. A request's buffers are
    the caller's and are written until on_end reports it; its tokens never depend on what else is in flight or when
-   it arrived. One engine per model at a time, and no other call on that model while it has work. */
+   it arrived. One engine per model at a time, and no other call on that model while it has work (gpt2_forward,
+   gpt2_score and gpt2_generate refuse, GPT2_ERR_ARG, while its requests hold the model's KV slots). */
 typedef struct gpt2_engine gpt2_engine;
 typedef struct gpt2_engine_callbacks {
     int (*on_token)(void *user, long long id, int token);            /* each new token; nonzero ends the request */
@@ -835,6 +836,8 @@ struct gpt2_model {
     int spec;                        /* gpt2_generate: most draft tokens a request verifies in a step (GPT2_SPEC_TOKENS;
                                         tests and bench change it) */
     long long spec_rows, spec_kept;  /* draft rows fed, and those whose token stood (counted since load) */
+    int engine_work;                 /* an engine on it holds KV slots or a step in flight (gpt2_engine_step sets it):
+                                        gpt2_forward, gpt2_score and gpt2_generate refuse to run then */
     gpt2__weights w;                 /* host weights (CPU backend; the CUDA backend keeps its weights on the GPU only) */
     gpt2__cpu cpu;
     void *cuda;                      /* gpt2__cuda_state *, owned by the CUDA backend */
@@ -4747,8 +4750,17 @@ static gpt2_status gpt2__check_tokens(const gpt2_model *m, const int *tok, size_
     return GPT2_OK;
 }
 
+/* The calls that use the model's KV slots refuse while an engine's requests hold them (their caches would be
+   overwritten): a status, not a corrupted request. */
+static gpt2_status gpt2__no_engine_work(const gpt2_model *m, const char *fn) {
+    return m->engine_work ? gpt2__fail(GPT2_ERR_ARG, "%s: an engine on this model has requests in flight (step it until it "
+                                                     "is idle, or free it, first)", fn)
+                          : GPT2_OK;
+}
+
 GPT2_API gpt2_status gpt2_forward(gpt2_model *m, const int *tokens, int B, int T, float *logits) {
     if (!m || !tokens || !logits) return gpt2__fail(GPT2_ERR_ARG, "gpt2_forward: model, tokens and logits must not be NULL");
+    if (gpt2__no_engine_work(m, "gpt2_forward")) return GPT2_ERR_ARG;
     if (B < 1 || T < 1) return gpt2__fail(GPT2_ERR_ARG, "gpt2_forward: B = %d and T = %d must be at least 1", B, T);
     if (T > m->max_seq)
         return gpt2__fail(GPT2_ERR_ARG, "gpt2_forward: T = %d tokens exceed max_seq = %d (n_ctx = %d)", T, m->max_seq, m->cfg.n_ctx);
@@ -4995,6 +5007,7 @@ GPT2_API void gpt2_engine_free(gpt2_engine *e) {
 #if GPT2__CUDA
     if (e->m->backend == GPT2_BACKEND_CUDA) gpt2__cuda_drain(e->m);
 #endif
+    e->m->engine_work = 0;
     for (int s = 0; s < e->S && e->slot; s++) GPT2_FREE(e->slot[s].e);
     for (int i = e->q_head; i < e->q_tail; i++) GPT2_FREE(e->queue[i]);
     for (int s = 0; s < e->S && e->tails; s++) GPT2_FREE(e->tails[s].buf);
@@ -5144,6 +5157,7 @@ GPT2_API gpt2_status gpt2_engine_step(gpt2_engine *e, int *busy) {
 #if GPT2__CUDA
             if (m->backend == GPT2_BACKEND_CUDA) gpt2__cuda_drain(m);
 #endif
+            m->engine_work = 0;
             gpt2__mutex_lock(&e->lock);
             if (busy) *busy = e->q_head < e->q_tail;
             gpt2__mutex_unlock(&e->lock);
@@ -5277,6 +5291,7 @@ GPT2_API gpt2_status gpt2_engine_step(gpt2_engine *e, int *busy) {
     }
     if (na) { gpt2__seq *t = e->seqs; e->seqs = e->ahead; e->ahead = t; e->ns = na; }
     else e->flying = 0;
+    m->engine_work = e->flying || e->active > 0;
     if (busy) {
         gpt2__mutex_lock(&e->lock);
         *busy = e->flying || e->active > 0 || e->q_head < e->q_tail;
@@ -5294,6 +5309,7 @@ static int gpt2__generate_token(void *user, long long id, int token) {
 
 GPT2_API gpt2_status gpt2_generate(gpt2_model *m, gpt2_request *reqs, int n, gpt2_token_fn on_token, void *user) {
     if (!m) return gpt2__fail(GPT2_ERR_ARG, "gpt2_generate: model is NULL");
+    if (gpt2__no_engine_work(m, "gpt2_generate")) return GPT2_ERR_ARG;
     if (n < 0 || (n > 0 && !reqs)) return gpt2__fail(GPT2_ERR_ARG, "gpt2_generate: %d requests at %p", n, (void *)reqs);
     for (int i = 0; i < n; i++) { /* every request checked before any runs */
         gpt2_status st = gpt2__check_request(m, &reqs[i], i);
@@ -5392,7 +5408,7 @@ static gpt2_status gpt2__score_check(const gpt2_model *m, const gpt2_score_reque
    and the KV cache the model already holds. */
 GPT2_API gpt2_status gpt2_score(gpt2_model *m, gpt2_score_request *reqs, int n) {
     gpt2_status st = gpt2__score_check(m, reqs, n);
-    if (st) return st;
+    if (st || (st = gpt2__no_engine_work(m, "gpt2_score"))) return st;
     for (int i = 0; i < n; i++) { reqs[i].sum_logprob = 0.0; reqs[i].n_scored = 0; }
     gpt2__score_fn feed = gpt2__cpu_score;
 #if GPT2__CUDA

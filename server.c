@@ -7,8 +7,9 @@
    GET /health, POST /tokenize, POST /detokenize, GET /metrics (Prometheus text).
 
    Threads: one stepping thread owns the model. It runs gpt2_engine_step while any request is queued or in flight,
-   and between steps the scoring jobs (echo with logprobs) that HTTP threads hand it, so no other call ever runs on
-   the model beside a step. HTTP threads submit requests (gpt2_engine_submit) and cancel them (gpt2_engine_cancel);
+   and the scoring jobs (echo with logprobs) that HTTP threads hand it when the engine is idle (scoring uses the KV
+   slots the engine's requests hold; while a scoring job waits, HTTP threads hold their new requests back, so the
+   engine empties), so no other call ever runs on the model beside the engine's work. HTTP threads submit requests (gpt2_engine_submit) and cancel them (gpt2_engine_cancel);
    the engine's callbacks copy each token into the request's job under one lock and wake the thread that answers it.
    A request's tokens never depend on what else is in flight, so a seeded request returns what ./demo returns.
 
@@ -84,6 +85,7 @@ static struct {
     const char *api_key;
     int max_queue; size_t max_body;
     pthread_mutex_t lock; pthread_cond_t work;
+    pthread_cond_t scored;      /* a scoring job finished (held submissions look again) */
     int kick, busy, quit, stopping, failed;
     int pending;                /* choices submitted and not ended */
     job *score_head, *score_tail;
@@ -265,7 +267,7 @@ static void *step_main(void *arg) {
         while (!g.quit && !g.score_head && !g.kick && !g.busy) pthread_cond_wait(&g.work, &g.lock);
         if (g.quit && !g.busy && !g.score_head && g.pending == 0) { pthread_mutex_unlock(&g.lock); break; }
         g.kick = 0;
-        job *sj = g.score_head;
+        job *sj = g.busy ? NULL : g.score_head; /* only with the engine idle: scoring uses the KV slots */
         if (sj && !(g.score_head = sj->score_next)) g.score_tail = NULL;
         int failed = g.failed;
         pthread_mutex_unlock(&g.lock);
@@ -275,6 +277,7 @@ static void *step_main(void *arg) {
             pthread_mutex_lock(&g.lock);
             sj->scored = 1;
             pthread_cond_broadcast(&sj->cond);
+            pthread_cond_broadcast(&g.scored);
             pthread_mutex_unlock(&g.lock);
             continue;
         }
@@ -297,6 +300,7 @@ static void *step_main(void *arg) {
             g.failed = 1;
             fail_all();
             g.busy = 0;
+            pthread_cond_broadcast(&g.scored);
         }
         pthread_mutex_unlock(&g.lock);
     }
@@ -980,6 +984,8 @@ static enum MHD_Result completions(struct MHD_Connection *conn, const upload *cx
     }
     char err[512] = "";
     pthread_mutex_lock(&g.lock);
+    /* while scoring jobs wait for the engine to empty, new requests wait for them */
+    while (g.score_head && !g.stopping && !g.failed) pthread_cond_wait(&g.scored, &g.lock);
     for (int i = 0; i < j->n_choices; i++) {
         choice *c = &j->ch[i];
         long long id = gpt2_engine_submit(g.e, &c->r);
@@ -1277,6 +1283,7 @@ int main(int argc, char **argv) {
     if (g.eos >= g.V) g.eos = -1;
     pthread_mutex_init(&g.lock, NULL);
     pthread_cond_init(&g.work, NULL);
+    pthread_cond_init(&g.scored, NULL);
     gpt2_engine_callbacks cb = {on_token, on_end, NULL};
     if (gpt2_engine_create(&g.e, g.m, &cb) != GPT2_OK) { fprintf(stderr, "server: %s\n", gpt2_last_error()); return 1; }
     pthread_t stepper;
@@ -1318,6 +1325,7 @@ int main(int argc, char **argv) {
         for (choice *c = g.hash[h]; c; c = c->hnext) gpt2_engine_cancel(g.e, c->id);
     g.quit = 1;
     pthread_cond_signal(&g.work);
+    pthread_cond_broadcast(&g.scored);
     pthread_mutex_unlock(&g.lock);
     pthread_join(stepper, NULL);
     MHD_stop_daemon(d);

@@ -197,6 +197,35 @@ def echo_scoring_equals_demo_score():
 
 
 @test
+def echo_scoring_beside_streams_leaves_them_as_alone():
+    # scoring shares the model's KV slots with the engine's requests: it must wait for them, not run between steps
+    text = "ROMEO: But soft, what light through yonder window breaks?"
+    alone_lp = complete(prompt=text, max_tokens=0, echo=True, logprobs=0).choices[0].logprobs.token_logprobs
+    prompts = [("ROMEO:", "JULIET:", "KING:", "First Citizen:")[i % 4] for i in range(8)]
+    want = [complete(prompt=p, max_tokens=48, seed=300 + i, top_k=40, ignore_eos=True).choices[0].text
+            for i, p in enumerate(prompts)]
+    got, lps = [None] * 8, []
+
+    def one(i):
+        try:
+            got[i] = stream_text(prompt=prompts[i], max_tokens=48, seed=300 + i, top_k=40, ignore_eos=True)[0].get(0)
+        except Exception as e:  # noqa: BLE001 (reported below as a difference)
+            got[i] = repr(e)
+    ts = [threading.Thread(target=one, args=(i,)) for i in range(8)]
+    for t in ts:
+        t.start()
+    for _ in range(4):
+        time.sleep(0.05)
+        lps.append(complete(prompt=text, max_tokens=0, echo=True, logprobs=0).choices[0].logprobs.token_logprobs)
+    for t in ts:
+        t.join(60)
+    bad = [i for i in range(8) if got[i] != want[i]]
+    check(not bad, f"{len(bad)} of 8 streams beside scoring differ, first {bad[:1]}: {got[bad[0]]!r} vs {want[bad[0]]!r}"
+          if bad else "")
+    check(all(lp == alone_lp for lp in lps), "echo logprobs beside streams differ from those alone")
+
+
+@test
 def tokenize_detokenize_round_trip():
     s, _, b = raw(URL, "POST", "/tokenize", {"prompt": "Hello, world"})
     ids = json.loads(b)["tokens"]
