@@ -197,35 +197,6 @@ def echo_scoring_equals_demo_score():
 
 
 @test
-def echo_scoring_beside_streams_leaves_them_as_alone():
-    # scoring shares the model's KV slots with the engine's requests: it must wait for them, not run between steps
-    text = "ROMEO: But soft, what light through yonder window breaks?"
-    alone_lp = complete(prompt=text, max_tokens=0, echo=True, logprobs=0).choices[0].logprobs.token_logprobs
-    prompts = [("ROMEO:", "JULIET:", "KING:", "First Citizen:")[i % 4] for i in range(8)]
-    want = [complete(prompt=p, max_tokens=48, seed=300 + i, top_k=40, ignore_eos=True).choices[0].text
-            for i, p in enumerate(prompts)]
-    got, lps = [None] * 8, []
-
-    def one(i):
-        try:
-            got[i] = stream_text(prompt=prompts[i], max_tokens=48, seed=300 + i, top_k=40, ignore_eos=True)[0].get(0)
-        except Exception as e:  # noqa: BLE001 (reported below as a difference)
-            got[i] = repr(e)
-    ts = [threading.Thread(target=one, args=(i,)) for i in range(8)]
-    for t in ts:
-        t.start()
-    for _ in range(4):
-        time.sleep(0.05)
-        lps.append(complete(prompt=text, max_tokens=0, echo=True, logprobs=0).choices[0].logprobs.token_logprobs)
-    for t in ts:
-        t.join(60)
-    bad = [i for i in range(8) if got[i] != want[i]]
-    check(not bad, f"{len(bad)} of 8 streams beside scoring differ, first {bad[:1]}: {got[bad[0]]!r} vs {want[bad[0]]!r}"
-          if bad else "")
-    check(all(lp == alone_lp for lp in lps), "echo logprobs beside streams differ from those alone")
-
-
-@test
 def tokenize_detokenize_round_trip():
     s, _, b = raw(URL, "POST", "/tokenize", {"prompt": "Hello, world"})
     ids = json.loads(b)["tokens"]
@@ -234,25 +205,47 @@ def tokenize_detokenize_round_trip():
     check(s == 200 and json.loads(b)["prompt"] == "Hello, world", f"detokenize {s} {b!r}")
 
 
-@test
-def streams_64_concurrent_each_as_alone():
-    prompts = [("ROMEO:", "JULIET:", "KING:", "First Citizen:")[i % 4] for i in range(64)]
-    want = [complete(prompt=p, max_tokens=16, seed=100 + i, top_k=40, ignore_eos=True).choices[0].text
+def streams_each_as_alone(n, max_tokens, seed, meanwhile=None):
+    """n streamed completions at once equal the same requests one at a time; meanwhile() runs while they stream"""
+    prompts = [("ROMEO:", "JULIET:", "KING:", "First Citizen:")[i % 4] for i in range(n)]
+    want = [complete(prompt=p, max_tokens=max_tokens, seed=seed + i, top_k=40, ignore_eos=True).choices[0].text
             for i, p in enumerate(prompts)]
-    got = [None] * 64
+    got = [None] * n
 
     def one(i):
         try:
-            got[i] = stream_text(prompt=prompts[i], max_tokens=16, seed=100 + i, top_k=40, ignore_eos=True)[0].get(0)
+            got[i] = stream_text(prompt=prompts[i], max_tokens=max_tokens, seed=seed + i, top_k=40, ignore_eos=True)[0].get(0)
         except Exception as e:  # noqa: BLE001 (reported below as a difference)
             got[i] = repr(e)
-    ts = [threading.Thread(target=one, args=(i,)) for i in range(64)]
+    ts = [threading.Thread(target=one, args=(i,)) for i in range(n)]
     for t in ts:
         t.start()
+    if meanwhile:
+        meanwhile()
     for t in ts:
         t.join(60)
-    bad = [i for i in range(64) if got[i] != want[i]]
-    check(not bad, f"{len(bad)} of 64 streams differ, first {bad[:1]}: {got[bad[0]]!r} vs {want[bad[0]]!r}" if bad else "")
+    bad = [i for i in range(n) if got[i] != want[i]]
+    check(not bad, f"{len(bad)} of {n} streams differ, first {bad[:1]}: {got[bad[0]]!r} vs {want[bad[0]]!r}" if bad else "")
+
+
+@test
+def streams_64_concurrent_each_as_alone():
+    streams_each_as_alone(64, 16, 100)
+
+
+@test
+def echo_scoring_beside_streams_leaves_them_as_alone():
+    # scoring shares the model's KV slots with the engine's requests: it must wait for them, not run between steps
+    text = "ROMEO: But soft, what light through yonder window breaks?"
+    alone = complete(prompt=text, max_tokens=0, echo=True, logprobs=0).choices[0].logprobs.token_logprobs
+    lps = []
+
+    def score_four_times():
+        for _ in range(4):
+            time.sleep(0.05)
+            lps.append(complete(prompt=text, max_tokens=0, echo=True, logprobs=0).choices[0].logprobs.token_logprobs)
+    streams_each_as_alone(8, 48, 300, score_four_times)
+    check(len(lps) == 4 and all(lp == alone for lp in lps), "echo logprobs beside streams differ from those alone")
 
 
 def metric(url, name):
