@@ -3975,6 +3975,68 @@ static int gpt2__score_next(const gpt2_score_request *reqs, int n, int L, gpt2__
 
 /* == [GPT2:CPU] == CPU backend: plain C forward with KV cache, arithmetic in fp32 (the reference) ================ */
 
+#if defined(__GNUC__)
+/* GNU C's vectors (GCC, Clang): a panel's 16 float32, and 16 F16/BF16 bit patterns widened to 32 bits */
+typedef float gpt2__vf __attribute__((vector_size(GPT2__PANEL * 4)));
+typedef uint16_t gpt2__vh __attribute__((vector_size(GPT2__PANEL * 2)));
+typedef uint32_t gpt2__vu __attribute__((vector_size(GPT2__PANEL * 4)));
+typedef int32_t gpt2__vi __attribute__((vector_size(GPT2__PANEL * 4)));
+
+/* *zp := e^z of its 16 float32, within ~2 ulp of expf (z clamped to [-87, 88], where e^z is normal and finite): z = n ln 2 + r,
+   |r| <= ln 2 / 2 (ln 2 in two parts, Cody and Waite), e^r by Cephes' expf polynomial, 2^n from its exponent bits */
+static void gpt2__cpu_vexp(gpt2__vf *zp) {
+    gpt2__vf z = *zp;
+    const gpt2__vf zero = {0}, lo = zero - 87.0f, hi = zero + 88.0f;
+    gpt2__vi m = z < lo;
+    z = (gpt2__vf)(((gpt2__vi)z & ~m) | ((gpt2__vi)lo & m));
+    m = z > hi;
+    z = (gpt2__vf)(((gpt2__vi)z & ~m) | ((gpt2__vi)hi & m));
+    const gpt2__vf t = z * 1.44269504088896341f + 12582912.0f; /* 1.5 * 2^23 + n: n = round(z / ln 2), its low bits */
+    const gpt2__vf n = t - 12582912.0f;
+    gpt2__vf r = z - n * 0.693359375f;
+    r = r - n * -2.12194440e-4f;
+    gpt2__vf q = r * 1.9875691500e-4f + 1.3981999507e-3f;
+    q = q * r + 8.3334519073e-3f;
+    q = q * r + 4.1665795894e-2f;
+    q = q * r + 1.6666665459e-1f;
+    q = q * r + 5.0000001201e-1f;
+    q = q * (r * r) + r + 1.0f;
+    const gpt2__vi e = ((gpt2__vi)t - 0x4B400000 + 127) << 23;
+    *zp = q * (gpt2__vf)e;
+}
+#endif
+
+/* The MLP's activation, in place, as Hugging Face's ACT2FN computes it:
+   GPT2__ACT_GELU_TANH  gelu_new: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
+   GPT2__ACT_GELU_ERF   gelu: 0.5 x (1 + erf(x / sqrt(2)))
+   GPT2__ACT_QUICK_GELU quick_gelu: x sigmoid(1.702 x)
+   GPT2__ACT_RELU       relu: max(x, 0)
+   The tanh form is computed as x sigmoid(2u) (0.5 (1 + tanh u) = 1 / (1 + e^(-2u)), exactly), so both sigmoid forms are
+   x / (1 + e^(-z)): with GNU C's vectors, 16 at a time by gpt2__cpu_vexp (a tail as a padded vector, so that every
+   element's bits are those of its value alone). One thread's: the products run it on the outputs each computed. */
+static void gpt2__cpu_activation(float *x, size_t n, int act) {
+    size_t i = 0;
+#if defined(__GNUC__)
+    if (act == GPT2__ACT_GELU_TANH || act == GPT2__ACT_QUICK_GELU)
+        for (; i < n; i += GPT2__PANEL) {
+            const size_t k = n - i < GPT2__PANEL ? n - i : GPT2__PANEL;
+            gpt2__vf v = {0};
+            memcpy(&v, x + i, k * sizeof(float));
+            gpt2__vf e = act == GPT2__ACT_GELU_TANH ? -1.5957691216057308f * (v + 0.044715f * v * v * v) : -1.702f * v;
+            gpt2__cpu_vexp(&e);
+            v = v / (1.0f + e);
+            memcpy(x + i, &v, k * sizeof(float));
+        }
+#endif
+    for (; i < n; i++) {
+        const float v = x[i];
+        if (act == GPT2__ACT_GELU_TANH) x[i] = v / (1.0f + expf(-1.5957691216057308f * (v + 0.044715f * v * v * v)));
+        else if (act == GPT2__ACT_GELU_ERF) x[i] = 0.5f * v * (1.0f + erff(v * 0.70710678118654752f));
+        else if (act == GPT2__ACT_QUICK_GELU) x[i] = v / (1.0f + expf(-1.702f * v));
+        else x[i] = v > 0.0f ? v : 0.0f;
+    }
+}
+
 /* ---- the products: out [N][O] = in [N][I] @ W [I][O] + b [O] (b may be NULL), W packed in panels (gpt2__panel_at)
    in the model's dtype, arithmetic in float32.
    Each output is b (or 0), then + in[i] * W[i] for i in order: one expression for every output, however the work is
@@ -3997,6 +4059,7 @@ typedef struct gpt2__product {
     const float *b;
     int N, I, O, n_panels;
     char dtype;                /* the panels' dtype: 'F', 'H' (F16), 'B' (BF16) */
+    int act;                   /* GPT2__ACT_*: the activation of each output, by the thread that computed it */
     int n_rc, rows_per_task;   /* tasks: n_groups × n_rc, each of rows_per_task rows (the last fewer) */
     float *scratch;            /* GPT2__PANEL_GROUP panels of I float32 per thread (F16/BF16 with many rows) */
 } gpt2__product;
@@ -4012,10 +4075,6 @@ static float gpt2__cpu_weight(const void *w, char dtype, size_t i) {
 }
 
 #if defined(__GNUC__)
-/* GNU C's vectors (GCC, Clang): a panel's 16 float32, and 16 F16/BF16 bit patterns widened to 32 bits */
-typedef float gpt2__vf __attribute__((vector_size(GPT2__PANEL * 4)));
-typedef uint16_t gpt2__vh __attribute__((vector_size(GPT2__PANEL * 2)));
-typedef uint32_t gpt2__vu __attribute__((vector_size(GPT2__PANEL * 4)));
 /* v = 16 float32 from p (F32, F16 or BF16 bits at p; any alignment). F16: the bits below the sign, moved to float32's
    places and multiplied by 2^112, are the value (normal or subnormal, exactly); exponent 31 becomes 255 (inf, NaN). */
 #define GPT2__VLOAD_F(v, p) memcpy(&(v), (p), sizeof(gpt2__vf))
@@ -4140,6 +4199,10 @@ typedef uint32_t gpt2__vu __attribute__((vector_size(GPT2__PANEL * 4)));
                         else GPT2__TILE(MRF, NPF, GPT2__VLOAD_B, 2);                                                \
                     }                                                                                               \
                 }                                                                                                   \
+            if (p->act != GPT2__ACT_NONE) {                                                                         \
+                const int c0 = g0 * GPT2__PANEL, nc = O - c0 < ng * GPT2__PANEL ? O - c0 : ng * GPT2__PANEL;        \
+                for (int r = rs; r < rs + re; r++) gpt2__cpu_activation(p->out + (size_t)r * O + c0, (size_t)nc, p->act); \
+            }                                                                                                       \
         }                                                                                                           \
     }
 
@@ -4167,16 +4230,18 @@ static void gpt2__cpu_tasks_base(const gpt2__product *p, long t0, long t1, float
                     s += p->in[(size_t)r * p->I + k] * gpt2__cpu_weight(p->w, p->dtype, gpt2__panel_at(p->I, k, c));
                 p->out[(size_t)r * p->O + c] = s;
             }
+        if (p->act != GPT2__ACT_NONE)
+            for (int r = rs; r < re; r++) gpt2__cpu_activation(p->out + (size_t)r * p->O + c0, (size_t)(c1 - c0), p->act);
     }
 }
 #endif
 
-/* out [N][O] = in [N][I] @ w [I][O] + b (b may be NULL): w packed in panels in the model's dtype. scratch:
-   gpt2__cpu_scratch_floats(m, I) floats. */
+/* out [N][O] = act(in [N][I] @ w [I][O] + b) (b may be NULL; act GPT2__ACT_NONE: none): w packed in panels in the
+   model's dtype. scratch: gpt2__cpu_scratch_floats(m, I) floats. */
 static void gpt2__cpu_product(const gpt2_model *m, float *out, const float *in, const void *w, const float *b, int N, int I,
-                              int O, float *scratch) {
+                              int O, int act, float *scratch) {
     gpt2__product p;
-    p.out = out; p.in = in; p.w = w; p.b = b; p.N = N; p.I = I; p.O = O;
+    p.out = out; p.in = in; p.w = w; p.b = b; p.N = N; p.I = I; p.O = O; p.act = act;
     p.n_panels = (O + GPT2__PANEL - 1) / GPT2__PANEL;
     p.dtype = gpt2__cpu_dtype(m);
     p.scratch = scratch;
@@ -4309,22 +4374,6 @@ static void gpt2__cpu_layernorm(float *out, const float *in, const float *g, con
         var /= C;
         float rstd = (float)(1.0 / sqrt(var + eps)), mu = (float)mean;
         for (int i = 0; i < C; i++) y[i] = (x[i] - mu) * rstd * g[i] + b[i];
-    }
-}
-
-/* The MLP's activation, in place, as Hugging Face's ACT2FN computes it:
-   GPT2__ACT_GELU_TANH  gelu_new: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
-   GPT2__ACT_GELU_ERF   gelu: 0.5 x (1 + erf(x / sqrt(2)))
-   GPT2__ACT_QUICK_GELU quick_gelu: x sigmoid(1.702 x)
-   GPT2__ACT_RELU       relu: max(x, 0) */
-static void gpt2__cpu_activation(float *x, size_t n, int act) {
-    GPT2__OMP(omp parallel for schedule(static) if (n > 100000))
-    for (long i = 0; i < (long)n; i++) {
-        float v = x[i];
-        if (act == GPT2__ACT_GELU_TANH) x[i] = 0.5f * v * (1.0f + tanhf(0.7978845608028654f * (v + 0.044715f * v * v * v)));
-        else if (act == GPT2__ACT_GELU_ERF) x[i] = 0.5f * v * (1.0f + erff(v * 0.70710678118654752f));
-        else if (act == GPT2__ACT_QUICK_GELU) x[i] = v / (1.0f + expf(-1.702f * v));
-        else x[i] = v > 0.0f ? v : 0.0f;
     }
 }
 
@@ -4464,7 +4513,7 @@ static gpt2_status gpt2__cpu_run(gpt2_model *m, const gpt2__seq *seqs, int n, in
         float scale = m->arch.attn_unscaled ? 1.0f : 1.0f / sqrtf((float)hd);
         if (m->arch.attn_by_layer) scale /= (float)(l + 1);
         gpt2__cpu_layernorm(ln, x, y->ln1_w, y->ln1_b, N, C, cf->ln_eps);
-        gpt2__cpu_product(m, qkv, ln, y->qkv_w, y->qkv_b, N, C, 3 * C, scratch);
+        gpt2__cpu_product(m, qkv, ln, y->qkv_w, y->qkv_b, N, C, 3 * C, GPT2__ACT_NONE, scratch);
         /* K and V of every fed row into the cache: K transposed, a head per thread, element i of every row in turn,
            so that the consecutive rows of a sequence write consecutive elements */
         GPT2__OMP(omp parallel for schedule(static) if ((double)N * C > 1e5))
@@ -4518,18 +4567,17 @@ static gpt2_status gpt2__cpu_run(gpt2_model *m, const gpt2__seq *seqs, int n, in
             float *sc = scores + (size_t)tid * maxT * (dt == 'F' ? 1 : 1 + 2 * hd);
             m->cpu.attn(&at, t, sc, sc + maxT, sc + maxT + (size_t)hd * maxT);
         }
-        gpt2__cpu_product(m, ln, att, y->attn_proj_w, y->attn_proj_b, N, C, C, scratch);
+        gpt2__cpu_product(m, ln, att, y->attn_proj_w, y->attn_proj_b, N, C, C, GPT2__ACT_NONE, scratch);
         for (size_t i = 0; i < (size_t)N * C; i++) x[i] += ln[i];
         gpt2__cpu_layernorm(ln, x, y->ln2_w, y->ln2_b, N, C, cf->ln_eps);
-        gpt2__cpu_product(m, fc, ln, y->fc_w, y->fc_b, N, C, F, scratch);
-        gpt2__cpu_activation(fc, (size_t)N * F, m->arch.act);
-        gpt2__cpu_product(m, ln, fc, y->fc_proj_w, y->fc_proj_b, N, F, C, scratch);
+        gpt2__cpu_product(m, fc, ln, y->fc_w, y->fc_b, N, C, F, m->arch.act, scratch);
+        gpt2__cpu_product(m, ln, fc, y->fc_proj_w, y->fc_proj_b, N, F, C, GPT2__ACT_NONE, scratch);
         for (size_t i = 0; i < (size_t)N * C; i++) x[i] += ln[i];
     }
     /* final layer norm of the rows whose logits are wanted (all of them now), then logits = row @ wte^T */
     const int n_out = N;
     gpt2__cpu_layernorm(ln, x, w->lnf_w, w->lnf_b, n_out, C, cf->ln_eps);
-    gpt2__cpu_product(m, logits, ln, w->lm_head, NULL, n_out, C, V, scratch);
+    gpt2__cpu_product(m, logits, ln, w->lm_head, NULL, n_out, C, V, GPT2__ACT_NONE, scratch);
     GPT2_FREE(buf); GPT2_FREE(row_seq); GPT2_FREE(row_pos); GPT2_FREE(tasks);
     return GPT2_OK;
 }
