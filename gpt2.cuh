@@ -817,7 +817,7 @@ typedef struct gpt2__cpu {
     void *k_cache, *v_cache;         /* elements of the model's dtype */
     /* the builds of the products and the attention for this CPU (gpt2__cpu_isa) */
     void (*tasks)(const struct gpt2__product *, long, long, float *);
-    void (*attn)(const struct gpt2__attn *, long, float *, float *, float *);
+    void (*attn)(const struct gpt2__attn *, long, float *);
 } gpt2__cpu;
 
 struct gpt2_model {
@@ -4274,10 +4274,10 @@ static void gpt2__cpu_product(const gpt2_model *m, float *out, const float *in, 
 }
 
 /* ---- attention: each row (position p of its sequence) attends to positions 0 .. p of its KV slot, head by head.
-   Work in tasks of a block of up to GPT2__ATT_ROWS consecutive rows of one sequence and one head; from an F16/BF16
-   cache the head's keys and values up to the block's last position are converted to float32 once for the block's
-   rows. Each row computes as alone (one build of these loops for every row count): scores q·k over i in order,
-   scaled, softmax (max, exp, the sum in order), then out = sum over j in order of (e_j / sum) v_j. */
+   Work in tasks of a block of up to GPT2__ATT_ROWS consecutive rows of one sequence and one head (the block's keys
+   and values stay in the cache for its rows). Each row computes as alone, reading the cache in its dtype (F16/BF16
+   widened in registers, exactly): scores q·k over i in order, scaled, softmax (max, exp, the sum in order), then
+   out = sum over j in order of (e_j / sum) v_j. */
 typedef struct gpt2__attn_task { int row0, n_rows, head, slot; } gpt2__attn_task;
 typedef struct gpt2__attn {
     const float *qkv;          /* [N][3C] */
@@ -4290,68 +4290,109 @@ typedef struct gpt2__attn {
     const gpt2__attn_task *tasks;
 } gpt2__attn;
 
-/* dst [0, n) = the F16/BF16 (dtype 'H' / 'B') bits at src as float32 */
 #if defined(__GNUC__)
-#define GPT2__CPU_WIDEN(dst, src, n, dtype, LOADH)                                                                  \
+/* One row's scores and weighted values from a cache of ES-byte elements read by LOAD (16 at a time): sc [0, n) :=
+   q · key j (the sum over i in order, however the loops run); after the softmax (sc then holds e_j / sum),
+   o [0, hd) := sum of sc[j] v_j, 4 vectors of o in flight. Where 16 do not fit (the last keys, a head size not a
+   multiple of 16), the same sums one element at a time. */
+#define GPT2__ATTN_SCORES(LOAD, ES)                                                                                 \
     do {                                                                                                            \
-        size_t i_ = 0;                                                                                              \
-        for (; i_ + GPT2__PANEL <= (size_t)(n); i_ += GPT2__PANEL) {                                                \
-            gpt2__vf v_;                                                                                            \
-            if ((dtype) == 'H') LOADH(v_, (src) + i_);                                                              \
-            else GPT2__VLOAD_B(v_, (src) + i_);                                                                     \
-            memcpy((dst) + i_, &v_, sizeof v_);                                                                     \
+        const int n16_ = n / GPT2__PANEL * GPT2__PANEL;                                                             \
+        if (k->n_rows == 1) /* 4 vectors of keys at a time, their sums in registers */                              \
+            for (int j_ = 0, nv_; (nv_ = (n16_ - j_) / GPT2__PANEL < 4 ? (n16_ - j_) / GPT2__PANEL : 4) > 0;        \
+                 j_ += nv_ * GPT2__PANEL) {                                                                         \
+                gpt2__vf s_[4] = {{0}, {0}, {0}, {0}};                                                              \
+                for (int i_ = 0; i_ < hd; i_++) {                                                                   \
+                    const unsigned char *kr_ = kt + ((size_t)i_ * ms + j_) * (ES);                                  \
+                    for (int v_ = 0; v_ < 4; v_++) {                                                                \
+                        gpt2__vf k_;                                                                                \
+                        LOAD(k_, kr_ + (size_t)(v_ < nv_ ? v_ : nv_ - 1) * GPT2__PANEL * (ES));                    \
+                        s_[v_] += q[i_] * k_;                                                                       \
+                    }                                                                                               \
+                }                                                                                                   \
+                memcpy(sc + j_, s_, (size_t)nv_ * sizeof(gpt2__vf));                                                \
+            }                                                                                                       \
+        else { /* a block's rows: each row of the transposed keys in turn (they stay in the cache for the block) */ \
+            for (int j_ = 0; j_ < n16_; j_++) sc[j_] = 0.0f;                                                        \
+            for (int i_ = 0; i_ < hd; i_++) {                                                                       \
+                const unsigned char *kr_ = kt + (size_t)i_ * ms * (ES);                                             \
+                for (int j_ = 0; j_ < n16_; j_ += GPT2__PANEL) {                                                    \
+                    gpt2__vf k_, s_;                                                                                \
+                    LOAD(k_, kr_ + (size_t)j_ * (ES));                                                              \
+                    memcpy(&s_, sc + j_, sizeof s_);                                                                \
+                    s_ += q[i_] * k_;                                                                               \
+                    memcpy(sc + j_, &s_, sizeof s_);                                                                \
+                }                                                                                                   \
+            }                                                                                                       \
         }                                                                                                           \
-        for (; i_ < (size_t)(n); i_++) (dst)[i_] = gpt2__cpu_weight((src), (dtype), i_);                             \
+        for (int j_ = n16_; j_ < n; j_++) {                                                                         \
+            float s_ = 0.0f;                                                                                        \
+            for (int i_ = 0; i_ < hd; i_++) s_ += q[i_] * gpt2__cpu_weight(kt, a->dtype, (size_t)i_ * ms + j_);    \
+            sc[j_] = s_;                                                                                            \
+        }                                                                                                           \
+    } while (0)
+#define GPT2__ATTN_VALUES(LOAD, ES)                                                                                 \
+    do {                                                                                                            \
+        const int nv_all_ = hd / GPT2__PANEL;                                                                       \
+        for (int c_ = 0; c_ < nv_all_; c_ += 4) {                                                                   \
+            const int nv_ = nv_all_ - c_ < 4 ? nv_all_ - c_ : 4;                                                    \
+            gpt2__vf o_[4] = {{0}, {0}, {0}, {0}};                                                                  \
+            for (int j_ = 0; j_ < n; j_++) {                                                                        \
+                const unsigned char *vr_ = v + ((size_t)j_ * C + (size_t)c_ * GPT2__PANEL) * (ES);                  \
+                for (int v_ = 0; v_ < 4; v_++) {                                                                    \
+                    gpt2__vf x_;                                                                                    \
+                    LOAD(x_, vr_ + (size_t)(v_ < nv_ ? v_ : nv_ - 1) * GPT2__PANEL * (ES));                        \
+                    o_[v_] += sc[j_] * x_;                                                                          \
+                }                                                                                                   \
+            }                                                                                                       \
+            memcpy(o + (size_t)c_ * GPT2__PANEL, o_, (size_t)nv_ * sizeof(gpt2__vf));                               \
+        }                                                                                                           \
+        for (int i_ = nv_all_ * GPT2__PANEL; i_ < hd; i_++) {                                                      \
+            float s_ = 0.0f;                                                                                        \
+            for (int j_ = 0; j_ < n; j_++) s_ += sc[j_] * gpt2__cpu_weight(v, a->dtype, (size_t)j_ * C + i_);     \
+            o[i_] = s_;                                                                                             \
+        }                                                                                                           \
+    } while (0)
+#define GPT2__ATTN_DTYPE(WHAT, LOADH)                                                                               \
+    do {                                                                                                            \
+        if (a->dtype == 'F') WHAT(GPT2__VLOAD_F, 4);                                                                \
+        else if (a->dtype == 'H') WHAT(LOADH, 2);                                                                   \
+        else WHAT(GPT2__VLOAD_B, 2);                                                                                \
     } while (0)
 #else
-#define GPT2__CPU_WIDEN(dst, src, n, dtype, LOADH)                                                                  \
-    do {                                                                                                            \
-        for (size_t i_ = 0; i_ < (size_t)(n); i_++) (dst)[i_] = gpt2__cpu_weight((src), (dtype), i_);               \
-    } while (0)
+#define GPT2__ATTN_DTYPE(WHAT, LOADH) WHAT()
+#define GPT2__ATTN_SCORES()                                                                                         \
+    for (int j_ = 0; j_ < n; j_++) sc[j_] = 0.0f;                                                                   \
+    for (int i_ = 0; i_ < hd; i_++)                                                                                 \
+        for (int j_ = 0; j_ < n; j_++) sc[j_] += q[i_] * gpt2__cpu_weight(kt, a->dtype, (size_t)i_ * ms + j_);
+#define GPT2__ATTN_VALUES()                                                                                         \
+    for (int i_ = 0; i_ < hd; i_++) {                                                                               \
+        float s_ = 0.0f;                                                                                            \
+        for (int j_ = 0; j_ < n; j_++) s_ += sc[j_] * gpt2__cpu_weight(v, a->dtype, (size_t)j_ * C + i_);         \
+        o[i_] = s_;                                                                                                 \
+    }
 #endif
 
-/* Task t; sc: scratch of max_seq floats; kf, vf: of head size × max_seq floats each (F16/BF16) */
+/* Task t; sc: scratch of max_seq floats */
 #define GPT2__CPU_ATTN(name, ATTR, BODY, LOADH)                                                                     \
-    ATTR static void name(const gpt2__attn *a, long t, float *sc, float *kf, float *vf) {                           \
+    ATTR static void name(const gpt2__attn *a, long t, float *sc) {                                                 \
         BODY                                                                                                        \
         const gpt2__attn_task *k = &a->tasks[t];                                                                    \
-        const int C = a->C, hd = C / a->H, n_keys = a->row_pos[k->row0 + k->n_rows - 1] + 1;                        \
-        const size_t ms = (size_t)a->max_seq, kt_at = ((size_t)k->slot * a->H + k->head) * hd * ms;                 \
-        const size_t v_at = (size_t)k->slot * ms * C + (size_t)k->head * hd;                                        \
-        const float *kt, *v;                                                                                        \
-        size_t ks, vs;                                                                                              \
-        if (a->dtype == 'F') {                                                                                      \
-            kt = (const float *)a->kt + kt_at; ks = ms;                                                             \
-            v = (const float *)a->v + v_at; vs = (size_t)C;                                                         \
-        } else {                                                                                                    \
-            const uint16_t *kh = (const uint16_t *)a->kt + kt_at, *vh = (const uint16_t *)a->v + v_at;              \
-            for (int i = 0; i < hd; i++) GPT2__CPU_WIDEN(kf + (size_t)i * n_keys, kh + i * ms, n_keys, a->dtype, LOADH); \
-            for (int j = 0; j < n_keys; j++)                                                                        \
-                GPT2__CPU_WIDEN(vf + (size_t)j * hd, vh + j * (size_t)C, hd, a->dtype, LOADH);                          \
-            kt = kf; ks = (size_t)n_keys;                                                                           \
-            v = vf; vs = (size_t)hd;                                                                                \
-        }                                                                                                           \
+        const int C = a->C, hd = C / a->H;                                                                          \
+        const size_t ms = (size_t)a->max_seq, es = a->dtype == 'F' ? 4 : 2;                                         \
+        const unsigned char *kt = (const unsigned char *)a->kt + ((size_t)k->slot * a->H + k->head) * hd * ms * es; \
+        const unsigned char *v = (const unsigned char *)a->v + ((size_t)k->slot * ms * C + (size_t)k->head * hd) * es; \
         for (int r = k->row0; r < k->row0 + k->n_rows; r++) {                                                       \
-            const int p = a->row_pos[r];                                                                            \
+            const int n = a->row_pos[r] + 1;                                                                        \
             const float *q = a->qkv + (size_t)r * 3 * C + (size_t)k->head * hd;                                      \
-            int j;                                                                                                  \
-            /* scores: hd passes over the keys, pass i adding q[i] times element i of every key (one contiguous row \
-               of the transposed cache) */                                                                          \
-            for (j = 0; j <= p; j++) sc[j] = 0.0f;                                                                  \
-            for (int i = 0; i < hd; i++) {                                                                          \
-                const float qi = q[i], *kr = kt + i * ks;                                                           \
-                for (j = 0; j <= p; j++) sc[j] += qi * kr[j];                                                       \
-            }                                                                                                       \
-            float mx = -INFINITY, sum = 0.0f;                                                                       \
-            for (j = 0; j <= p; j++) sc[j] *= a->scale;                                                             \
-            for (j = 0; j <= p; j++) mx = sc[j] > mx ? sc[j] : mx;                                                  \
-            for (j = 0; j <= p; j++) { sc[j] = expf(sc[j] - mx); sum += sc[j]; }                                    \
             float *o = a->out + (size_t)r * C + (size_t)k->head * hd;                                               \
-            for (int i = 0; i < hd; i++) o[i] = 0.0f;                                                               \
-            for (j = 0; j <= p; j++) {                                                                              \
-                const float pj = sc[j] / sum, *vv = v + j * vs;                                                     \
-                for (int i = 0; i < hd; i++) o[i] += pj * vv[i];                                                    \
-            }                                                                                                       \
+            GPT2__ATTN_DTYPE(GPT2__ATTN_SCORES, LOADH);                                                             \
+            float mx = -INFINITY, sum = 0.0f;                                                                       \
+            for (int j = 0; j < n; j++) sc[j] *= a->scale;                                                          \
+            for (int j = 0; j < n; j++) mx = sc[j] > mx ? sc[j] : mx;                                               \
+            for (int j = 0; j < n; j++) { sc[j] = expf(sc[j] - mx); sum += sc[j]; }                                 \
+            for (int j = 0; j < n; j++) sc[j] /= sum;                                                               \
+            GPT2__ATTN_DTYPE(GPT2__ATTN_VALUES, LOADH);                                                             \
         }                                                                                                           \
     }
 GPT2__CPU_ATTN(gpt2__cpu_attn_base, , , GPT2__VLOAD_H)
@@ -4360,6 +4401,9 @@ GPT2__CPU_ATTN(gpt2__cpu_attn_avx2, __attribute__((target("avx2,fma,f16c"))) GPT
 GPT2__CPU_ATTN(gpt2__cpu_attn_avx512, __attribute__((target("avx2,fma,f16c,avx512f"))) GPT2__FUSE, GPT2__FUSE_BODY, GPT2__VLOAD_H_512)
 #endif
 #undef GPT2__CPU_ATTN
+#undef GPT2__ATTN_DTYPE
+#undef GPT2__ATTN_SCORES
+#undef GPT2__ATTN_VALUES
 
 /* out [N][C] = layer_norm(in [N][C]) * g + b, statistics in double (HF: torch.nn.LayerNorm, biased variance) */
 static void gpt2__cpu_layernorm(float *out, const float *in, const float *g, const float *b, int N, int C, float eps) {
@@ -4479,7 +4523,7 @@ static gpt2_status gpt2__cpu_run(gpt2_model *m, const gpt2__seq *seqs, int n, in
        scratch (F16/BF16: a group of panels per thread, in float32) */
     const size_t qkv_n = (size_t)3 * N * C;
     const size_t scratch_n = m->dtype == GPT2_DTYPE_F32 ? 0 : (size_t)nthreads * GPT2__PANEL_GROUP * GPT2__PANEL * (F > C ? F : C);
-    const size_t att_n = (size_t)nthreads * maxT * (m->dtype == GPT2_DTYPE_F32 ? 1 : 1 + 2 * hd);
+    const size_t att_n = (size_t)nthreads * maxT;
     size_t need = (size_t)N * (3 * C + F) + qkv_n + att_n + scratch_n;
     float *buf = (float *)gpt2__alloc(need * sizeof(float));
     int *row_seq = (int *)gpt2__alloc((size_t)N * sizeof(int));
@@ -4564,8 +4608,7 @@ static gpt2_status gpt2__cpu_run(gpt2_model *m, const gpt2__seq *seqs, int n, in
 #ifdef _OPENMP
             tid = omp_get_thread_num();
 #endif
-            float *sc = scores + (size_t)tid * maxT * (dt == 'F' ? 1 : 1 + 2 * hd);
-            m->cpu.attn(&at, t, sc, sc + maxT, sc + maxT + (size_t)hd * maxT);
+            m->cpu.attn(&at, t, scores + (size_t)tid * maxT);
         }
         gpt2__cpu_product(m, ln, att, y->attn_proj_w, y->attn_proj_b, N, C, C, GPT2__ACT_NONE, scratch);
         for (size_t i = 0; i < (size_t)N * C; i++) x[i] += ln[i];
