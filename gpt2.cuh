@@ -4558,17 +4558,19 @@ static gpt2_status gpt2__cpu_run(gpt2_model *m, const gpt2__seq *seqs, int n, in
         if (m->arch.attn_by_layer) scale /= (float)(l + 1);
         gpt2__cpu_layernorm(ln, x, y->ln1_w, y->ln1_b, N, C, cf->ln_eps);
         gpt2__cpu_product(m, qkv, ln, y->qkv_w, y->qkv_b, N, C, 3 * C, GPT2__ACT_NONE, scratch);
-        /* K and V of every fed row into the cache: K transposed, a head per thread, element i of every row in turn,
-           so that the consecutive rows of a sequence write consecutive elements */
-        GPT2__OMP(omp parallel for schedule(static) if ((double)N * C > 1e5))
-        for (int h = 0; h < H; h++)
+        /* K and V of every fed row into the cache, a head per thread (even for one row: each of its K elements is a
+           cache line of its own, so the threads' misses overlap): K transposed, element i of every row in turn, so
+           that the consecutive rows of a sequence write consecutive elements */
+        GPT2__OMP(omp parallel for schedule(static))
+        for (int h = 0; h < H; h++) {
             for (int i = 0; i < hd; i++)
                 for (int r = 0; r < N; r++)
                     gpt2__cpu_put(m->cpu.k_cache, dt, gpt2__cpu_kt(m, l, seqs[row_seq[r]].slot, h) + (size_t)i * m->max_seq + row_pos[r],
                                   qkv[(size_t)r * 3 * C + C + h * hd + i]);
-        for (int r = 0; r < N; r++) {
-            const size_t at = gpt2__cpu_kv(m, l, seqs[row_seq[r]].slot, row_pos[r]);
-            for (int i = 0; i < C; i++) gpt2__cpu_put(m->cpu.v_cache, dt, at + i, qkv[(size_t)r * 3 * C + 2 * C + i]);
+            for (int r = 0; r < N; r++) {
+                const size_t at = gpt2__cpu_kv(m, l, seqs[row_seq[r]].slot, row_pos[r]) + (size_t)h * hd;
+                for (int i = 0; i < hd; i++) gpt2__cpu_put(m->cpu.v_cache, dt, at + i, qkv[(size_t)r * 3 * C + 2 * C + h * hd + i]);
+            }
         }
         /* the last layer's rows after the K/V store serve only the logits: without all_rows, each sequence's last
            row goes on alone, row s of the compacted rows being sequence s's (its fed row is at or after s); every
