@@ -4295,6 +4295,13 @@ typedef struct gpt2__attn {
    q · key j (the sum over i in order, however the loops run); after the softmax (sc then holds e_j / sum),
    o [0, hd) := sum of sc[j] v_j, 4 vectors of o in flight. Where 16 do not fit (the last keys, a head size not a
    multiple of 16), the same sums one element at a time. */
+/* acc[0 .. 3] += s times the nv_ vectors at p (a 4th past the last repeats it, its sum not stored) */
+#define GPT2__ATTN_FMA4(acc, s, p, LOAD, ES)                                                                        \
+    for (int v_ = 0; v_ < 4; v_++) {                                                                                \
+        gpt2__vf x_;                                                                                                \
+        LOAD(x_, (p) + (size_t)(v_ < nv_ ? v_ : nv_ - 1) * GPT2__PANEL * (ES));                                    \
+        acc[v_] += (s) * x_;                                                                                        \
+    }
 #define GPT2__ATTN_SCORES(LOAD, ES)                                                                                 \
     do {                                                                                                            \
         const int n16_ = n / GPT2__PANEL * GPT2__PANEL;                                                             \
@@ -4302,14 +4309,8 @@ typedef struct gpt2__attn {
             for (int j_ = 0, nv_; (nv_ = (n16_ - j_) / GPT2__PANEL < 4 ? (n16_ - j_) / GPT2__PANEL : 4) > 0;        \
                  j_ += nv_ * GPT2__PANEL) {                                                                         \
                 gpt2__vf s_[4] = {{0}, {0}, {0}, {0}};                                                              \
-                for (int i_ = 0; i_ < hd; i_++) {                                                                   \
-                    const unsigned char *kr_ = kt + ((size_t)i_ * ms + j_) * (ES);                                  \
-                    for (int v_ = 0; v_ < 4; v_++) {                                                                \
-                        gpt2__vf k_;                                                                                \
-                        LOAD(k_, kr_ + (size_t)(v_ < nv_ ? v_ : nv_ - 1) * GPT2__PANEL * (ES));                    \
-                        s_[v_] += q[i_] * k_;                                                                       \
-                    }                                                                                               \
-                }                                                                                                   \
+                for (int i_ = 0; i_ < hd; i_++)                                                                     \
+                    GPT2__ATTN_FMA4(s_, q[i_], kt + ((size_t)i_ * ms + j_) * (ES), LOAD, ES);                       \
                 memcpy(sc + j_, s_, (size_t)nv_ * sizeof(gpt2__vf));                                                \
             }                                                                                                       \
         else { /* a block's rows: each row of the transposed keys in turn (they stay in the cache for the block) */ \
@@ -4337,14 +4338,8 @@ typedef struct gpt2__attn {
         for (int c_ = 0; c_ < nv_all_; c_ += 4) {                                                                   \
             const int nv_ = nv_all_ - c_ < 4 ? nv_all_ - c_ : 4;                                                    \
             gpt2__vf o_[4] = {{0}, {0}, {0}, {0}};                                                                  \
-            for (int j_ = 0; j_ < n; j_++) {                                                                        \
-                const unsigned char *vr_ = v + ((size_t)j_ * C + (size_t)c_ * GPT2__PANEL) * (ES);                  \
-                for (int v_ = 0; v_ < 4; v_++) {                                                                    \
-                    gpt2__vf x_;                                                                                    \
-                    LOAD(x_, vr_ + (size_t)(v_ < nv_ ? v_ : nv_ - 1) * GPT2__PANEL * (ES));                        \
-                    o_[v_] += sc[j_] * x_;                                                                          \
-                }                                                                                                   \
-            }                                                                                                       \
+            for (int j_ = 0; j_ < n; j_++)                                                                          \
+                GPT2__ATTN_FMA4(o_, sc[j_], v + ((size_t)j_ * C + (size_t)c_ * GPT2__PANEL) * (ES), LOAD, ES);      \
             memcpy(o + (size_t)c_ * GPT2__PANEL, o_, (size_t)nv_ * sizeof(gpt2__vf));                               \
         }                                                                                                           \
         for (int i_ = nv_all_ * GPT2__PANEL; i_ < hd; i_++) {                                                      \
@@ -4403,6 +4398,7 @@ GPT2__CPU_ATTN(gpt2__cpu_attn_avx512, __attribute__((target("avx2,fma,f16c,avx51
 #undef GPT2__CPU_ATTN
 #undef GPT2__ATTN_DTYPE
 #undef GPT2__ATTN_SCORES
+#undef GPT2__ATTN_FMA4
 #undef GPT2__ATTN_VALUES
 
 /* out [N][C] = layer_norm(in [N][C]) * g + b, statistics in double (HF: torch.nn.LayerNorm, biased variance) */
