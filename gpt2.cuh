@@ -820,7 +820,7 @@ typedef struct gpt2__cpu {
     void *k_cache, *v_cache;         /* elements of the model's dtype */
     /* the builds of the products and the attention for this CPU (gpt2__cpu_isa) */
     void (*tasks)(const struct gpt2__product *, long, long, float *);
-    void (*attn)(const struct gpt2__attn *, long, float *, float *, float *);
+    void (*attn)(const struct gpt2__attn *, long, float *);
 } gpt2__cpu;
 
 struct gpt2_model {
@@ -3981,6 +3981,68 @@ static int gpt2__score_next(const gpt2_score_request *reqs, int n, int L, gpt2__
 
 /* == [GPT2:CPU] == CPU backend: plain C forward with KV cache, arithmetic in fp32 (the reference) =============== */
 
+#if defined(__GNUC__)
+/* GNU C's vectors (GCC, Clang): a panel's 16 float32, and 16 F16/BF16 bit patterns widened to 32 bits */
+typedef float gpt2__vf __attribute__((vector_size(GPT2__PANEL * 4)));
+typedef uint16_t gpt2__vh __attribute__((vector_size(GPT2__PANEL * 2)));
+typedef uint32_t gpt2__vu __attribute__((vector_size(GPT2__PANEL * 4)));
+typedef int32_t gpt2__vi __attribute__((vector_size(GPT2__PANEL * 4)));
+
+/* *zp := e^z of its 16 float32, within ~2 ulp of expf (z clamped to [-87, 88], where e^z is normal and finite): z = n ln 2 + r,
+   |r| <= ln 2 / 2 (ln 2 in two parts, Cody and Waite), e^r by Cephes' expf polynomial, 2^n from its exponent bits */
+static void gpt2__cpu_vexp(gpt2__vf *zp) {
+    gpt2__vf z = *zp;
+    const gpt2__vf zero = {0}, lo = zero - 87.0f, hi = zero + 88.0f;
+    gpt2__vi m = z < lo;
+    z = (gpt2__vf)(((gpt2__vi)z & ~m) | ((gpt2__vi)lo & m));
+    m = z > hi;
+    z = (gpt2__vf)(((gpt2__vi)z & ~m) | ((gpt2__vi)hi & m));
+    const gpt2__vf t = z * 1.44269504088896341f + 12582912.0f; /* 1.5 * 2^23 + n: n = round(z / ln 2), its low bits */
+    const gpt2__vf n = t - 12582912.0f;
+    gpt2__vf r = z - n * 0.693359375f;
+    r = r - n * -2.12194440e-4f;
+    gpt2__vf q = r * 1.9875691500e-4f + 1.3981999507e-3f;
+    q = q * r + 8.3334519073e-3f;
+    q = q * r + 4.1665795894e-2f;
+    q = q * r + 1.6666665459e-1f;
+    q = q * r + 5.0000001201e-1f;
+    q = q * (r * r) + r + 1.0f;
+    const gpt2__vi e = ((gpt2__vi)t - 0x4B400000 + 127) << 23;
+    *zp = q * (gpt2__vf)e;
+}
+#endif
+
+/* The MLP's activation, in place, as Hugging Face's ACT2FN computes it:
+   GPT2__ACT_GELU_TANH  gelu_new: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
+   GPT2__ACT_GELU_ERF   gelu: 0.5 x (1 + erf(x / sqrt(2)))
+   GPT2__ACT_QUICK_GELU quick_gelu: x sigmoid(1.702 x)
+   GPT2__ACT_RELU       relu: max(x, 0)
+   The tanh form is computed as x sigmoid(2u) (0.5 (1 + tanh u) = 1 / (1 + e^(-2u)), exactly), so both sigmoid forms are
+   x / (1 + e^(-z)): with GNU C's vectors, 16 at a time by gpt2__cpu_vexp (a tail as a padded vector, so that every
+   element's bits are those of its value alone). One thread's: the products run it on the outputs each computed. */
+static void gpt2__cpu_activation(float *x, size_t n, int act) {
+    size_t i = 0;
+#if defined(__GNUC__)
+    if (act == GPT2__ACT_GELU_TANH || act == GPT2__ACT_QUICK_GELU)
+        for (; i < n; i += GPT2__PANEL) {
+            const size_t k = n - i < GPT2__PANEL ? n - i : GPT2__PANEL;
+            gpt2__vf v = {0};
+            memcpy(&v, x + i, k * sizeof(float));
+            gpt2__vf e = act == GPT2__ACT_GELU_TANH ? -1.5957691216057308f * (v + 0.044715f * v * v * v) : -1.702f * v;
+            gpt2__cpu_vexp(&e);
+            v = v / (1.0f + e);
+            memcpy(x + i, &v, k * sizeof(float));
+        }
+#endif
+    for (; i < n; i++) {
+        const float v = x[i];
+        if (act == GPT2__ACT_GELU_TANH) x[i] = v / (1.0f + expf(-1.5957691216057308f * (v + 0.044715f * v * v * v)));
+        else if (act == GPT2__ACT_GELU_ERF) x[i] = 0.5f * v * (1.0f + erff(v * 0.70710678118654752f));
+        else if (act == GPT2__ACT_QUICK_GELU) x[i] = v / (1.0f + expf(-1.702f * v));
+        else x[i] = v > 0.0f ? v : 0.0f;
+    }
+}
+
 /* ---- the products: out [N][O] = in [N][I] @ W [I][O] + b [O] (b may be NULL), W packed in panels (gpt2__panel_at)
    in the model's dtype, arithmetic in float32.
    Each output is b (or 0), then + in[i] * W[i] for i in order: one expression for every output, however the work is
@@ -4003,6 +4065,7 @@ typedef struct gpt2__product {
     const float *b;
     int N, I, O, n_panels;
     char dtype;                /* the panels' dtype: 'F', 'H' (F16), 'B' (BF16) */
+    int act;                   /* GPT2__ACT_*: the activation of each output, by the thread that computed it */
     int n_rc, rows_per_task;   /* tasks: n_groups × n_rc, each of rows_per_task rows (the last fewer) */
     float *scratch;            /* GPT2__PANEL_GROUP panels of I float32 per thread (F16/BF16 with many rows) */
 } gpt2__product;
@@ -4018,10 +4081,6 @@ static float gpt2__cpu_weight(const void *w, char dtype, size_t i) {
 }
 
 #if defined(__GNUC__)
-/* GNU C's vectors (GCC, Clang): a panel's 16 float32, and 16 F16/BF16 bit patterns widened to 32 bits */
-typedef float gpt2__vf __attribute__((vector_size(GPT2__PANEL * 4)));
-typedef uint16_t gpt2__vh __attribute__((vector_size(GPT2__PANEL * 2)));
-typedef uint32_t gpt2__vu __attribute__((vector_size(GPT2__PANEL * 4)));
 /* v = 16 float32 from p (F32, F16 or BF16 bits at p; any alignment). F16: the bits below the sign, moved to float32's
    places and multiplied by 2^112, are the value (normal or subnormal, exactly); exponent 31 becomes 255 (inf, NaN). */
 #define GPT2__VLOAD_F(v, p) memcpy(&(v), (p), sizeof(gpt2__vf))
@@ -4146,6 +4205,10 @@ typedef uint32_t gpt2__vu __attribute__((vector_size(GPT2__PANEL * 4)));
                         else GPT2__TILE(MRF, NPF, GPT2__VLOAD_B, 2);                                                \
                     }                                                                                               \
                 }                                                                                                   \
+            if (p->act != GPT2__ACT_NONE) {                                                                         \
+                const int c0 = g0 * GPT2__PANEL, nc = O - c0 < ng * GPT2__PANEL ? O - c0 : ng * GPT2__PANEL;        \
+                for (int r = rs; r < rs + re; r++) gpt2__cpu_activation(p->out + (size_t)r * O + c0, (size_t)nc, p->act); \
+            }                                                                                                       \
         }                                                                                                           \
     }
 
@@ -4173,16 +4236,18 @@ static void gpt2__cpu_tasks_base(const gpt2__product *p, long t0, long t1, float
                     s += p->in[(size_t)r * p->I + k] * gpt2__cpu_weight(p->w, p->dtype, gpt2__panel_at(p->I, k, c));
                 p->out[(size_t)r * p->O + c] = s;
             }
+        if (p->act != GPT2__ACT_NONE)
+            for (int r = rs; r < re; r++) gpt2__cpu_activation(p->out + (size_t)r * p->O + c0, (size_t)(c1 - c0), p->act);
     }
 }
 #endif
 
-/* out [N][O] = in [N][I] @ w [I][O] + b (b may be NULL): w packed in panels in the model's dtype. scratch:
-   gpt2__cpu_scratch_floats(m, I) floats. */
+/* out [N][O] = act(in [N][I] @ w [I][O] + b) (b may be NULL; act GPT2__ACT_NONE: none): w packed in panels in the
+   model's dtype. scratch: gpt2__cpu_scratch_floats(m, I) floats. */
 static void gpt2__cpu_product(const gpt2_model *m, float *out, const float *in, const void *w, const float *b, int N, int I,
-                              int O, float *scratch) {
+                              int O, int act, float *scratch) {
     gpt2__product p;
-    p.out = out; p.in = in; p.w = w; p.b = b; p.N = N; p.I = I; p.O = O;
+    p.out = out; p.in = in; p.w = w; p.b = b; p.N = N; p.I = I; p.O = O; p.act = act;
     p.n_panels = (O + GPT2__PANEL - 1) / GPT2__PANEL;
     p.dtype = gpt2__cpu_dtype(m);
     p.scratch = scratch;
@@ -4215,10 +4280,10 @@ static void gpt2__cpu_product(const gpt2_model *m, float *out, const float *in, 
 }
 
 /* ---- attention: each row (position p of its sequence) attends to positions 0 .. p of its KV slot, head by head.
-   Work in tasks of a block of up to GPT2__ATT_ROWS consecutive rows of one sequence and one head; from an F16/BF16
-   cache the head's keys and values up to the block's last position are converted to float32 once for the block's
-   rows. Each row computes as alone (one build of these loops for every row count): scores q·k over i in order,
-   scaled, softmax (max, exp, the sum in order), then out = sum over j in order of (e_j / sum) v_j. */
+   Work in tasks of a block of up to GPT2__ATT_ROWS consecutive rows of one sequence and one head (the block's keys
+   and values stay in the cache for its rows). Each row computes as alone, reading the cache in its dtype (F16/BF16
+   widened in registers, exactly): scores q·k over i in order, scaled, softmax (max, exp, the sum in order), then
+   out = sum over j in order of (e_j / sum) v_j. */
 typedef struct gpt2__attn_task { int row0, n_rows, head, slot; } gpt2__attn_task;
 typedef struct gpt2__attn {
     const float *qkv;          /* [N][3C] */
@@ -4231,68 +4296,104 @@ typedef struct gpt2__attn {
     const gpt2__attn_task *tasks;
 } gpt2__attn;
 
-/* dst [0, n) = the F16/BF16 (dtype 'H' / 'B') bits at src as float32 */
 #if defined(__GNUC__)
-#define GPT2__CPU_WIDEN(dst, src, n, dtype, LOADH)                                                                  \
+/* One row's scores and weighted values from a cache of ES-byte elements read by LOAD (16 at a time): sc [0, n) :=
+   q · key j (the sum over i in order, however the loops run); after the softmax (sc then holds e_j / sum),
+   o [0, hd) := sum of sc[j] v_j, 4 vectors of o in flight. Where 16 do not fit (the last keys, a head size not a
+   multiple of 16), the same sums one element at a time. */
+/* acc[0 .. 3] += s times the nv_ vectors at p (a 4th past the last repeats it, its sum not stored) */
+#define GPT2__ATTN_FMA4(acc, s, p, LOAD, ES)                                                                        \
+    for (int v_ = 0; v_ < 4; v_++) {                                                                                \
+        gpt2__vf x_;                                                                                                \
+        LOAD(x_, (p) + (size_t)(v_ < nv_ ? v_ : nv_ - 1) * GPT2__PANEL * (ES));                                    \
+        acc[v_] += (s) * x_;                                                                                        \
+    }
+#define GPT2__ATTN_SCORES(LOAD, ES)                                                                                 \
     do {                                                                                                            \
-        size_t i_ = 0;                                                                                              \
-        for (; i_ + GPT2__PANEL <= (size_t)(n); i_ += GPT2__PANEL) {                                                \
-            gpt2__vf v_;                                                                                            \
-            if ((dtype) == 'H') LOADH(v_, (src) + i_);                                                              \
-            else GPT2__VLOAD_B(v_, (src) + i_);                                                                     \
-            memcpy((dst) + i_, &v_, sizeof v_);                                                                     \
+        const int n16_ = n / GPT2__PANEL * GPT2__PANEL;                                                             \
+        if (k->n_rows == 1) /* 4 vectors of keys at a time, their sums in registers */                              \
+            for (int j_ = 0, nv_; (nv_ = (n16_ - j_) / GPT2__PANEL < 4 ? (n16_ - j_) / GPT2__PANEL : 4) > 0;        \
+                 j_ += nv_ * GPT2__PANEL) {                                                                         \
+                gpt2__vf s_[4] = {{0}, {0}, {0}, {0}};                                                              \
+                for (int i_ = 0; i_ < hd; i_++)                                                                     \
+                    GPT2__ATTN_FMA4(s_, q[i_], kt + ((size_t)i_ * ms + j_) * (ES), LOAD, ES);                       \
+                memcpy(sc + j_, s_, (size_t)nv_ * sizeof(gpt2__vf));                                                \
+            }                                                                                                       \
+        else { /* a block's rows: each row of the transposed keys in turn (they stay in the cache for the block) */ \
+            for (int j_ = 0; j_ < n16_; j_++) sc[j_] = 0.0f;                                                        \
+            for (int i_ = 0; i_ < hd; i_++) {                                                                       \
+                const unsigned char *kr_ = kt + (size_t)i_ * ms * (ES);                                             \
+                for (int j_ = 0; j_ < n16_; j_ += GPT2__PANEL) {                                                    \
+                    gpt2__vf k_, s_;                                                                                \
+                    LOAD(k_, kr_ + (size_t)j_ * (ES));                                                              \
+                    memcpy(&s_, sc + j_, sizeof s_);                                                                \
+                    s_ += q[i_] * k_;                                                                               \
+                    memcpy(sc + j_, &s_, sizeof s_);                                                                \
+                }                                                                                                   \
+            }                                                                                                       \
         }                                                                                                           \
-        for (; i_ < (size_t)(n); i_++) (dst)[i_] = gpt2__cpu_weight((src), (dtype), i_);                             \
+        for (int j_ = n16_; j_ < n; j_++) {                                                                         \
+            float s_ = 0.0f;                                                                                        \
+            for (int i_ = 0; i_ < hd; i_++) s_ += q[i_] * gpt2__cpu_weight(kt, a->dtype, (size_t)i_ * ms + j_);    \
+            sc[j_] = s_;                                                                                            \
+        }                                                                                                           \
+    } while (0)
+#define GPT2__ATTN_VALUES(LOAD, ES)                                                                                 \
+    do {                                                                                                            \
+        const int nv_all_ = hd / GPT2__PANEL;                                                                       \
+        for (int c_ = 0; c_ < nv_all_; c_ += 4) {                                                                   \
+            const int nv_ = nv_all_ - c_ < 4 ? nv_all_ - c_ : 4;                                                    \
+            gpt2__vf o_[4] = {{0}, {0}, {0}, {0}};                                                                  \
+            for (int j_ = 0; j_ < n; j_++)                                                                          \
+                GPT2__ATTN_FMA4(o_, sc[j_], v + ((size_t)j_ * C + (size_t)c_ * GPT2__PANEL) * (ES), LOAD, ES);      \
+            memcpy(o + (size_t)c_ * GPT2__PANEL, o_, (size_t)nv_ * sizeof(gpt2__vf));                               \
+        }                                                                                                           \
+        for (int i_ = nv_all_ * GPT2__PANEL; i_ < hd; i_++) {                                                      \
+            float s_ = 0.0f;                                                                                        \
+            for (int j_ = 0; j_ < n; j_++) s_ += sc[j_] * gpt2__cpu_weight(v, a->dtype, (size_t)j_ * C + i_);     \
+            o[i_] = s_;                                                                                             \
+        }                                                                                                           \
+    } while (0)
+#define GPT2__ATTN_DTYPE(WHAT, LOADH)                                                                               \
+    do {                                                                                                            \
+        if (a->dtype == 'F') WHAT(GPT2__VLOAD_F, 4);                                                                \
+        else if (a->dtype == 'H') WHAT(LOADH, 2);                                                                   \
+        else WHAT(GPT2__VLOAD_B, 2);                                                                                \
     } while (0)
 #else
-#define GPT2__CPU_WIDEN(dst, src, n, dtype, LOADH)                                                                  \
-    do {                                                                                                            \
-        for (size_t i_ = 0; i_ < (size_t)(n); i_++) (dst)[i_] = gpt2__cpu_weight((src), (dtype), i_);               \
-    } while (0)
+#define GPT2__ATTN_DTYPE(WHAT, LOADH) WHAT()
+#define GPT2__ATTN_SCORES()                                                                                         \
+    for (int j_ = 0; j_ < n; j_++) sc[j_] = 0.0f;                                                                   \
+    for (int i_ = 0; i_ < hd; i_++)                                                                                 \
+        for (int j_ = 0; j_ < n; j_++) sc[j_] += q[i_] * gpt2__cpu_weight(kt, a->dtype, (size_t)i_ * ms + j_);
+#define GPT2__ATTN_VALUES()                                                                                         \
+    for (int i_ = 0; i_ < hd; i_++) {                                                                               \
+        float s_ = 0.0f;                                                                                            \
+        for (int j_ = 0; j_ < n; j_++) s_ += sc[j_] * gpt2__cpu_weight(v, a->dtype, (size_t)j_ * C + i_);         \
+        o[i_] = s_;                                                                                                 \
+    }
 #endif
 
-/* Task t; sc: scratch of max_seq floats; kf, vf: of head size × max_seq floats each (F16/BF16) */
+/* Task t; sc: scratch of max_seq floats */
 #define GPT2__CPU_ATTN(name, ATTR, BODY, LOADH)                                                                     \
-    ATTR static void name(const gpt2__attn *a, long t, float *sc, float *kf, float *vf) {                           \
+    ATTR static void name(const gpt2__attn *a, long t, float *sc) {                                                 \
         BODY                                                                                                        \
         const gpt2__attn_task *k = &a->tasks[t];                                                                    \
-        const int C = a->C, hd = C / a->H, n_keys = a->row_pos[k->row0 + k->n_rows - 1] + 1;                        \
-        const size_t ms = (size_t)a->max_seq, kt_at = ((size_t)k->slot * a->H + k->head) * hd * ms;                 \
-        const size_t v_at = (size_t)k->slot * ms * C + (size_t)k->head * hd;                                        \
-        const float *kt, *v;                                                                                        \
-        size_t ks, vs;                                                                                              \
-        if (a->dtype == 'F') {                                                                                      \
-            kt = (const float *)a->kt + kt_at; ks = ms;                                                             \
-            v = (const float *)a->v + v_at; vs = (size_t)C;                                                         \
-        } else {                                                                                                    \
-            const uint16_t *kh = (const uint16_t *)a->kt + kt_at, *vh = (const uint16_t *)a->v + v_at;              \
-            for (int i = 0; i < hd; i++) GPT2__CPU_WIDEN(kf + (size_t)i * n_keys, kh + i * ms, n_keys, a->dtype, LOADH); \
-            for (int j = 0; j < n_keys; j++)                                                                        \
-                GPT2__CPU_WIDEN(vf + (size_t)j * hd, vh + j * (size_t)C, hd, a->dtype, LOADH);                          \
-            kt = kf; ks = (size_t)n_keys;                                                                           \
-            v = vf; vs = (size_t)hd;                                                                                \
-        }                                                                                                           \
+        const int C = a->C, hd = C / a->H;                                                                          \
+        const size_t ms = (size_t)a->max_seq, es = a->dtype == 'F' ? 4 : 2;                                         \
+        const unsigned char *kt = (const unsigned char *)a->kt + ((size_t)k->slot * a->H + k->head) * hd * ms * es; \
+        const unsigned char *v = (const unsigned char *)a->v + ((size_t)k->slot * ms * C + (size_t)k->head * hd) * es; \
         for (int r = k->row0; r < k->row0 + k->n_rows; r++) {                                                       \
-            const int p = a->row_pos[r];                                                                            \
+            const int n = a->row_pos[r] + 1;                                                                        \
             const float *q = a->qkv + (size_t)r * 3 * C + (size_t)k->head * hd;                                      \
-            int j;                                                                                                  \
-            /* scores: hd passes over the keys, pass i adding q[i] times element i of every key (one contiguous row \
-               of the transposed cache) */                                                                          \
-            for (j = 0; j <= p; j++) sc[j] = 0.0f;                                                                  \
-            for (int i = 0; i < hd; i++) {                                                                          \
-                const float qi = q[i], *kr = kt + i * ks;                                                           \
-                for (j = 0; j <= p; j++) sc[j] += qi * kr[j];                                                       \
-            }                                                                                                       \
-            float mx = -INFINITY, sum = 0.0f;                                                                       \
-            for (j = 0; j <= p; j++) sc[j] *= a->scale;                                                             \
-            for (j = 0; j <= p; j++) mx = sc[j] > mx ? sc[j] : mx;                                                  \
-            for (j = 0; j <= p; j++) { sc[j] = expf(sc[j] - mx); sum += sc[j]; }                                    \
             float *o = a->out + (size_t)r * C + (size_t)k->head * hd;                                               \
-            for (int i = 0; i < hd; i++) o[i] = 0.0f;                                                               \
-            for (j = 0; j <= p; j++) {                                                                              \
-                const float pj = sc[j] / sum, *vv = v + j * vs;                                                     \
-                for (int i = 0; i < hd; i++) o[i] += pj * vv[i];                                                    \
-            }                                                                                                       \
+            GPT2__ATTN_DTYPE(GPT2__ATTN_SCORES, LOADH);                                                             \
+            float mx = -INFINITY, sum = 0.0f;                                                                       \
+            for (int j = 0; j < n; j++) sc[j] *= a->scale;                                                          \
+            for (int j = 0; j < n; j++) mx = sc[j] > mx ? sc[j] : mx;                                               \
+            for (int j = 0; j < n; j++) { sc[j] = expf(sc[j] - mx); sum += sc[j]; }                                 \
+            for (int j = 0; j < n; j++) sc[j] /= sum;                                                               \
+            GPT2__ATTN_DTYPE(GPT2__ATTN_VALUES, LOADH);                                                             \
         }                                                                                                           \
     }
 GPT2__CPU_ATTN(gpt2__cpu_attn_base, , , GPT2__VLOAD_H)
@@ -4301,6 +4402,10 @@ GPT2__CPU_ATTN(gpt2__cpu_attn_avx2, __attribute__((target("avx2,fma,f16c"))) GPT
 GPT2__CPU_ATTN(gpt2__cpu_attn_avx512, __attribute__((target("avx2,fma,f16c,avx512f"))) GPT2__FUSE, GPT2__FUSE_BODY, GPT2__VLOAD_H_512)
 #endif
 #undef GPT2__CPU_ATTN
+#undef GPT2__ATTN_DTYPE
+#undef GPT2__ATTN_SCORES
+#undef GPT2__ATTN_FMA4
+#undef GPT2__ATTN_VALUES
 
 /* out [N][C] = layer_norm(in [N][C]) * g + b, statistics in double (HF: torch.nn.LayerNorm, biased variance) */
 static void gpt2__cpu_layernorm(float *out, const float *in, const float *g, const float *b, int N, int C, float eps) {
@@ -4315,22 +4420,6 @@ static void gpt2__cpu_layernorm(float *out, const float *in, const float *g, con
         var /= C;
         float rstd = (float)(1.0 / sqrt(var + eps)), mu = (float)mean;
         for (int i = 0; i < C; i++) y[i] = (x[i] - mu) * rstd * g[i] + b[i];
-    }
-}
-
-/* The MLP's activation, in place, as Hugging Face's ACT2FN computes it:
-   GPT2__ACT_GELU_TANH  gelu_new: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
-   GPT2__ACT_GELU_ERF   gelu: 0.5 x (1 + erf(x / sqrt(2)))
-   GPT2__ACT_QUICK_GELU quick_gelu: x sigmoid(1.702 x)
-   GPT2__ACT_RELU       relu: max(x, 0) */
-static void gpt2__cpu_activation(float *x, size_t n, int act) {
-    GPT2__OMP(omp parallel for schedule(static) if (n > 100000))
-    for (long i = 0; i < (long)n; i++) {
-        float v = x[i];
-        if (act == GPT2__ACT_GELU_TANH) x[i] = 0.5f * v * (1.0f + tanhf(0.7978845608028654f * (v + 0.044715f * v * v * v)));
-        else if (act == GPT2__ACT_GELU_ERF) x[i] = 0.5f * v * (1.0f + erff(v * 0.70710678118654752f));
-        else if (act == GPT2__ACT_QUICK_GELU) x[i] = v / (1.0f + expf(-1.702f * v));
-        else x[i] = v > 0.0f ? v : 0.0f;
     }
 }
 
@@ -4436,7 +4525,7 @@ static gpt2_status gpt2__cpu_run(gpt2_model *m, const gpt2__seq *seqs, int n, in
        scratch (F16/BF16: a group of panels per thread, in float32) */
     const size_t qkv_n = (size_t)3 * N * C;
     const size_t scratch_n = m->dtype == GPT2_DTYPE_F32 ? 0 : (size_t)nthreads * GPT2__PANEL_GROUP * GPT2__PANEL * (F > C ? F : C);
-    const size_t att_n = (size_t)nthreads * maxT * (m->dtype == GPT2_DTYPE_F32 ? 1 : 1 + 2 * hd);
+    const size_t att_n = (size_t)nthreads * maxT;
     size_t need = (size_t)N * (3 * C + F) + qkv_n + att_n + scratch_n;
     float *buf = (float *)gpt2__alloc(need * sizeof(float));
     int *row_seq = (int *)gpt2__alloc((size_t)N * sizeof(int));
@@ -4470,18 +4559,20 @@ static gpt2_status gpt2__cpu_run(gpt2_model *m, const gpt2__seq *seqs, int n, in
         float scale = m->arch.attn_unscaled ? 1.0f : 1.0f / sqrtf((float)hd);
         if (m->arch.attn_by_layer) scale /= (float)(l + 1);
         gpt2__cpu_layernorm(ln, x, y->ln1_w, y->ln1_b, N, C, cf->ln_eps);
-        gpt2__cpu_product(m, qkv, ln, y->qkv_w, y->qkv_b, N, C, 3 * C, scratch);
-        /* K and V of every fed row into the cache: K transposed, a head per thread, element i of every row in turn,
-           so that the consecutive rows of a sequence write consecutive elements */
-        GPT2__OMP(omp parallel for schedule(static) if ((double)N * C > 1e5))
-        for (int h = 0; h < H; h++)
+        gpt2__cpu_product(m, qkv, ln, y->qkv_w, y->qkv_b, N, C, 3 * C, GPT2__ACT_NONE, scratch);
+        /* K and V of every fed row into the cache, a head per thread (even for one row: each of its K elements is a
+           cache line of its own, so the threads' misses overlap): K transposed, element i of every row in turn, so
+           that the consecutive rows of a sequence write consecutive elements */
+        GPT2__OMP(omp parallel for schedule(static))
+        for (int h = 0; h < H; h++) {
             for (int i = 0; i < hd; i++)
                 for (int r = 0; r < N; r++)
                     gpt2__cpu_put(m->cpu.k_cache, dt, gpt2__cpu_kt(m, l, seqs[row_seq[r]].slot, h) + (size_t)i * m->max_seq + row_pos[r],
                                   qkv[(size_t)r * 3 * C + C + h * hd + i]);
-        for (int r = 0; r < N; r++) {
-            const size_t at = gpt2__cpu_kv(m, l, seqs[row_seq[r]].slot, row_pos[r]);
-            for (int i = 0; i < C; i++) gpt2__cpu_put(m->cpu.v_cache, dt, at + i, qkv[(size_t)r * 3 * C + 2 * C + i]);
+            for (int r = 0; r < N; r++) {
+                const size_t at = gpt2__cpu_kv(m, l, seqs[row_seq[r]].slot, row_pos[r]) + (size_t)h * hd;
+                for (int i = 0; i < hd; i++) gpt2__cpu_put(m->cpu.v_cache, dt, at + i, qkv[(size_t)r * 3 * C + 2 * C + h * hd + i]);
+            }
         }
         /* the last layer's rows after the K/V store serve only the logits: without all_rows, each sequence's last
            row goes on alone, row s of the compacted rows being sequence s's (its fed row is at or after s); every
@@ -4521,21 +4612,19 @@ static gpt2_status gpt2__cpu_run(gpt2_model *m, const gpt2__seq *seqs, int n, in
 #ifdef _OPENMP
             tid = omp_get_thread_num();
 #endif
-            float *sc = scores + (size_t)tid * maxT * (dt == 'F' ? 1 : 1 + 2 * hd);
-            m->cpu.attn(&at, t, sc, sc + maxT, sc + maxT + (size_t)hd * maxT);
+            m->cpu.attn(&at, t, scores + (size_t)tid * maxT);
         }
-        gpt2__cpu_product(m, ln, att, y->attn_proj_w, y->attn_proj_b, N, C, C, scratch);
+        gpt2__cpu_product(m, ln, att, y->attn_proj_w, y->attn_proj_b, N, C, C, GPT2__ACT_NONE, scratch);
         for (size_t i = 0; i < (size_t)N * C; i++) x[i] += ln[i];
         gpt2__cpu_layernorm(ln, x, y->ln2_w, y->ln2_b, N, C, cf->ln_eps);
-        gpt2__cpu_product(m, fc, ln, y->fc_w, y->fc_b, N, C, F, scratch);
-        gpt2__cpu_activation(fc, (size_t)N * F, m->arch.act);
-        gpt2__cpu_product(m, ln, fc, y->fc_proj_w, y->fc_proj_b, N, F, C, scratch);
+        gpt2__cpu_product(m, fc, ln, y->fc_w, y->fc_b, N, C, F, m->arch.act, scratch);
+        gpt2__cpu_product(m, ln, fc, y->fc_proj_w, y->fc_proj_b, N, F, C, GPT2__ACT_NONE, scratch);
         for (size_t i = 0; i < (size_t)N * C; i++) x[i] += ln[i];
     }
     /* final layer norm of the rows whose logits are wanted (all of them now), then logits = row @ wte^T */
     const int n_out = N;
     gpt2__cpu_layernorm(ln, x, w->lnf_w, w->lnf_b, n_out, C, cf->ln_eps);
-    gpt2__cpu_product(m, logits, ln, w->lm_head, NULL, n_out, C, V, scratch);
+    gpt2__cpu_product(m, logits, ln, w->lm_head, NULL, n_out, C, V, GPT2__ACT_NONE, scratch);
     GPT2_FREE(buf); GPT2_FREE(row_seq); GPT2_FREE(row_pos); GPT2_FREE(tasks);
     return GPT2_OK;
 }
