@@ -4115,9 +4115,11 @@ static float gpt2__cpu_weight(const void *w, char dtype, size_t i) {
         memcpy(&(v), &lo_, sizeof lo_);                                                                             \
         memcpy((char *)&(v) + sizeof lo_, &hi_, sizeof hi_);                                                        \
     } while (0)
+/* (the zero-masked form of the AVX-512 one: GCC 12 warns that the plain form's pass-through is uninitialised) */
 #define GPT2__VLOAD_H_512(v, p)                                                                                     \
     do {                                                                                                            \
-        const __m512 f_ = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(const void *)(p)));                   \
+        const __m256i h_ = _mm256_loadu_si256((const __m256i *)(const void *)(p));                                  \
+        const __m512 f_ = _mm512_maskz_cvtph_ps((__mmask16)0xFFFF, h_);                                             \
         memcpy(&(v), &f_, sizeof f_);                                                                               \
     } while (0)
 #endif
