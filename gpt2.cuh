@@ -9955,6 +9955,31 @@ static gpt2_status gpt2__cuda_step(gpt2_model *m, const gpt2__seq *seqs, int n, 
 __global__ void gpt2__probe_kernel(int *x) { if (x) *x = 0; }
 __device__ int gpt2__built_wg = GPT2__WG; /* 1: the code running was built with wgmma (sm_90a; read by init) */
 
+/* Whether device d's primary context is active (its caller has used it); 1 where that cannot be asked. Since CUDA 12
+   cudaSetDevice creates a device's context, so switching back to a device the caller never used would hold memory
+   there for the life of the process (every MPI rank on GPU 0; refused in exclusive-process mode). */
+static int gpt2__cuda_ctx_active(int d) {
+#if CUDART_VERSION >= 12050
+    typedef CUresult (*get_fn)(CUdevice *, int);
+    typedef CUresult (*state_fn)(CUdevice, unsigned *, int *);
+    void *g = NULL, *s = NULL;
+    cudaDriverEntryPointQueryResult qg, qs;
+    CUdevice dev;
+    unsigned flags = 0;
+    int on = 1;
+    if (cudaGetDriverEntryPointByVersion("cuDeviceGet", &g, 12000, cudaEnableDefault, &qg) == cudaSuccess &&
+        qg == cudaDriverEntryPointSuccess && g &&
+        cudaGetDriverEntryPointByVersion("cuDevicePrimaryCtxGetState", &s, 12000, cudaEnableDefault, &qs) == cudaSuccess &&
+        qs == cudaDriverEntryPointSuccess && s && ((get_fn)g)(&dev, d) == CUDA_SUCCESS &&
+        ((state_fn)s)(dev, &flags, &on) == CUDA_SUCCESS)
+        return on;
+    cudaGetLastError();
+#else
+    (void)d;
+#endif
+    return 1;
+}
+
 static int gpt2__cuda_usable(int device, char *why, size_t cap) {
     int count = 0;
     cudaError_t e = cudaGetDeviceCount(&count);
@@ -9975,9 +10000,10 @@ static int gpt2__cuda_usable(int device, char *why, size_t cap) {
         return 0;
     }
     cudaFuncAttributes fa;
+    const int back = device != prev && gpt2__cuda_ctx_active(prev); /* asked before device's context exists */
     cudaSetDevice(device);
     e = cudaFuncGetAttributes(&fa, gpt2__probe_kernel);
-    cudaSetDevice(prev);
+    if (back) cudaSetDevice(prev);
     if (e != cudaSuccess) {
         cudaGetLastError();
         snprintf(why, cap, "GPU %.64s (sm_%d) has no code in this build (%.80s); rebuild for it", pr.name, cc, cudaGetErrorString(e));
