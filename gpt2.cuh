@@ -10216,7 +10216,14 @@ static gpt2_status gpt2__cuda_init_state(gpt2_model *m, gpt2__cuda_state *S, con
     if (S->logit_rows < 2048) S->logit_rows = 2048;
     const size_t logit_bytes = gpt2__align256((size_t)S->logit_rows * S->ldv * 4);
     size_t kv_bytes = (size_t)m->max_batch * per_slot_kv / 2;
-    size_t need = fixed + 2 * kv_bytes + (size_t)S->max_rows * per_row + logit_bytes;
+    /* and what init and the steps allocate after this check: the token history and control lists, the weights'
+       staging buffer (the largest tensor in float32), the logprobs' raw rows at their most (one a sequence) */
+    size_t biggest = V * C > P * C ? V * C : P * C;
+    if (C * 3 * C > biggest) biggest = C * 3 * C;
+    if (C * F > biggest) biggest = C * F;
+    const size_t later = (size_t)m->max_batch * ((size_t)m->max_seq + GPT2_CTL_INTS) * sizeof(int) + biggest * sizeof(float) +
+                         (size_t)m->max_batch * S->ldv * sizeof(float);
+    size_t need = fixed + 2 * kv_bytes + (size_t)S->max_rows * per_row + logit_bytes + later;
     if (need > free_b)
         return gpt2__fail(GPT2_ERR_OOM, "CUDA device %d: asked %zu MB (weights %zu MB, KV cache %zu MB for %d sequences of %d tokens, "
                                         "workspace), %zu MB free", dev, need >> 20, wbytes >> 20, (2 * kv_bytes) >> 20,
@@ -10291,9 +10298,6 @@ static gpt2_status gpt2__cuda_init_state(gpt2_model *m, gpt2__cuda_state *S, con
     /* weights: lay out, then upload through one staging buffer as large as the largest tensor in float32 */
     S->layers = (gpt2__cuda_layer *)gpt2__zalloc(L * sizeof(gpt2__cuda_layer));
     if (!S->layers) return gpt2__fail(GPT2_ERR_OOM, "cannot allocate the CUDA layer table");
-    size_t biggest = V * C > P * C ? V * C : P * C;
-    if (C * 3 * C > biggest) biggest = C * 3 * C;
-    if (C * F > biggest) biggest = C * F;
     void *staging = NULL;
     GPT2__CU(cudaMalloc(&staging, biggest * sizeof(float)));
     gpt2__uploader up = {{NULL, NULL}, {NULL, NULL}, 0};
