@@ -185,7 +185,9 @@ typedef struct gpt2_request {
     float *out_logprobs;    /* optional [max_new_tokens]: each generated token's log-probability under the
                                model (log-softmax of its raw logits: temperature 1, before any penalty) */
     int top_logprobs;       /* 0..20: also the most likely alternatives at each step, with */
-    int *out_top_ids; float *out_top_logprobs;  /* [max_new_tokens][top_logprobs], most likely first */
+    int *out_top_ids; float *out_top_logprobs;  /* [max_new_tokens][top_logprobs], most likely first; entries
+                                                   from n_out on are not the request's (a draft that did not stand
+                                                   may have written there, in all three) */
     /* Stop strings (OpenAI's "stop"): generation ends once the output, decoded with tokenizer, contains one of
        them (bytes: a string may span tokens and end inside a UTF-8 character). out then ends with the token that
        completed it, and text_len says how many bytes of gpt2_decode(out, n_out) come before it: the text to show. */
@@ -5988,7 +5990,7 @@ typedef struct gpt2__cuda_meta {
     long tile_keys;          /* host value: keys the prompt tiles' sequences hold, each sequence once */
 } gpt2__cuda_meta;
 
-typedef struct gpt2__cuda_graph { int n, np, green_step, dup; cudaGraphExec_t exec; unsigned long long used; } gpt2__cuda_graph;
+typedef struct gpt2__cuda_graph { int n, np, green_step, dup, dup_seqs; cudaGraphExec_t exec; unsigned long long used; } gpt2__cuda_graph;
 
 typedef struct gpt2__cuda_state {
     int device, sms;
@@ -9537,7 +9539,9 @@ static gpt2_status gpt2__cuda_decode_graph(gpt2_model *m, const gpt2__cuda_meta 
     gpt2__cuda_graph *hit = NULL, *victim = &S->graphs[0];
     for (int i = 0; i < GPT2__MAX_GRAPHS && !hit; i++) {
         gpt2__cuda_graph *g = &S->graphs[i];
-        if (g->exec && g->n == n && g->np == np && g->green_step == S->green_step && g->dup == S->dup_step) hit = g;
+        if (g->exec && g->n == n && g->np == np && g->green_step == S->green_step && g->dup == S->dup_step &&
+            g->dup_seqs == S->dup_seqs)
+            hit = g;
         if (!g->exec ? victim->exec != NULL : (victim->exec && g->used < victim->used)) victim = g;
     }
     if (!hit) {
@@ -9561,6 +9565,7 @@ static gpt2_status gpt2__cuda_decode_graph(gpt2_model *m, const gpt2__cuda_meta 
         victim->np = np;
         victim->green_step = S->green_step;
         victim->dup = S->dup_step;
+        victim->dup_seqs = S->dup_seqs; /* a draft step's attention path depends on how many sequences its rows are */
         hit = victim;
     }
     hit->used = ++S->tick;
