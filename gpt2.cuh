@@ -8589,7 +8589,7 @@ static float gpt2__attn_scale_log2(const gpt2_model *m, int l) {
 template <typename T>
 static gpt2_status gpt2__attention(gpt2__cuda_state *S, gpt2__lane *L, const gpt2__paths *p, const gpt2_model *m, int l,
                                    const gpt2__cuda_meta *d, int N_fed) {
-    const int C = m->cfg.n_embd, H = m->cfg.n_head, hd = C / H, VE = 16 / (int)sizeof(T), N = d->n_att;
+    const int C = m->cfg.n_embd, H = m->cfg.n_head, hd = C / H, N = d->n_att;
     const size_t per_layer = (size_t)m->max_batch * m->max_seq * C;
     T *kc = (T *)S->k_cache + (size_t)l * per_layer, *vc = (T *)S->v_cache + (size_t)l * per_layer;
     const int n_kv = p->kv_first ? N_fed : 0;
@@ -8612,9 +8612,12 @@ static gpt2_status gpt2__attention(gpt2__cuda_state *S, gpt2__lane *L, const gpt
     }
     /* spans of a fixed length, so a row's result never depends on how many rows share the step */
     const int span_len = GPT2__SPAN_LEN, n_span = (m->max_seq + span_len - 1) / span_len;
-    if (hd % VE == 0 && hd / VE <= 32) st = gpt2__attn_launch<T, 16 / sizeof(T), 1>(S, &A, p, m, l, kc, vc, d, n_span, span_len, scale_log2);
-    else if (hd % VE == 0) st = gpt2__attn_launch<T, 16 / sizeof(T), 4>(S, &A, p, m, l, kc, vc, d, n_span, span_len, scale_log2);
-    else if (hd <= 32) st = gpt2__attn_launch<T, 1, 1>(S, &A, p, m, l, kc, vc, d, n_span, span_len, scale_log2);
+    /* the form gpt2__attn_core_form names (the path chooser sized its shared memory by it) */
+    int ve, maxc;
+    gpt2__attn_core_form(hd, sizeof(T), &ve, &maxc);
+    if (ve > 1 && maxc == 1) st = gpt2__attn_launch<T, 16 / sizeof(T), 1>(S, &A, p, m, l, kc, vc, d, n_span, span_len, scale_log2);
+    else if (ve > 1) st = gpt2__attn_launch<T, 16 / sizeof(T), 4>(S, &A, p, m, l, kc, vc, d, n_span, span_len, scale_log2);
+    else if (maxc == 1) st = gpt2__attn_launch<T, 1, 1>(S, &A, p, m, l, kc, vc, d, n_span, span_len, scale_log2);
     else st = gpt2__attn_launch<T, 1, 8>(S, &A, p, m, l, kc, vc, d, n_span, span_len, scale_log2);
     if (!st && L->att_stream) {
         /* the run's lane moves on: the last part's work after its last attention goes on in tail_stream, over every SM */
