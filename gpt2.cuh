@@ -5990,7 +5990,7 @@ typedef struct gpt2__cuda_meta {
     long tile_keys;          /* host value: keys the prompt tiles' sequences hold, each sequence once */
 } gpt2__cuda_meta;
 
-typedef struct gpt2__cuda_graph { int n, np, green_step, dup, dup_seqs; cudaGraphExec_t exec; unsigned long long used; } gpt2__cuda_graph;
+typedef struct gpt2__cuda_graph { int n, np, green_step, att_short, dup, dup_seqs; cudaGraphExec_t exec; unsigned long long used; } gpt2__cuda_graph;
 
 typedef struct gpt2__cuda_state {
     int device, sms;
@@ -9542,8 +9542,8 @@ static gpt2_status gpt2__cuda_decode_graph(gpt2_model *m, const gpt2__cuda_meta 
     gpt2__cuda_graph *hit = NULL, *victim = &S->graphs[0];
     for (int i = 0; i < GPT2__MAX_GRAPHS && !hit; i++) {
         gpt2__cuda_graph *g = &S->graphs[i];
-        if (g->exec && g->n == n && g->np == np && g->green_step == S->green_step && g->dup == S->dup_step &&
-            g->dup_seqs == S->dup_seqs)
+        if (g->exec && g->n == n && g->np == np && g->green_step == S->green_step && g->att_short == S->att_short &&
+            g->dup == S->dup_step && g->dup_seqs == S->dup_seqs)
             hit = g;
         if (!g->exec ? victim->exec != NULL : (victim->exec && g->used < victim->used)) victim = g;
     }
@@ -9567,6 +9567,7 @@ static gpt2_status gpt2__cuda_decode_graph(gpt2_model *m, const gpt2__cuda_meta 
         victim->n = n;
         victim->np = np;
         victim->green_step = S->green_step;
+        victim->att_short = S->att_short; /* a step of parts without green contexts: its attention's stages */
         victim->dup = S->dup_step;
         victim->dup_seqs = S->dup_seqs; /* a draft step's attention path depends on how many sequences its rows are */
         hit = victim;
