@@ -8749,10 +8749,10 @@ static __device__ void gpt2__page_extract(K key, int V, unsigned long long bound
         }
 }
 
-/* A logit's bits as an unsigned key in the order of the values (NaN aside), below the index's: gpt2__lp_prelude's
-   top alternatives, ties by lower index first */
+/* A logit's bits as an unsigned key in the order of the values (NaN aside; -0 as +0, equal as the CPU compares
+   them), below the index's: gpt2__lp_prelude's top alternatives, ties by lower index first */
 static __device__ __forceinline__ unsigned long long gpt2__logit_key(float v, int i) {
-    const unsigned u = __float_as_uint(v), o = u & 0x80000000u ? ~u : u | 0x80000000u;
+    const unsigned u = v == 0.0f ? 0u : __float_as_uint(v), o = u & 0x80000000u ? ~u : u | 0x80000000u;
     return ((unsigned long long)o << 32) | (unsigned long long)(0xFFFFFFFFu - (unsigned)i);
 }
 
