@@ -7112,7 +7112,9 @@ static int gpt2__decode_pieces(int I) {
 template <typename T>
 static gpt2_status gpt2__decode_lt(gpt2__cuda_state *S, const gpt2__lane *L, void *D, const void *W, const void *X, const void *bias, int O, int n,
                                    int I, int epi, int out_f32, int ldd, int sp) {
-    const int own_act = epi == GPT2__EPI_BIAS_ACT && !out_f32;
+    if (epi == GPT2__EPI_BIAS_ACT && out_f32) /* cuBLASLt's epilogue would be the tanh GELU whatever S->mlp_act is */
+        return gpt2__fail(GPT2_ERR_ARG, "%s:%d: decode activation into float32 rows", __FILE__, __LINE__);
+    const int own_act = epi == GPT2__EPI_BIAS_ACT;
     gpt2_status st = gpt2__gemm_run(S, L, gpt2__cuda_type<T>::id, D, W, X, bias, O, n, I, own_act ? GPT2__EPI_BIAS : epi, out_f32, ldd,
                                     GPT2_GEMM_REF_ROWS, sp);
     if (st || !own_act || n < 1) return st;
