@@ -35,7 +35,8 @@
 
    Path switches, for A/B runs of the engine's paths (before the sizes or the mode): --no-lookahead --no-pdl --no-skinny
    --no-lnf --no-lnf-fit --no-gather --no-stage --no-att-mma --no-hold --parts N --part-rows R --att-sms N --split-ctx D
-   --att-ns 2|3 --att-tma 0|1 --prefill-order 0|1 --stagger N (each described where it is declared, below). */
+   --att-ns 2|3 --att-tma 0|1 --prefill-order 0|1 --stagger N --score-rows R (each described where it is declared,
+   below). */
 #define GPT2_IMPLEMENTATION
 #include "gpt2.cuh"
 
@@ -166,6 +167,8 @@ static int g_att_tma = -1;  /* --att-tma 0|1: gpt2__attn_stream_kernel's TMA for
 static int g_prefill_order = -1; /* --prefill-order 0|1: prefill attention's block order (tiles / heads inner) */
 static int g_prefill_seqs = 0; /* --prefill-seqs N (1..64): the prefill step of N x 1024, for the workload (16 when not
                                    given) and for --breakdown (4 when not given) */
+static int g_score_rows = 0; /* --score-rows R: the scoring workload's logits product in chunks of at most R rows (default:
+                                 the logits buffer's, at least 2048; fewer keep a chunk in L2 for its reduction) */
 static int g_at = 160;        /* --at POS: --breakdown's many-row decode step at this position */
 static int g_stagger = -1;     /* --stagger N: part 1 of a split step starts once part 0's layer N - 1 qkv product is done (0: at once) */
 static int g_sampling = 0;    /* --sampling top_p|penalty: the generate workloads sample (temperature 1, top_p 0.9),
@@ -652,6 +655,7 @@ int main(int argc, char **argv) {
             if (g_prefill_seqs < 1 || g_prefill_seqs > 64) { fprintf(stderr, "--prefill-seqs takes 1 to 64\n"); return 2; }
         }
         else if (!strcmp(argv[i], "--at") && i + 1 < argc) g_at = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--score-rows") && i + 1 < argc) g_score_rows = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--bd-rows") && i + 1 < argc) g_bd_rows = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--stagger") && i + 1 < argc) g_stagger = atoi(argv[++i]);
 #ifdef BENCH_CUPTI
@@ -786,6 +790,8 @@ int main(int argc, char **argv) {
             const int B = 16, T = 1024;
             gpt2_model *m = random_model(size, dt, B, T, 0);
             if (!m) continue;
+            gpt2__cuda_state *S = (gpt2__cuda_state *)m->cuda;
+            if (g_score_rows > 0 && g_score_rows < S->logit_rows) S->logit_rows = g_score_rows;
             const double P = params_of(m), C = m->cfg.n_embd, L = m->cfg.n_layer, V = m->cfg.n_vocab;
             std::vector<float> lp((size_t)B * (T - 1));
             double sum = 0.0;
