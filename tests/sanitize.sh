@@ -5,7 +5,8 @@
 #   racecheck: ./test_gpt2 residual attention prefill_rows, F16 and BF16 (tests that launch no cuBLASLt kernel:
 #              residual + layer norm, prefill and decode attention in every form and dtype, F32's tiles included;
 #              the sampler's own test takes over 100 s under it, so the sampler's racecheck is tests/sanitize_kernels')
-#   memcheck:  ./test_gpt2 lnf generate lookahead step_logits, F16 and BF16 (whole steps, cuBLASLt included)
+#   memcheck:  ./test_gpt2 lnf generate lookahead step_logits score_chunks, F16 and BF16 (whole steps, cuBLASLt
+#              included; scoring in chunks of the logits product)
 # racecheck cannot run over cuBLASLt's kernels (tests/sanitize_kernels.cu says why), so whole steps get memcheck only.
 # The seven runs go at once on the one GPU (each is bound by the sanitizer's host side): on an H100 they took 305 s
 # together, their times summing to 900 s. Prints one line per run and exits non-zero when any run reports an error or a
@@ -29,7 +30,7 @@ run kernels_racecheck f16 racecheck tests/sanitize_kernels few
 for tool in memcheck synccheck; do run "kernels_$tool" f16 "$tool" tests/sanitize_kernels; done
 for dt in f16 bf16; do
     run "race_tests_$dt" "$dt" racecheck ./test_gpt2 residual attention prefill_rows
-    run "mem_steps_$dt" "$dt" memcheck ./test_gpt2 lnf generate lookahead step_logits
+    run "mem_steps_$dt" "$dt" memcheck ./test_gpt2 lnf generate lookahead step_logits score_chunks
 done
 wait
 bad=0
