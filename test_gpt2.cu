@@ -125,6 +125,14 @@ static double logit_tolerance(const gpt2_options *o) {
     return o->backend == GPT2_BACKEND_CPU ? 1e-4 : 1e-3;
 }
 
+/* log-softmax of row l [V] in double into out [V]: the reference a generated token's logprobs are held to */
+static void ref_log_softmax(const float *l, int V, double *out) {
+    double mx = -INFINITY, sum = 0.0;
+    for (int v = 0; v < V; v++) mx = l[v] > mx ? l[v] : mx;
+    for (int v = 0; v < V; v++) sum += exp((double)l[v] - mx);
+    for (int v = 0; v < V; v++) out[v] = (double)l[v] - mx - log(sum);
+}
+
 /* ---------------------------------------------------------------- model tests */
 
 static int test_logits_match_reference(void) {
