@@ -9612,9 +9612,14 @@ static gpt2_status gpt2__cuda_forward(gpt2_model *m, const int *tokens, int B, i
 
 /* ---- scoring on the GPU: windows batched like prompts, the logits in chunks of rows reduced on the device */
 
-/* Row b of logits [n][ld] (fp32, V used) against its target id targets[b]: lp[b] = logit[target] - log-sum-exp over
-   V (the sum of exp(l - max) in double) and rank[b] = how many logits exceed the target's: gpt2__score_rows' rule,
-   its sum in a block's tree instead of index order (equal within double rounding). Grid: n blocks of 256 threads. */
+/* Row b of logits [n][ld] (fp32, V used; ld a multiple of 4) against its target id targets[b]: lp[b] = logit[target] -
+   log-sum-exp over V and rank[b] = how many logits exceed the target's (gpt2__score_rows' rule), in one read of the
+   row: each thread keeps its running max and its sum of exp(l - max) in double (each term in float: within 1e-7 of
+   the CPU's double terms), rescaled when the max grows, and the block combines them. Grid: n blocks of 256 threads. */
+static __device__ __forceinline__ void gpt2__lse_add(float x, float &m, double &s) {
+    if (x > m) { s = (m == -INFINITY ? 0.0 : s * exp((double)m - (double)x)) + 1.0; m = x; }
+    else if (x > -INFINITY || x != x) s += (double)expf(x - m);
+}
 __global__ void __launch_bounds__(256) gpt2__score_kernel(const float *__restrict__ logits, int V, int ld, const int *__restrict__ targets,
                                                           double *__restrict__ lp, int *__restrict__ rank) {
     __shared__ float red_f[8];
@@ -9622,19 +9627,24 @@ __global__ void __launch_bounds__(256) gpt2__score_kernel(const float *__restric
     __shared__ int red_i[8];
     const int tid = threadIdx.x, lane = tid & 31, w = tid >> 5;
     const float *l = logits + (size_t)blockIdx.x * ld;
-    float mx = -INFINITY;
-    for (int i = tid; i < V; i += 256) mx = fmaxf(mx, l[i]);
-    for (int o = 16; o; o >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
-    if (lane == 0) red_f[w] = mx;
-    __syncthreads();
-    for (int i = 0; i < 8; i++) mx = fmaxf(mx, red_f[i]);
     const float lt = l[targets[blockIdx.x]];
+    float mx = -INFINITY;
     double sum = 0.0;
     int above = 0;
-    for (int i = tid; i < V; i += 256) {
-        sum += exp((double)l[i] - (double)mx);
-        above += l[i] > lt;
+    const int V4 = V / 4;
+    for (int i = tid; i < V4; i += 256) {
+        const float4 v = ((const float4 *)l)[i];
+        gpt2__lse_add(v.x, mx, sum); gpt2__lse_add(v.y, mx, sum); gpt2__lse_add(v.z, mx, sum); gpt2__lse_add(v.w, mx, sum);
+        above += (v.x > lt) + (v.y > lt) + (v.z > lt) + (v.w > lt);
     }
+    for (int i = 4 * V4 + tid; i < V; i += 256) { gpt2__lse_add(l[i], mx, sum); above += l[i] > lt; }
+    /* the block's max, then each thread's sum moved to it */
+    float bm = mx;
+    for (int o = 16; o; o >>= 1) bm = fmaxf(bm, __shfl_xor_sync(0xffffffffu, bm, o));
+    if (lane == 0) red_f[w] = bm;
+    __syncthreads();
+    for (int i = 0; i < 8; i++) bm = fmaxf(bm, red_f[i]);
+    sum = mx == -INFINITY ? 0.0 * sum /* 0, or a NaN kept */ : sum * exp((double)mx - (double)bm);
     for (int o = 16; o; o >>= 1) {
         sum += __shfl_xor_sync(0xffffffffu, sum, o);
         above += __shfl_xor_sync(0xffffffffu, above, o);
@@ -9645,7 +9655,7 @@ __global__ void __launch_bounds__(256) gpt2__score_kernel(const float *__restric
         sum = 0.0;
         above = 0;
         for (int i = 0; i < 8; i++) { sum += red_d[i]; above += red_i[i]; }
-        lp[blockIdx.x] = (double)lt - ((double)mx + log(sum));
+        lp[blockIdx.x] = (double)lt - ((double)bm + log(sum));
         rank[blockIdx.x] = above;
     }
 }
