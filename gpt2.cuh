@@ -330,9 +330,6 @@ GPT2_API int          gpt2_model_max_seq(const gpt2_model *model);
 #ifndef GPT2__AMMA_WB
 #define GPT2__AMMA_WB 2            /* gpt2__attn_stream_kernel: warps per block */
 #endif
-#ifndef GPT2__KV_EVICT_FIRST
-#define GPT2__KV_EVICT_FIRST 1     /* decode attention of many rows reads the KV cache with L2's evict-first policy */
-#endif
 
 /* prompt attention */
 #ifndef GPT2__FQ
@@ -362,10 +359,6 @@ GPT2_API int          gpt2_model_max_seq(const gpt2_model *model);
 #endif
 #ifndef GPT2__FEW_ROW_SMEM_MAX
 #define GPT2__FEW_ROW_SMEM_MAX (160 << 10) /* most shared memory a few-row block may take */
-#endif
-#ifndef GPT2__FEW_ROW_EVICT_FIRST
-#define GPT2__FEW_ROW_EVICT_FIRST 1 /* few-row products stream their weights with L2's evict-first policy (the KV cache
-                                       and activations of a batch-1 step stay) */
 #endif
 #ifndef GPT2__FEW_ROW32_ST
 #define GPT2__FEW_ROW32_ST 24      /* F32: ring chunks at 32 columns a warp (2.5 KB each; 24 leave 1558M's 16-row
@@ -397,12 +390,6 @@ GPT2_API int          gpt2_model_max_seq(const gpt2_model *model);
 #ifndef GPT2__LN_FOLD_FIT_C
 #define GPT2__LN_FOLD_FIT_C 1024   /* from this width on, the FIT form's ring has as many stages as K has chunks where
                                       that is fewer (gpt2__ln_fold_stages) */
-#endif
-
-/* programmatic dependent launch (sm_90+). GPT2__NO_PDL_TRIGGER, when defined, leaves the early trigger out (an A/B
-   build); GPT2__PDL_EARLY 0 puts each kernel's trigger after its wait (an A/B build) */
-#ifndef GPT2__PDL_EARLY
-#define GPT2__PDL_EARLY 1
 #endif
 
 /* the two-part throughput mode and its green contexts */
@@ -5711,7 +5698,7 @@ static __device__ __forceinline__ void gpt2__pdl_wait(void) {
    has called it or exited, so all of this kernel's blocks are resident by then: the dependents' waiting blocks
    cannot keep it from running. */
 static __device__ __forceinline__ void gpt2__pdl_trigger(void) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && !defined(GPT2__NO_PDL_TRIGGER) /* (the latter: bench A/B builds) */
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
 #endif
 }
@@ -5719,13 +5706,10 @@ static __device__ __forceinline__ void gpt2__pdl_trigger(void) {
    this one still waits for the one before. A batch-1 step's kernels then launch as far ahead as the SMs have room
    for, and a product's weights stream while the kernels before it finish. Only what needs no kernel's output may
    come before it (weights, constants, cached K/V of earlier steps: the step's first kernel is never a dependent
-   launch, so no step's work starts before the last step's sampler is done). GPT2__PDL_EARLY 0 (an A/B build): the
-   wait first. */
-
+   launch, so no step's work starts before the last step's sampler is done). */
 static __device__ __forceinline__ void gpt2__pdl_enter(void) {
-    if (GPT2__PDL_EARLY) gpt2__pdl_trigger();
+    gpt2__pdl_trigger();
     gpt2__pdl_wait();
-    if (!GPT2__PDL_EARLY) gpt2__pdl_trigger();
 }
 
 /* 4 elements at p (8- or 16-byte aligned) as fp32; and back, rounded to T */
@@ -6731,15 +6715,15 @@ __global__ void __launch_bounds__(32 * NW) gpt2__few_row_kernel(const T *__restr
         src[e] = Wp + (rok[e] ? (size_t)(o0 + r) * I : 0) + cq[e];
         dst[e] = r * LDW + cq[e];
     }
-    const uint64_t skpol = GPT2__FEW_ROW_EVICT_FIRST ? gpt2__evict_first() : 0;
+    /* the weights stream with L2's evict-first policy: the KV cache and activations of a batch-1 step stay */
+    const uint64_t skpol = gpt2__evict_first();
 #define GPT2__FEW_ROW_ISSUE(c)                                                                         \
     do {                                                                                          \
         if ((c) < nch) {                                                                          \
             T *s_ = Ws + ((c) % ST) * COLS * LDW;                                                 \
             _Pragma("unroll") for (int e_ = 0; e_ < PER; e_++) {                                  \
                 const bool ok_ = rok[e_] && (c) * KC + cq[e_] < Ik;                               \
-                if (GPT2__FEW_ROW_EVICT_FIRST) gpt2__cp16_pol(s_ + dst[e_], ok_ ? src[e_] + (size_t)(c) * KC : W, ok_, skpol); \
-                else gpt2__cp16(s_ + dst[e_], ok_ ? src[e_] + (size_t)(c) * KC : W, ok_);    \
+                gpt2__cp16_pol(s_ + dst[e_], ok_ ? src[e_] + (size_t)(c) * KC : W, ok_, skpol);  \
             }                                                                                     \
         }                                                                                         \
         gpt2__cp_commit();                                                                        \
@@ -7783,7 +7767,8 @@ __global__ void __launch_bounds__(32 * WB) gpt2__attn_stream_kernel(const T *__r
     T *kh = kc + ((size_t)slot * H + h) * max_seq * HD, *vh = vc + ((size_t)slot * H + h) * max_seq * HD;
     const int own = store ? p : -1;
     __syncwarp(); /* the barriers' initialisation */
-    /* chunk c into stage c % NS: 32 keys x 8 pieces of 16 bytes, K and V; lane takes pieces lane, lane+32, ... */
+    /* chunk c into stage c % NS: 32 keys x 8 pieces of 16 bytes, K and V; lane takes pieces lane, lane+32, ...; read
+       with L2's evict-first policy (each row's cache is read once a step) */
     const uint64_t pol = gpt2__evict_first();
     auto issue = [&](int c) {
         T *st = ring + (size_t)(c % NS) * STAGE;
@@ -7802,13 +7787,8 @@ __global__ void __launch_bounds__(32 * WB) gpt2__attn_stream_kernel(const T *__r
                 const bool ok = j < k1;
                 const T *ks = j == own ? kn + col : kh + (size_t)(ok ? j : k0) * HD + col;
                 const T *vs = j == own ? vn + col : vh + (size_t)(ok ? j : k0) * HD + col;
-                if (GPT2__KV_EVICT_FIRST) {
-                    gpt2__cp16_pol(st + at, ks, ok, pol);
-                    gpt2__cp16_pol(st + 32 * HD + at, vs, ok, pol);
-                } else {
-                    gpt2__cp16(st + at, ks, ok);
-                    gpt2__cp16(st + 32 * HD + at, vs, ok);
-                }
+                gpt2__cp16_pol(st + at, ks, ok, pol);
+                gpt2__cp16_pol(st + 32 * HD + at, vs, ok, pol);
             }
             gpt2__cp_commit();
         }
