@@ -5593,8 +5593,6 @@ GPT2_API gpt2_status gpt2_score(gpt2_model *m, gpt2_score_request *reqs, int n) 
      algorithm does; F32's in one fused multiply-add chain, as its pinned class without a split of K does), so
      batch invariance holds either way; decode rows take their activation from gpt2__act (bias into T, then the activation),
      never from cuBLASLt's epilogue, whose rounding no formula reproduced (gpt2__decode_lt)
-   - the logits of such a step in F16/BF16 (gpt2__few_row_kernel's AM form) also leave, per 8 columns, their largest value and
-     its index (gpt2__amax), and a greedy row's sampler reduces those instead of the vocabulary: the same id
    - on sm_90+ the kernels that follow a product start as programmatic dependent launches (gpt2__launch,
      gpt2__pdl_wait), and products, residual + LN and decode attention let the next kernel launch as soon as
      they start, before their own wait (gpt2__pdl_enter), so a batch-1 step's kernels launch as far ahead as
@@ -6037,9 +6035,6 @@ typedef struct gpt2__cuda_state {
     int gather;                         /* a step whose prompt rows need logits only at each prompt's last row runs its
                                            last layer after attention on its output rows alone, when that drops at
                                            least this many rows (gpt2__cuda_run_t; 0: never; tests change it) */
-    float2 *amax;                       /* [GPT2__FEW_ROW_MAX][ldv / 8]: the logits' argmax candidates (gpt2__amax), */
-    int amax_n;                         /* ... per row, as the run launched last left them (0: none; the sampler reads
-                                           the logits) */
     int ln_fold_smem;                   /* shared memory a block may have on this GPU (that path's limit) */
     int ln_fold_fit;                    /* ... with the FIT form's ring (gpt2__ln_fold_stages; on by default: tests and
                                            bench turn it off before the first step) */
@@ -6110,7 +6105,6 @@ typedef struct gpt2__paths {
                             order: qkv, proj, fc, fc-proj, logits */
     int ln_fold;         /* each residual + layer norm inside the product that reads it (gpt2__ln_fold_run) */
     int gather;          /* the last layer after attention on the output rows alone (gpt2__gather_kernel) */
-    int amax;            /* the logits product leaves the greedy sampler its argmax candidates (gpt2__amax) */
     int kv_first;        /* gpt2__kv_store_kernel stores every fed row's K and V before attention (else each attention
                             kernel stores those of the rows it serves) */
     int att;             /* decode attention's kernel (GPT2__ATT_*) */
@@ -6650,12 +6644,6 @@ static __device__ __forceinline__ void gpt2__ln_fold_params(const gpt2__ln_fold<
         }
 }
 
-/* The logits' argmax candidates gpt2__few_row_kernel leaves for the greedy sampler in its AM form (out_f32, one piece:
-   the logits product, gpt2__few_row_run with p set): p [n][O / 8], for each row and each warp's 8 columns the largest sum among columns below V
-   and its column (lowest among ties; -inf and INT_MAX where none is greater than -inf), as .x and the int bits of .y.
-   The greedy sampler then reduces O / 8 pairs a row instead of V logits (gpt2__sample_kernel). */
-typedef struct gpt2__amax { float2 *p; int V; } gpt2__amax;
-
 /* The ring stages of an LN-folded product of width C in its FIT form: GPT2__LN_FOLD_ST, or from width GPT2__LN_FOLD_FIT_C on
    just as many as K has chunks where that is fewer (all of them are issued before the PDL wait either way; the block
    then leaves the SM more room for the kernels beside it). At width 768 fewer stages were slower on the H100, hence
@@ -6684,15 +6672,12 @@ static __host__ __device__ int gpt2__ln_fold_stages(int C) {
    the residual rows ln_fold names, computed by the block into shared memory (gpt2__ln_fold_row; LNE chunks per thread as
    gpt2__residual_ln_kernel's E), with the LN's gain, shift and bias loaded before the PDL wait. FIT (with
    gpt2__cuda_state.ln_fold_fit, where gpt2__ln_fold_stages is fewer than ST): a ring of that many stages, a form of its own
-   so that the other products' code stays as it was (a ring sized at run time in every LN-folded product was slower).
-   AM (out_f32, one piece, amax.p set): also the argmax candidates of gpt2__amax, a template flag so that the other
-   products' code stays as it was (a run-time test there was slower). */
+   so that the other products' code stays as it was (a ring sized at run time in every LN-folded product was slower). */
 
-template <typename T, bool R16, int NW = GPT2__FEW_ROW_NW, int KC = GPT2__FEW_ROW_KC, int ST = GPT2__FEW_ROW_ST, int LNE = 0, bool AM = false,
-          bool FIT = false>
+template <typename T, bool R16, int NW = GPT2__FEW_ROW_NW, int KC = GPT2__FEW_ROW_KC, int ST = GPT2__FEW_ROW_ST, int LNE = 0, bool FIT = false>
 __global__ void __launch_bounds__(32 * NW) gpt2__few_row_kernel(const T *__restrict__ W, const T *__restrict__ X, void *__restrict__ D,
                                                                 const T *__restrict__ bias, int O, int n, int I, int Ik, int ldd, int out_f32,
-                                                                int act, gpt2__ln_fold<T> ln_fold, gpt2__amax amax) {
+                                                                int act, gpt2__ln_fold<T> ln_fold) {
 #if __CUDA_ARCH__ >= 800
     constexpr int LDW = KC + 8, COLS = 8 * NW, PER = KC / 32; /* PER: 16-byte copies per thread per stage */
     static_assert(KC % 32 == 0, "a stage holds whole pairs of 16-wide slices");
@@ -6792,21 +6777,6 @@ __global__ void __launch_bounds__(32 * NW) gpt2__few_row_kernel(const T *__restr
 #undef GPT2__FEW_ROW_ISSUE
     gpt2__cp_wait<0>();
     if (col >= O) return; /* the whole warp: O is a multiple of 8 */
-    if constexpr (AM)
-#pragma unroll
-        for (int hh = 0; hh < (R16 ? 2 : 1); hh++) { /* row g + 8 hh: this thread's two columns, then the quad's 8 */
-            const int r = g + 8 * hh;
-            float bv = -INFINITY;
-            int bi = 0x7FFFFFFF;
-            if (r < n && col < amax.V && acc[2 * hh] > bv) { bv = acc[2 * hh]; bi = col; }
-            if (r < n && col + 1 < amax.V && acc[2 * hh + 1] > bv) { bv = acc[2 * hh + 1]; bi = col + 1; }
-            for (int o = 1; o < 4; o <<= 1) {
-                const float ov = __shfl_xor_sync(0xffffffffu, bv, o);
-                const int oi = __shfl_xor_sync(0xffffffffu, bi, o);
-                if (ov > bv || (ov == bv && oi < bi)) { bv = ov; bi = oi; }
-            }
-            if (r < n && (lane & 3) == 0) amax.p[(size_t)r * (O / 8) + (col >> 3)] = make_float2(bv, __int_as_float(bi));
-        }
     for (int hh = 0; hh < 2; hh++) {
         const int r = g + 8 * hh;
         if (r >= n) break;
@@ -6935,31 +6905,26 @@ static int gpt2__few_row_enable(void) {
     cudaFuncAttributes fa;
     return cudaFuncSetAttribute(gpt2__few_row_kernel<T, false, NW, KC, ST>, cudaFuncAttributeMaxDynamicSharedMemorySize, GPT2__FEW_ROW_SMEM_MAX) == cudaSuccess &&
            cudaFuncSetAttribute(gpt2__few_row_kernel<T, true, NW, KC, ST>, cudaFuncAttributeMaxDynamicSharedMemorySize, GPT2__FEW_ROW_SMEM_MAX) == cudaSuccess &&
-           cudaFuncSetAttribute(gpt2__few_row_kernel<T, false, NW, KC, ST, 0, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, GPT2__FEW_ROW_SMEM_MAX) == cudaSuccess &&
-           cudaFuncSetAttribute(gpt2__few_row_kernel<T, true, NW, KC, ST, 0, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, GPT2__FEW_ROW_SMEM_MAX) == cudaSuccess &&
            cudaFuncGetAttributes(&fa, gpt2__few_row_kernel<T, false, NW, KC, ST>) == cudaSuccess && fa.ptxVersion >= 80;
 }
 /* The product of gpt2__gemm_run (n rows; epilogue bias when bias is set and not out_f32, else none; T half or
    bfloat16) by gpt2__few_row_kernel, then gpt2__act(act); pdl as gpt2__launch. */
 template <typename T, int NW = GPT2__FEW_ROW_NW, int KC = GPT2__FEW_ROW_KC, int ST = GPT2__FEW_ROW_ST>
 static gpt2_status gpt2__few_row_run(cudaStream_t st, int pdl, void *D, const T *W, const T *X, const T *bias, int O, int n,
-                                     int I, int out_f32, int ldd, int pieces, int act = GPT2__ACT_NONE, gpt2__amax amax = {NULL, 0}) {
+                                     int I, int out_f32, int ldd, int pieces, int act = GPT2__ACT_NONE) {
     if (ldd < O) ldd = O;
     const int Ik = I / pieces;
-    const bool am = out_f32 && pieces == 1 && amax.p;
-    return gpt2__launch(n > 8 ? (am ? gpt2__few_row_kernel<T, true, NW, KC, ST, 0, true> : gpt2__few_row_kernel<T, true, NW, KC, ST>)
-                              : (am ? gpt2__few_row_kernel<T, false, NW, KC, ST, 0, true> : gpt2__few_row_kernel<T, false, NW, KC, ST>),
+    return gpt2__launch(n > 8 ? gpt2__few_row_kernel<T, true, NW, KC, ST> : gpt2__few_row_kernel<T, false, NW, KC, ST>,
                         dim3((unsigned)((O + 8 * NW - 1) / (8 * NW)), (unsigned)pieces), dim3(32 * NW),
                         gpt2__few_row_smem(n, Ik, sizeof(T), NW, KC, ST), st, pdl, W, X, D, out_f32 ? (const T *)NULL : bias, O, n, I, Ik, ldd,
-                        out_f32, out_f32 ? (int)GPT2__ACT_NONE : act, gpt2__ln_fold<T>{}, am ? amax : gpt2__amax{NULL, 0});
+                        out_f32, out_f32 ? (int)GPT2__ACT_NONE : act, gpt2__ln_fold<T>{});
 }
 
 /* gpt2__few_row_run with GPT2__FEW_ROW_NW warps a block, or GPT2__FEW_ROW_NW_WIDE where the product still has two blocks an SM
    at that many (columns / 8 / NW_WIDE blocks per piece). Each warp's chain is the same either way, so are the bits. */
 template <typename T>
 static gpt2_status gpt2__few_row_go(const gpt2__cuda_state *S, cudaStream_t st, int pdl, void *D, const T *W, const T *X,
-                                    const T *bias, int O, int n, int I, int out_f32, int ldd, int pieces, int act,
-                                    gpt2__amax amax = {NULL, 0}) {
+                                    const T *bias, int O, int n, int I, int out_f32, int ldd, int pieces, int act) {
     const bool wide = (long long)(O / (8 * GPT2__FEW_ROW_NW_WIDE)) * pieces >= 2LL * S->sms &&
                       gpt2__few_row_smem(GPT2__FEW_ROW_MAX, I / pieces, sizeof(T), GPT2__FEW_ROW_NW_WIDE) <= GPT2__FEW_ROW_SMEM_MAX;
     const int nw = wide ? GPT2__FEW_ROW_NW_WIDE : GPT2__FEW_ROW_NW;
@@ -6970,11 +6935,11 @@ static gpt2_status gpt2__few_row_go(const gpt2__cuda_state *S, cudaStream_t st, 
     const bool shortr = n > 1 && S->sm_smem > 0 && blocks > (long long)(S->sm_smem / per) * S->sms;
     if (wide)
         return shortr ? gpt2__few_row_run<T, GPT2__FEW_ROW_NW_WIDE, GPT2__FEW_ROW_KC, GPT2__FEW_ROW_ST_SHORT>(st, pdl, D, W, X, bias, O, n, I, out_f32, ldd,
-                                                                                              pieces, act, amax)
-                      : gpt2__few_row_run<T, GPT2__FEW_ROW_NW_WIDE>(st, pdl, D, W, X, bias, O, n, I, out_f32, ldd, pieces, act, amax);
+                                                                                              pieces, act)
+                      : gpt2__few_row_run<T, GPT2__FEW_ROW_NW_WIDE>(st, pdl, D, W, X, bias, O, n, I, out_f32, ldd, pieces, act);
     return shortr ? gpt2__few_row_run<T, GPT2__FEW_ROW_NW, GPT2__FEW_ROW_KC, GPT2__FEW_ROW_ST_SHORT>(st, pdl, D, W, X, bias, O, n, I, out_f32, ldd, pieces,
-                                                                                    act, amax)
-                  : gpt2__few_row_run<T>(st, pdl, D, W, X, bias, O, n, I, out_f32, ldd, pieces, act, amax);
+                                                                                    act)
+                  : gpt2__few_row_run<T>(st, pdl, D, W, X, bias, O, n, I, out_f32, ldd, pieces, act);
 }
 
 /* gpt2__few_row32_kernel (F32): its shared memory, whether it takes a product's shape, its limit raised (0: it cannot
@@ -7016,8 +6981,8 @@ static gpt2_status gpt2__few_row32_run(cudaStream_t st, int pdl, void *D, const 
 template <typename T, int E, bool FIT>
 static int gpt2__ln_fold_enable_e(int optin) {
     cudaFuncAttributes fa;
-    void (*k)(const T *, const T *, void *, const T *, int, int, int, int, int, int, int, gpt2__ln_fold<T>, gpt2__amax) =
-        gpt2__few_row_kernel<T, false, GPT2__LN_FOLD_NW, GPT2__FEW_ROW_KC, GPT2__LN_FOLD_ST, E, false, FIT>;
+    void (*k)(const T *, const T *, void *, const T *, int, int, int, int, int, int, int, gpt2__ln_fold<T>) =
+        gpt2__few_row_kernel<T, false, GPT2__LN_FOLD_NW, GPT2__FEW_ROW_KC, GPT2__LN_FOLD_ST, E, FIT>;
     if (cudaFuncGetAttributes(&fa, k) != cudaSuccess || fa.ptxVersion < 80 || (int)fa.sharedSizeBytes >= optin) return 0;
     const int smem = optin - (int)fa.sharedSizeBytes;
     return cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, smem) == cudaSuccess ? smem : 0;
@@ -7044,17 +7009,17 @@ static gpt2_status gpt2__ln_fold_run(gpt2__cuda_state *S, const gpt2__lane *L, v
     else {
     const int st = gpt2__ln_fold_ring(S, C);
     const bool fit = st < GPT2__LN_FOLD_ST;
-    void (*k)(const T *, const T *, void *, const T *, int, int, int, int, int, int, int, gpt2__ln_fold<T>, gpt2__amax) =
-        C <= 1024 ? (fit ? gpt2__few_row_kernel<T, false, GPT2__LN_FOLD_NW, GPT2__FEW_ROW_KC, GPT2__LN_FOLD_ST, 1, false, true>
+    void (*k)(const T *, const T *, void *, const T *, int, int, int, int, int, int, int, gpt2__ln_fold<T>) =
+        C <= 1024 ? (fit ? gpt2__few_row_kernel<T, false, GPT2__LN_FOLD_NW, GPT2__FEW_ROW_KC, GPT2__LN_FOLD_ST, 1, true>
                          : gpt2__few_row_kernel<T, false, GPT2__LN_FOLD_NW, GPT2__FEW_ROW_KC, GPT2__LN_FOLD_ST, 1>)
-        : C <= 2048 ? (fit ? gpt2__few_row_kernel<T, false, GPT2__LN_FOLD_NW, GPT2__FEW_ROW_KC, GPT2__LN_FOLD_ST, 2, false, true>
+        : C <= 2048 ? (fit ? gpt2__few_row_kernel<T, false, GPT2__LN_FOLD_NW, GPT2__FEW_ROW_KC, GPT2__LN_FOLD_ST, 2, true>
                            : gpt2__few_row_kernel<T, false, GPT2__LN_FOLD_NW, GPT2__FEW_ROW_KC, GPT2__LN_FOLD_ST, 2>)
-                    : (fit ? gpt2__few_row_kernel<T, false, GPT2__LN_FOLD_NW, GPT2__FEW_ROW_KC, GPT2__LN_FOLD_ST, 4, false, true>
+                    : (fit ? gpt2__few_row_kernel<T, false, GPT2__LN_FOLD_NW, GPT2__FEW_ROW_KC, GPT2__LN_FOLD_ST, 4, true>
                            : gpt2__few_row_kernel<T, false, GPT2__LN_FOLD_NW, GPT2__FEW_ROW_KC, GPT2__LN_FOLD_ST, 4>);
     if (C > 4096) return gpt2__fail(GPT2_ERR_ARG, "%s:%d: gpt2__ln_fold over width %d", __FILE__, __LINE__, C);
     return gpt2__launch(k, dim3((unsigned)((O + 8 * GPT2__LN_FOLD_NW - 1) / (8 * GPT2__LN_FOLD_NW)), 1u), dim3(32 * GPT2__LN_FOLD_NW),
                         gpt2__few_row_smem(n, C, sizeof(T), GPT2__LN_FOLD_NW, GPT2__FEW_ROW_KC, st), L->stream, L->pdl, (const T *)W, (const T *)NULL, D,
-                        (const T *)bias, O, n, C, C, O, 0, act, ln_fold, gpt2__amax{NULL, 0});
+                        (const T *)bias, O, n, C, C, O, 0, act, ln_fold);
     }
 }
 
@@ -7117,8 +7082,7 @@ static gpt2_status gpt2__decode_lt(gpt2__cuda_state *S, const gpt2__lane *L, voi
    rows go to the few-row kernel (gpt2__paths.few_row: gpt2__few_row_use said it serves this product). */
 template <typename T>
 static gpt2_status gpt2__linear(gpt2_model *m, gpt2__cuda_state *S, const gpt2__lane *L, int few, void *D, const void *W, const void *X, const void *bias,
-                                int O, int N, int P, int I, int epi, int out_f32, int ldd, float *part,
-                                gpt2__amax amax = {NULL, 0}) {
+                                int O, int N, int P, int I, int epi, int out_f32, int ldd, float *part) {
     const cudaDataType_t dt = gpt2__cuda_type<T>::id;
     if (ldd < O) ldd = O;
     gpt2_status st;
@@ -7138,7 +7102,7 @@ static gpt2_status gpt2__linear(gpt2_model *m, gpt2__cuda_state *S, const gpt2__
     if constexpr (sizeof(T) == 2) {
         if (few)
             return gpt2__few_row_go<T>(S, L->stream, L->pdl, D, (const T *)W, Xd, (const T *)bias, O, nd, I, out_f32, ldd, sp,
-                                       epi == GPT2__EPI_BIAS_ACT ? S->mlp_act : GPT2__ACT_NONE, amax);
+                                       epi == GPT2__EPI_BIAS_ACT ? S->mlp_act : GPT2__ACT_NONE);
     } else if (few)
         return gpt2__few_row32_run(L->stream, L->pdl, D, (const float *)W, (const float *)Xd, (const float *)bias, O, nd, I, ldd, sp,
                               epi == GPT2__EPI_BIAS_ACT ? S->mlp_act : GPT2__ACT_NONE, gpt2__few_row32_cols(O, sp, S->sms));
@@ -9048,11 +9012,9 @@ static __device__ __noinline__ void gpt2__sample_cut_typical(float *p, int V, co
    Exactness: z and p are computed as the CPU does (no fused multiply-add; p = exp rounded to float), and every
    double sum runs in the CPU's order on one thread, so both backends pick the same token from the same logits.
    Candidates sorted by p are streamed in pages of GPT2__PAGE keys (each page a radix select + bitonic sort); with
-   a cut of at most GPT2__PAGE candidates (top_k <= 4096) one page holds them all. amax (na a row; NULL: none): the
-   logits product's argmax candidates (gpt2__amax), which a greedy row reduces instead of its V logits: the same id,
-   the largest logit and the lowest index among ties, in one round of loads where the row takes several. */
+   a cut of at most GPT2__PAGE candidates (top_k <= 4096) one page holds them all. */
 __global__ void __launch_bounds__(GPT2__SAMPLE_THREADS, GPT2__SAMPLE_MINB) gpt2__sample_kernel(float *logits, int V, int ld, const gpt2__pick *picks, int *next,
-                                                                                gpt2__advance adv, int row0, const float2 *amax, int na) {
+                                                                                gpt2__advance adv, int row0) {
     __shared__ gpt2__sample_sh sh;
     gpt2__pdl_wait();
     const int row = row0 + (int)blockIdx.x, tid = threadIdx.x, nt = blockDim.x, lane = tid & 31, w = tid >> 5, nw = nt >> 5;
@@ -9078,22 +9040,7 @@ __global__ void __launch_bounds__(GPT2__SAMPLE_THREADS, GPT2__SAMPLE_MINB) gpt2_
         /* 1. argmax, lowest index among ties */
         float bv = -INFINITY;
         int bi = 0x7FFFFFFF;
-        if (amax && !pk.proc) {
-            /* 8 loads in flight per thread before any compare: one round for the 6,283 pairs of GPT-2's vocabulary */
-            const float2 *cr = amax + (size_t)row * na;
-            for (int i0 = tid; i0 < na; i0 += 8 * nt) {
-                float2 c[8];
-#pragma unroll
-                for (int u = 0; u < 8; u++)
-                    if (i0 + u * nt < na) c[u] = cr[i0 + u * nt];
-#pragma unroll
-                for (int u = 0; u < 8; u++) {
-                    if (i0 + u * nt >= na) break;
-                    const int ci = __float_as_int(c[u].y);
-                    if (c[u].x > bv || (c[u].x == bv && ci < bi)) { bv = c[u].x; bi = ci; }
-                }
-            }
-        } else if (((uintptr_t)p & 15) == 0) {
+        if (((uintptr_t)p & 15) == 0) {
             /* 16-byte loads, GPT2__ARGMAX_LD of them in flight per thread before any compare (one row is latency-bound) */
             const int n4 = V / 4;
             for (int i0 = tid; i0 < n4; i0 += GPT2__ARGMAX_LD * nt) {
@@ -9157,8 +9104,7 @@ static gpt2_status gpt2__cuda_sample(gpt2_model *m, const gpt2__cuda_meta *d, in
     gpt2__advance adv = {NULL, NULL, NULL, 0};
     if (P == 0 && N == n && S->h_meta_dev) adv = {d->pos, d->tok, S->h_meta_dev, (long long)S->meta_bytes};
     return gpt2__launch(gpt2__sample_kernel, dim3((unsigned)rows), dim3(GPT2__SAMPLE_THREADS), 0, st, pdl, S->logits,
-                        m->cfg.n_vocab, S->ldv, (const gpt2__pick *)d->picks, d->next, adv, row0,
-                        (const float2 *)(S->amax_n ? S->amax : NULL), S->amax_n);
+                        m->cfg.n_vocab, S->ldv, (const gpt2__pick *)d->picks, d->next, adv, row0);
 }
 
 /* == [GPT2:PATHS] == which paths a step takes: every choice in one place ======================================== */
@@ -9214,8 +9160,6 @@ static gpt2__paths gpt2__paths_of(const gpt2__cuda_state *S, const gpt2_model *m
     }
     p.ln_fold = gpt2__ln_fold_use(S, m, N, P);
     p.gather = d->n_gat > 0 && !all_rows && !p.ln_fold;
-    /* not inside a step of parts, whose runs would share S->amax */
-    p.amax = es == 2 && L->part_i < 0 && S->ldv % 8 == 0 && p.few_row[4];
     /* with the tiled prefill kernel every attention kernel stores its rows' K and V; a step verifying drafts (a row
        reads the K and V of the rows before it) only where gpt2__attn_mma_kernel serves it */
     p.kv_first = !(S->flash && (!S->dup_step || gpt2__att_dup_mma(S, m, d)));
@@ -9331,10 +9275,7 @@ static gpt2_status gpt2__cuda_run_t(gpt2_model *m, gpt2__cuda_state *S, gpt2__la
         if (st) return st;
     }
     if (!head) return GPT2_OK;
-    /* logits of few rows on gpt2__few_row_kernel leave the greedy sampler their argmax candidates (p.amax) */
-    S->amax_n = p.amax ? S->ldv / 8 : 0;
-    return gpt2__linear<T>(m, S, &L, p.few_row[4], L.logits, S->lm_head, ln, NULL, S->ldv, n_out, 0, C, GPT2__EPI_NONE, 1, S->ldv, NULL,
-                           p.amax ? gpt2__amax{S->amax, cf->n_vocab} : gpt2__amax{NULL, 0});
+    return gpt2__linear<T>(m, S, &L, p.few_row[4], L.logits, S->lm_head, ln, NULL, S->ldv, n_out, 0, C, GPT2__EPI_NONE, 1, S->ldv, NULL);
 }
 
 static gpt2_status gpt2__cuda_run(gpt2_model *m, const gpt2__lane *L, const gpt2__cuda_meta *d, int N, int P, int n_out, int all_rows,
@@ -10271,15 +10212,13 @@ static gpt2_status gpt2__cuda_init_state(gpt2_model *m, gpt2__cuda_state *S, con
     const size_t R = (size_t)S->max_rows;
     size_t act = gpt2__align256(R * C * 4) + logit_bytes + gpt2__align256(S->part_floats * 4) +
                  3 * gpt2__align256(R * C * es) + gpt2__align256(R * 3 * C * es) + gpt2__align256(R * F * es) +
-                 gpt2__align256(R * H * sizeof(unsigned)) + gpt2__align256((size_t)GPT2__LN_FOLD_ROWS * C * 4) +
-                 gpt2__align256((size_t)GPT2__FEW_ROW_MAX * (S->ldv / 8) * sizeof(float2));
+                 gpt2__align256(R * H * sizeof(unsigned)) + gpt2__align256((size_t)GPT2__LN_FOLD_ROWS * C * 4);
     GPT2__CU(cudaMalloc(&S->act, act));
     char *a = (char *)S->act;
     S->att_count = (unsigned *)a; a += gpt2__align256(R * H * sizeof(unsigned));
     GPT2__CU(cudaMemsetAsync(S->att_count, 0, R * H * sizeof(unsigned), S->stream));
     S->x = (float *)a; a += gpt2__align256(R * C * 4);
     S->x2 = (float *)a; a += gpt2__align256((size_t)GPT2__LN_FOLD_ROWS * C * 4);
-    S->amax = (float2 *)a; a += gpt2__align256((size_t)GPT2__FEW_ROW_MAX * (S->ldv / 8) * sizeof(float2));
     S->logits = (float *)a; a += logit_bytes;
     S->part = (float *)a; a += gpt2__align256(S->part_floats * 4);
     S->ln = a; a += gpt2__align256(R * C * es);

@@ -419,7 +419,7 @@ static void ph_kv_store(gpt2_model *m, int) { BY_DTYPE(m, ph_kv_store_t); }
 static void ph_sampler(gpt2_model *m, int) {
     gpt2__cuda_state *S = (gpt2__cuda_state *)m->cuda;
     gpt2__sample_kernel<<<g_n, GPT2__SAMPLE_THREADS, 0, S->stream>>>(S->logits, m->cfg.n_vocab, S->ldv, g_d.picks, g_d.next,
-                                                                      gpt2__advance{NULL, NULL, NULL, 0}, 0, NULL, 0);
+                                                                      gpt2__advance{NULL, NULL, NULL, 0}, 0);
 }
 static void ph_step(gpt2_model *m, int) {
     gpt2__cuda_state *S = (gpt2__cuda_state *)m->cuda;

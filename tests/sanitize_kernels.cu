@@ -9,14 +9,14 @@
    calls cuBLASLt (gpt2__few_row_check at load, the prompt products), so none of them finishes under racecheck.
 
    What it launches, each as a decode step does (the products in F16 and BF16, sm_80+; F32's product kernel):
-   - gpt2__few_row_kernel through gpt2__few_row_run: the forms a step uses (bias into T; GELU; fp32 K pieces; the
-     logits' argmax candidates), 1 and 2 warps a block, every row count 1..16, on GPT-2's shapes and odd small ones;
+   - gpt2__few_row_kernel through gpt2__few_row_run: the forms a step uses (bias into T; GELU; fp32 K pieces; fp32 in
+     one piece, the logits), 1 and 2 warps a block, every row count 1..16, on GPT-2's shapes and odd small ones;
    - the LN-folded form through gpt2__ln_fold_run: widths 768, 1024, 1280, 1600, 2560 (E 1, 2, 4), 1 and 2 rows, with and
      without GELU, in the FIT ring and the full ring;
    - F32's few-row product (gpt2__few_row32_kernel) in its three forms, rows 1..16, checked against the host's fused
      multiply-add chain bit for bit (GELU within 1e-5);
-   - the sampler (gpt2__sample_kernel) at vocabularies 1003 and 50257: greedy (from the logits and from argmax
-     candidates), top-k, top-p, both, no cut, with and without a pure decode step's advance record;
+   - the sampler (gpt2__sample_kernel) at vocabularies 1003 and 50257: greedy, top-k, top-p, both, no cut, with and
+     without a pure decode step's advance record;
    and checks what can be checked without cuBLASLt: the two block widths give the same bits, and so do the two
    rings (output and updated residual rows); the sampler picks the CPU's token. Prints one line per group and
    "N checks, N failed". With `few` as the argument: row counts 1, 2, 9 and 16 only, the logits' shape 5000 columns
@@ -91,35 +91,30 @@ static void skinny_shape(cudaStream_t st, int pdl, const char *dt, int O, int I,
     T *W = dev_rand<T>((size_t)O * I, 0.05f), *X = dev_rand<T>((size_t)GPT2__FEW_ROW_MAX * I, 1.0f), *B = dev_rand<T>((size_t)O, 0.5f);
     const size_t bytes = (size_t)splits * GPT2__FEW_ROW_MAX * O * 4;
     void *d1, *d2;
-    float2 *a1, *a2;
     CK(cudaMalloc(&d1, bytes));
     CK(cudaMalloc(&d2, bytes));
-    CK(cudaMalloc(&a1, (size_t)GPT2__FEW_ROW_MAX * (O / 8) * sizeof(float2)));
-    CK(cudaMalloc(&a2, (size_t)GPT2__FEW_ROW_MAX * (O / 8) * sizeof(float2)));
     int launches = 0;
-    for (int form = 0; form < 4; form++) { /* bias into T; GELU; fp32 pieces; fp32 one piece + argmax candidates */
+    for (int form = 0; form < 4; form++) { /* bias into T; GELU; fp32 pieces; fp32 one piece (the logits) */
         const int f32 = form >= 2, gelu = form == 1, sp = form == 2 ? splits : 1;
         if (form == 2 && splits == 1) continue;
         if (!gpt2__few_row_fits(O, GPT2__FEW_ROW_MAX, I, sp, 2)) continue;
         for (int n = 1; n <= GPT2__FEW_ROW_MAX; n++) {
             if (few && n != 1 && n != 2 && n != 9 && n != GPT2__FEW_ROW_MAX) continue;
             const size_t nb = (size_t)sp * n * O * (f32 ? 4 : 2);
-            gpt2__amax m1 = {form == 3 ? a1 : NULL, O - 3}, m2 = {form == 3 ? a2 : NULL, O - 3};
             CK(cudaMemsetAsync(d1, 0x11, nb, st));
             CK(cudaMemsetAsync(d2, 0x22, nb, st));
-            ST_OK((gpt2__few_row_run<T>(st, pdl, d1, W, X, B, O, n, I, f32, 0, sp, gelu ? GPT2__ACT_GELU_TANH : GPT2__ACT_NONE, m1)));
-            ST_OK((gpt2__few_row_run<T, GPT2__FEW_ROW_NW_WIDE>(st, pdl, d2, W, X, B, O, n, I, f32, 0, sp, gelu ? GPT2__ACT_GELU_TANH : GPT2__ACT_NONE, m2)));
+            ST_OK((gpt2__few_row_run<T>(st, pdl, d1, W, X, B, O, n, I, f32, 0, sp, gelu ? GPT2__ACT_GELU_TANH : GPT2__ACT_NONE)));
+            ST_OK((gpt2__few_row_run<T, GPT2__FEW_ROW_NW_WIDE>(st, pdl, d2, W, X, B, O, n, I, f32, 0, sp, gelu ? GPT2__ACT_GELU_TANH : GPT2__ACT_NONE)));
             CK(cudaStreamSynchronize(st));
             launches += 2;
             char what[160];
             snprintf(what, sizeof what, "%s skinny %dx%d/%d form %d, %d rows: 1 and %d warps a block differ", dt, O, I, sp, form, n,
                      GPT2__FEW_ROW_NW_WIDE);
             expect(same_bytes(d1, d2, nb), what);
-            if (form == 3) expect(same_bytes(a1, a2, (size_t)n * (O / 8) * sizeof(float2)), what);
         }
     }
     printf("%s skinny %5d x %4d (%d pieces): %d launches\n", dt, O, I, splits, launches);
-    cudaFree(W); cudaFree(X); cudaFree(B); cudaFree(d1); cudaFree(d2); cudaFree(a1); cudaFree(a2);
+    cudaFree(W); cudaFree(X); cudaFree(B); cudaFree(d1); cudaFree(d2);
 }
 
 /* F32's few-row product (gpt2__few_row32_kernel through gpt2__few_row32_run) on one shape, in each form (bias; bias and
@@ -218,26 +213,17 @@ static void lnf_width(gpt2__cuda_state *S, const char *dt, int C) {
     cudaFree(x); cudaFree(part); cudaFree(g); cudaFree(b); cudaFree(bias);
 }
 
-/* The sampler (gpt2__sample_kernel) on one vocabulary: greedy from the logits and from argmax candidates, top-k
-   (within one page and past it), top-p, both, and no cut (every page), with and without the step's advance
-   record; each pick checked against the CPU's gpt2__sample. few: one row per rule, else three. */
+/* The sampler (gpt2__sample_kernel) on one vocabulary: greedy, top-k (within one page and past it), top-p, both, and
+   no cut (every page), with and without the step's advance record; each pick checked against the CPU's gpt2__sample.
+   few: one row per rule, else three. */
 static void sampler_vocab(int V) {
     const gpt2_sampling rules[] = {{0.0f, 0, 0.0f, 1},   {1.0f, 0, 0.0f, 2},    {0.9f, 40, 0.0f, 3},  {1.0f, 4096, 0.0f, 4},
                                    {1.0f, 4097, 0.3f, 5}, {0.8f, 0, 0.9f, 6},    {1.0f, 50, 0.9f, 7},  {2.0f, 10000, 0.999f, 8}};
-    const int nr = (int)(sizeof rules / sizeof rules[0]), per = few ? 1 : 3, n = nr * per, na = (V + 7) / 8;
+    const int nr = (int)(sizeof rules / sizeof rules[0]), per = few ? 1 : 3, n = nr * per;
     std::vector<float> logits((size_t)n * V);
-    std::vector<float2> am((size_t)n * na);
     std::vector<gpt2__pick> picks(n);
     for (size_t i = 0; i < logits.size(); i++) logits[i] = 3.0f * frand(1.0f);
     for (int i = 0; i < n; i++) {
-        for (int j = 0; j < na; j++) { /* as gpt2__few_row_kernel leaves them: each 8 columns' largest, lowest index among ties */
-            float bv = -INFINITY;
-            int bi = 0x7FFFFFFF;
-            for (int c = 8 * j; c < 8 * j + 8 && c < V; c++)
-                if (logits[(size_t)i * V + c] > bv) { bv = logits[(size_t)i * V + c]; bi = c; }
-            am[(size_t)i * na + j].x = bv;
-            memcpy(&am[(size_t)i * na + j].y, &bi, 4);
-        }
         const gpt2_sampling *r = &rules[i % nr];
         memset(&picks[i], 0, sizeof picks[i]);
         picks[i].temperature = r->temperature; picks[i].top_k = r->top_k; picks[i].top_p = r->top_p;
@@ -246,31 +232,27 @@ static void sampler_vocab(int V) {
         picks[i].sample = 1;
     }
     float *d_logits;
-    float2 *d_am;
     gpt2__pick *d_picks;
     int *d_next, *d_pos, *d_tok;
     CK(cudaMalloc(&d_logits, logits.size() * 4));
-    CK(cudaMalloc(&d_am, am.size() * sizeof(float2)));
     CK(cudaMalloc(&d_picks, (size_t)n * sizeof(gpt2__pick)));
     CK(cudaMalloc(&d_next, (size_t)n * 4));
     CK(cudaMalloc(&d_pos, (size_t)n * 4));
     CK(cudaMalloc(&d_tok, (size_t)n * 4));
-    CK(cudaMemcpy(d_am, am.data(), am.size() * sizeof(float2), cudaMemcpyHostToDevice));
     CK(cudaMemset(d_pos, 0, (size_t)n * 4));
     std::vector<gpt2__cand> scratch(V);
     std::vector<int> got(n);
-    for (int form = 0; form < 3; form++) { /* the logits; the argmax candidates; the logits with the advance record */
+    for (int form = 0; form < 2; form++) { /* the logits; with the advance record */
         CK(cudaMemcpy(d_logits, logits.data(), logits.size() * 4, cudaMemcpyHostToDevice)); /* the kernel overwrites sampled rows */
         CK(cudaMemcpy(d_picks, picks.data(), (size_t)n * sizeof(gpt2__pick), cudaMemcpyHostToDevice));
-        const gpt2__advance adv = {form == 2 ? d_pos : NULL, form == 2 ? d_tok : NULL, NULL, 0};
-        gpt2__sample_kernel<<<n, GPT2__SAMPLE_THREADS>>>(d_logits, V, V, d_picks, d_next, adv, 0, form == 1 ? d_am : NULL, form == 1 ? na : 0);
+        const gpt2__advance adv = {form == 1 ? d_pos : NULL, form == 1 ? d_tok : NULL, NULL, 0};
+        gpt2__sample_kernel<<<n, GPT2__SAMPLE_THREADS>>>(d_logits, V, V, d_picks, d_next, adv, 0);
         CK(cudaGetLastError());
         CK(cudaDeviceSynchronize());
         CK(cudaMemcpy(got.data(), d_next, (size_t)n * 4, cudaMemcpyDeviceToHost));
         for (int i = 0; i < n; i++) {
             gpt2_sampling r = rules[i % nr];
             r.seed = picks[i].seed;
-            if (form == 1 && r.temperature > 0.0f) continue; /* candidates serve greedy rows alone; the others ran as form 0 */
             const int want = gpt2__sample(&logits[(size_t)i * V], V, &r, picks[i].draw, scratch.data());
             char what[160];
             snprintf(what, sizeof what, "sampler V %d form %d row %d (temperature %g, top_k %d, top_p %g): GPU %d, CPU %d", V, form, i,
@@ -278,8 +260,8 @@ static void sampler_vocab(int V) {
             expect(got[i] == want, what);
         }
     }
-    printf("sampler V %5d: %d rows, 3 forms\n", V, n);
-    cudaFree(d_logits); cudaFree(d_am); cudaFree(d_picks); cudaFree(d_next); cudaFree(d_pos); cudaFree(d_tok);
+    printf("sampler V %5d: %d rows, 2 forms\n", V, n);
+    cudaFree(d_logits); cudaFree(d_picks); cudaFree(d_next); cudaFree(d_pos); cudaFree(d_tok);
 }
 
 template <typename T>
