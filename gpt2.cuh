@@ -413,10 +413,6 @@ GPT2_API int          gpt2_model_max_seq(const gpt2_model *model);
 #ifndef GPT2__GREEN_CTX
 #define GPT2__GREEN_CTX 8          /* a step of parts runs green when its rows' mean context is at least n_embd / this */
 #endif
-#ifndef GPT2__STAGGER
-#define GPT2__STAGGER 1            /* part 1 of a green step starts once part 0's layer STAGGER - 1 qkv product is done
-                                      (0: at once) */
-#endif
 
 /* weight upload */
 #ifndef GPT2__UP_CHUNK
@@ -6043,8 +6039,6 @@ typedef struct gpt2__cuda_state {
     cudaStream_t pstream[GPT2__MAX_PARTS]; /* part i > 0's stream, */
     void *plt_ws[GPT2__MAX_PARTS];      /* its cuBLASLt workspace, */
     cudaEvent_t fork, pjoin[GPT2__MAX_PARTS]; /* and the events that tie the parts to the step */
-    cudaEvent_t stag;                   /* part 0 of a green step records it after its layer stagger - 1's qkv product, */
-    int stagger;                        /* where part 1 starts (0: at the fork; GPT2__STAGGER) */
     int parts_last;                     /* parts of the step launched last (1: one run) */
     int att_sms;                        /* SMs asked for decode attention in a step of parts (gpt2__green_make; 0: none) */
     int green_sms;                      /* SMs the attention set got (0: no green contexts made, */
@@ -8550,7 +8544,6 @@ static gpt2_status gpt2__attention(gpt2__cuda_state *S, gpt2__lane *L, const gpt
     gpt2__lane A = *L;
     const int i = L->part_i;
     if (L->att_stream) {
-        if (S->stagger && i == 0 && l == S->stagger - 1) GPT2__CU(cudaEventRecord(S->stag, L->stream));
         GPT2__CU(cudaEventRecord(S->att_go[i], L->stream));
         GPT2__CU(cudaStreamWaitEvent(L->att_stream, S->att_go[i], 0));
         A.stream = L->att_stream;
@@ -9398,18 +9391,14 @@ static int gpt2__green_make(gpt2__cuda_state *S, int want) {
    arithmetic per row is independent of the rows beside it; test cuda_parts_match_whole), but the parts overlap on
    the GPU: one part's attention, bound by memory (the KV cache), can run beside another's products, bound by the
    tensor cores, where one run of N rows does them in turn, and one part's kernels fill another's tails. Forked
-   from and joined into S->stream, also inside a graph capture. In a green step part 1 starts only once part 0's
-   first qkv product is done (S->stagger, GPT2__STAGGER), so that
-   part 0's attention starts alone while part 1's first products run beside it, not both parts' at once. The host
-   wrote out_row and att_rows of each part relative to its first row (gpt2__cuda_launch). */
+   from and joined into S->stream, also inside a graph capture. The host wrote out_row and att_rows of each part
+   relative to its first row (gpt2__cuda_launch). */
 static gpt2_status gpt2__cuda_parts(gpt2_model *m, const gpt2__cuda_meta *d, int N, int np) {
     gpt2__cuda_state *S = (gpt2__cuda_state *)m->cuda;
     const size_t C = (size_t)m->cfg.n_embd, F = (size_t)m->n_inner, H = (size_t)m->cfg.n_head, es = S->esize;
     const size_t part_per_row = S->part_floats / (size_t)S->max_rows;
     /* green (gpt2__green_make): every part in its stream of the products' set, its attention in the attention set's */
     const int green = S->green_step && S->green_sms > 0;
-    /* a green step's part 1 starts once part 0's layer stagger - 1 qkv product is done (gpt2__attention records S->stag) */
-    const int stag = green && S->stagger > 0 && S->stagger <= m->cfg.n_layer;
     GPT2__CU(cudaEventRecord(S->fork, S->stream));
     const gpt2__lane whole = gpt2__lane_of(S);
     for (int i = 0; i < np; i++) {
@@ -9427,7 +9416,7 @@ static gpt2_status gpt2__cuda_parts(gpt2_model *m, const gpt2__cuda_meta *d, int
             part.lt_ws = S->plt_ws[i]; part.stream = S->pstream[i];
         }
         if (green) part.stream = S->gstream[1][i];
-        if (i > 0 || green) GPT2__CU(cudaStreamWaitEvent(part.stream, i == 1 && stag ? S->stag : S->fork, 0));
+        if (i > 0 || green) GPT2__CU(cudaStreamWaitEvent(part.stream, S->fork, 0));
         part.part_i = i;
         part.att_stream = green ? S->gstream[0][i] : NULL;
         /* green: the last part's work after its last attention runs in the step's stream on every SM (nothing is
@@ -9981,7 +9970,6 @@ static void gpt2__cuda_free(gpt2_model *m) {
     if (S->h_meta[0]) cudaFreeHost(S->h_meta[0]);
     for (int i = 0; i < 2; i++) if (S->fly_done[i]) cudaEventDestroy(S->fly_done[i]);
     if (S->fork) cudaEventDestroy(S->fork);
-    if (S->stag) cudaEventDestroy(S->stag);
     for (int i = 0; i < GPT2__MAX_PARTS; i++) {
         if (S->pjoin[i]) cudaEventDestroy(S->pjoin[i]);
         if (S->att_go[i]) cudaEventDestroy(S->att_go[i]);
@@ -10172,7 +10160,6 @@ static gpt2_status gpt2__cuda_init_state(gpt2_model *m, gpt2__cuda_state *S, con
                           m->max_batch, m->max_seq, free_b >> 20);
     GPT2__CU(cudaStreamCreateWithFlags(&S->stream, cudaStreamNonBlocking));
     GPT2__CU(cudaEventCreateWithFlags(&S->fork, cudaEventDisableTiming));
-    GPT2__CU(cudaEventCreateWithFlags(&S->stag, cudaEventDisableTiming));
     S->part_rows = GPT2__PART_ROWS;
     /* F32 decode steps run as one part. Its products run on the FP32 units and want every SM: kept off the
        attention's SMs they lose more than the overlap gives, and a second part reads the weights again. Tests still
@@ -10191,7 +10178,6 @@ static gpt2_status gpt2__cuda_init_state(gpt2_model *m, gpt2__cuda_state *S, con
     }
     S->att_sms = gpt2__att_sms_default(dev);
     S->green_ctx = GPT2__GREEN_CTX;
-    S->stagger = GPT2__STAGGER;
     S->att_ns = GPT2__AMMA_NS;
     S->att_tma = GPT2__ATT_TMA;
     gpt2__green_make(S, S->att_sms);

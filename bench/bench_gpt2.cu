@@ -35,8 +35,7 @@
 
    Path switches, for A/B runs of the engine's paths (before the sizes or the mode): --no-lookahead --no-pdl --no-skinny
    --no-lnf --no-lnf-fit --no-gather --no-stage --no-att-mma --no-hold --parts N --part-rows R --att-sms N --split-ctx D
-   --att-ns 2|3 --att-tma 0|1 --prefill-order 0|1 --stagger N --score-rows R (each described where it is declared,
-   below). */
+   --att-ns 2|3 --att-tma 0|1 --prefill-order 0|1 --score-rows R (each described where it is declared, below). */
 #define GPT2_IMPLEMENTATION
 #include "gpt2.cuh"
 
@@ -170,7 +169,6 @@ static int g_prefill_seqs = 0; /* --prefill-seqs N (1..64): the prefill step of 
 static int g_score_rows = 0; /* --score-rows R: the scoring workload's logits product in chunks of at most R rows (default:
                                  the logits buffer's, at least 2048; fewer keep a chunk in L2 for its reduction) */
 static int g_at = 160;        /* --at POS: --breakdown's many-row decode step at this position */
-static int g_stagger = -1;     /* --stagger N: part 1 of a split step starts once part 0's layer N - 1 qkv product is done (0: at once) */
 static int g_sampling = 0;    /* --sampling top_p|penalty: the generate workloads sample (temperature 1, top_p 0.9),
                                  and with penalty every request also carries repetition_penalty 1.2 (default: greedy) */
 static int g_bd_rows = 0;      /* --bd-rows R: --breakdown's many-row decode step over R rows (default 1024; 256 at 1558M) */
@@ -225,7 +223,6 @@ static gpt2_model *random_model(const char *size, gpt2_dtype dt, int max_batch, 
     if (g_prefill_order >= 0) S->prefill_order = g_prefill_order;
     if (g_att_sms >= 0 && g_att_sms != S->att_sms) { S->att_sms = g_att_sms; gpt2__green_make(S, g_att_sms); }
     if (g_split_ctx >= 0) S->green_ctx = g_split_ctx;
-    if (g_stagger >= 0) S->stagger = g_stagger;
     if (g_att_ns) S->att_ns = g_att_ns;
     if (g_att_tma >= 0) S->att_tma = g_att_tma;
     static int told = 0;
@@ -657,7 +654,6 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--at") && i + 1 < argc) g_at = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--score-rows") && i + 1 < argc) g_score_rows = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--bd-rows") && i + 1 < argc) g_bd_rows = atoi(argv[++i]);
-        else if (!strcmp(argv[i], "--stagger") && i + 1 < argc) g_stagger = atoi(argv[++i]);
 #ifdef BENCH_CUPTI
         else if (!strcmp(argv[i], "--trace") && i + 1 < argc) { trace_step(argv[i + 1], dt); return 0; }
 #endif
