@@ -100,8 +100,6 @@ static const char demo_usage[] =
     "temperature, top_k, top_p, min_p, typical_p, repetition_penalty, no_repeat_ngram_size, min_new_tokens,\n"
     "max_new_tokens, do_sample (false: greedy), eos_token_id (a number or a list: what --stop-at-eos stops at) and\n"
     "stop_strings; other keys are ignored, and the options above override it.\n"
-    "The penalties, --no-repeat-ngram, --min-p, --typical-p, --min-new-tokens, --logit-bias and --logprobs run on\n"
-    "the CPU backend for now (--backend cpu); --stop and --stop-at-eos on both.\n"
 #ifdef GPT2_DEMO_MPI
     "demo_mpi: run under mpirun; rank 0 reads the model, prompts and tokenizer, the requests are shared\n"
     "out across the ranks (one GPU each), and rank 0 prints every result, in order, at the end.\n"
