@@ -217,9 +217,16 @@ static void lnf_width(gpt2__cuda_state *S, const char *dt, int C) {
    no cut (every page), with and without the step's advance record; each pick checked against the CPU's gpt2__sample.
    few: one row per rule, else three. */
 static void sampler_vocab(int V) {
-    const gpt2_sampling rules[] = {{0.0f, 0, 0.0f, 1},   {1.0f, 0, 0.0f, 2},    {0.9f, 40, 0.0f, 3},  {1.0f, 4096, 0.0f, 4},
-                                   {1.0f, 4097, 0.3f, 5}, {0.8f, 0, 0.9f, 6},    {1.0f, 50, 0.9f, 7},  {2.0f, 10000, 0.999f, 8}};
-    const int nr = (int)(sizeof rules / sizeof rules[0]), per = few ? 1 : 3, n = nr * per;
+    /* temperature, top_k, top_p, seed; the other controls off */
+    const float rule[][4] = {{0.0f, 0, 0.0f, 1},   {1.0f, 0, 0.0f, 2},    {0.9f, 40, 0.0f, 3},  {1.0f, 4096, 0.0f, 4},
+                             {1.0f, 4097, 0.3f, 5}, {0.8f, 0, 0.9f, 6},    {1.0f, 50, 0.9f, 7},  {2.0f, 10000, 0.999f, 8}};
+    const int nr = (int)(sizeof rule / sizeof rule[0]), per = few ? 1 : 3, n = nr * per;
+    gpt2_sampling rules[sizeof rule / sizeof rule[0]];
+    for (int i = 0; i < nr; i++) {
+        memset(&rules[i], 0, sizeof rules[i]);
+        rules[i].temperature = rule[i][0]; rules[i].top_k = (int)rule[i][1]; rules[i].top_p = rule[i][2];
+        rules[i].seed = (uint64_t)rule[i][3];
+    }
     std::vector<float> logits((size_t)n * V);
     std::vector<gpt2__pick> picks(n);
     for (size_t i = 0; i < logits.size(); i++) logits[i] = 3.0f * frand(1.0f);
