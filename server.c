@@ -17,7 +17,8 @@
    (a thread per connection here, so a handler may block until its request ends), sends a response of unknown
    length chunked from a content-reader callback (how a stream's events go out as the tokens come), and calls the
    reader's free callback when the connection closes, which is how a client that goes away mid-stream cancels its
-   request and frees its slot. JSON: cJSON (Debian's libcjson-dev).
+   request and frees its slot (a client waiting for a whole response is watched on its socket: client_gone).
+   JSON: cJSON (Debian's libcjson-dev).
 
    Build: make server (needs pkg-config, libmicrohttpd and libcjson). */
 
@@ -31,6 +32,7 @@
 #include <errno.h>
 #include <math.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -899,6 +901,22 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *out, size_t max) {
     return (ssize_t)n;
 }
 
+/* Whether the client of a connection that waits for a whole (non-streamed) response has gone: its socket reports a
+   hang-up or an error, or reads end-of-file (a client that closed its side; as a proxy would, a half-close counts).
+   Bytes of a next request on the same connection leave it standing. The connection's own thread asks (no one else
+   reads that socket meanwhile: libmicrohttpd's thread per connection is in the handler). */
+static int client_gone(int fd) {
+    struct pollfd p = {fd, POLLIN, 0};
+#ifdef POLLRDHUP
+    p.events |= POLLRDHUP;
+#endif
+    if (poll(&p, 1, 0) <= 0) return 0;
+    if (p.revents & (POLLHUP | POLLERR | POLLNVAL)) return 1;
+    char c;
+    const ssize_t n = recv(fd, &c, 1, MSG_PEEK | MSG_DONTWAIT);
+    return n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
+}
+
 /* the connection closed (the stream ended, or the client went away): what the engine still holds is cancelled */
 static void stream_free(void *cls) {
     stream *s = (stream *)cls;
@@ -1048,9 +1066,30 @@ static enum MHD_Result completions(struct MHD_Connection *conn, const upload *cx
         count_code(200);
         return ok;
     }
+    /* a whole response: wait for every choice, looking at the socket every 100 ms; a client that hangs up cancels
+       what the engine still holds (its slots free at the next step) and gets no response */
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+    const int fd = ci ? ci->connect_fd : -1;
+    int gone = 0;
+    struct timespec look; /* when the socket is looked at next (the job's condition also wakes at every token) */
+    clock_gettime(CLOCK_REALTIME, &look);
     pthread_mutex_lock(&g.lock);
-    while (j->n_done < j->n_choices) pthread_cond_wait(&j->cond, &g.lock);
+    while (j->n_done < j->n_choices) {
+        if (fd < 0 || gone) { pthread_cond_wait(&j->cond, &g.lock); continue; }
+        look.tv_nsec += 100000000;
+        if (look.tv_nsec >= 1000000000) { look.tv_sec++; look.tv_nsec -= 1000000000; }
+        while (j->n_done < j->n_choices && pthread_cond_timedwait(&j->cond, &g.lock, &look) != ETIMEDOUT) {}
+        if (j->n_done == j->n_choices) break;
+        pthread_mutex_unlock(&g.lock);
+        gone = client_gone(fd);
+        pthread_mutex_lock(&g.lock);
+        if (gone) job_cancel(j);
+    }
     pthread_mutex_unlock(&g.lock);
+    if (gone) {
+        pthread_mutex_lock(&g.lock); job_release(j); pthread_mutex_unlock(&g.lock);
+        return MHD_NO;
+    }
     int failed = 0;
     for (int i = 0; i < j->n_choices; i++) failed |= j->ch[i].finish < 0;
     enum MHD_Result ok = failed ? send_error(conn, 503, NULL, "engine_failed", "the engine failed; see the server's log")

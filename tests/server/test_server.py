@@ -272,6 +272,32 @@ def a_disconnect_cancels_and_frees_the_slot():
     check(metric(URL, "gpt2_requests_cancelled_total") == before + 1, "the request was not cancelled")
 
 
+@test
+def a_hang_up_cancels_a_whole_response_too():
+    """a client that waits for a non-streamed response and closes its socket: the request is cancelled within the
+    socket's 100 ms look, long before its 1000 tokens"""
+    before = metric(URL, "gpt2_requests_cancelled_total")
+    u = urllib.parse.urlparse(URL)
+    c = http.client.HTTPConnection(u.hostname, u.port, timeout=30)
+    body = json.dumps({"model": MODEL, "prompt": "ROMEO:", "max_tokens": 1000, "ignore_eos": True})
+    c.request("POST", "/v1/completions", body=body, headers={"Authorization": "Bearer " + KEY,
+                                                             "Content-Type": "application/json"})
+    end = time.time() + 5
+    while time.time() < end and not metric(URL, "gpt2_requests_in_flight"):
+        time.sleep(0.01)
+    check(metric(URL, "gpt2_requests_in_flight") >= 1, "the request never ran")
+    tokens = metric(URL, "gpt2_tokens_generated_total")
+    c.sock.close()
+    c.close()
+    end = time.time() + 10
+    while time.time() < end and (metric(URL, "gpt2_requests_in_flight") or metric(URL, "gpt2_queue_depth")):
+        time.sleep(0.02)
+    check(metric(URL, "gpt2_requests_in_flight") == 0, "the slot was not freed within 10 s")
+    check(metric(URL, "gpt2_requests_cancelled_total") == before + 1, "the request was not cancelled")
+    made = metric(URL, "gpt2_tokens_generated_total") - tokens
+    check(made < 900, f"{made:.0f} tokens made after the hang-up: it ran to its end")
+
+
 def error_of(status, body, code):
     check(status == code, f"status {status}, expected {code}: {body[:200]!r}")
     e = json.loads(body)["error"]
