@@ -255,6 +255,15 @@ def metric(url, name):
     raise AssertionError(f"no {name} in /metrics")
 
 
+def freed_and_cancelled(before):
+    """within 10 s nothing is in flight or queued, and one more request was cancelled than before"""
+    end = time.time() + 10
+    while time.time() < end and (metric(URL, "gpt2_requests_in_flight") or metric(URL, "gpt2_queue_depth")):
+        time.sleep(0.02)
+    check(metric(URL, "gpt2_requests_in_flight") == 0, "the slot was not freed within 10 s")
+    check(metric(URL, "gpt2_requests_cancelled_total") == before + 1, "the request was not cancelled")
+
+
 @test
 def a_disconnect_cancels_and_frees_the_slot():
     before = metric(URL, "gpt2_requests_cancelled_total")
@@ -265,11 +274,7 @@ def a_disconnect_cancels_and_frees_the_slot():
     check(metric(URL, "gpt2_requests_in_flight") >= 1, "nothing in flight while streaming")
     c.sock.close()
     c.close()
-    end = time.time() + 10
-    while time.time() < end and (metric(URL, "gpt2_requests_in_flight") or metric(URL, "gpt2_queue_depth")):
-        time.sleep(0.05)
-    check(metric(URL, "gpt2_requests_in_flight") == 0, "the slot was not freed within 10 s")
-    check(metric(URL, "gpt2_requests_cancelled_total") == before + 1, "the request was not cancelled")
+    freed_and_cancelled(before)
 
 
 @test
@@ -289,11 +294,7 @@ def a_hang_up_cancels_a_whole_response_too():
     tokens = metric(URL, "gpt2_tokens_generated_total")
     c.sock.close()
     c.close()
-    end = time.time() + 10
-    while time.time() < end and (metric(URL, "gpt2_requests_in_flight") or metric(URL, "gpt2_queue_depth")):
-        time.sleep(0.02)
-    check(metric(URL, "gpt2_requests_in_flight") == 0, "the slot was not freed within 10 s")
-    check(metric(URL, "gpt2_requests_cancelled_total") == before + 1, "the request was not cancelled")
+    freed_and_cancelled(before)
     made = metric(URL, "gpt2_tokens_generated_total") - tokens
     check(made < 900, f"{made:.0f} tokens made after the hang-up: it ran to its end")
 
