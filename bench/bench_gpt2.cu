@@ -23,8 +23,9 @@
 
    bench/bench_gpt2 --breakdown [SIZE]: where one step's time goes, per phase: a decode step of the throughput batch
                             (--bd-rows R: of R rows) at position 160 (--at POS), a batch-1 decode step at position 192,
-                            a prefill step of 4 x 1024 (--prefill-seqs N: of N; --only prefill: that step alone)
-   bench/bench_gpt2 --profile decode|one|prefill --breakdown [SIZE]: as --breakdown, and then one step of that kind once
+                            a prefill step of 4 x 1024 (--prefill-seqs N: of N; --only prefill: that step alone);
+                            --only score: the scoring call, its logits product and reduction alone (score_breakdown)
+   bench/bench_gpt2 --profile decode|one|prefill|score --breakdown [SIZE]: as --breakdown, and then one step of that kind once
                             more between cudaProfilerStart and cudaProfilerStop, for `ncu --profile-from-start off`
                             (bench/profile.sh)
    bench/trace --trace SIZE: one many-row decode step's kernels on a timeline (CUPTI, `make bench/trace`;
@@ -472,6 +473,73 @@ static void breakdown(const char *label, gpt2_model *m, int n, int T, const char
     free(tok); free(next); free(seqs);
 }
 
+/* The scoring workload's call (16 texts of 1024 tokens, one step) and the two phases after its forward, alone over the
+   same 16 x 1023 scored rows: the logits product in chunks of S->logit_rows rows (gpt2__linear into S->logits) and the
+   reduction of each chunk (gpt2__score_kernel), then both as the call runs them (gpt2__cuda_score_rows). What the call
+   spends beyond the last is the forward (and the host's part). With --profile score: gpt2__cuda_score_rows once more
+   under the profiler. The rows' final layer norm is whatever S->ln holds: the time does not depend on it. */
+static int g_sb_rows;
+template <typename T> static void ph_score_product_t(gpt2_model *m) {
+    gpt2__cuda_state *S = (gpt2__cuda_state *)m->cuda;
+    const gpt2__lane L = gpt2__lane_of(S);
+    const int C = m->cfg.n_embd;
+    for (int c0 = 0; c0 < g_sb_rows; c0 += S->logit_rows) {
+        const int nr = g_sb_rows - c0 < S->logit_rows ? g_sb_rows - c0 : S->logit_rows;
+        CHECK(gpt2__linear<T>(m, S, &L, 0, S->logits, S->lm_head, (const T *)S->ln + (size_t)c0 * C, NULL, S->ldv, nr, nr, C,
+                              GPT2__EPI_NONE, 1, S->ldv, NULL) == GPT2_OK);
+    }
+}
+static int *g_sb_targets, *g_sb_rank;
+static double *g_sb_lp;
+static void ph_score_reduce(gpt2_model *m, int) {
+    gpt2__cuda_state *S = (gpt2__cuda_state *)m->cuda;
+    for (int c0 = 0; c0 < g_sb_rows; c0 += S->logit_rows) {
+        const int nr = g_sb_rows - c0 < S->logit_rows ? g_sb_rows - c0 : S->logit_rows;
+        gpt2__score_kernel<<<nr, 256, 0, S->stream>>>(S->logits, m->cfg.n_vocab, S->ldv, g_sb_targets + c0, g_sb_lp + c0, g_sb_rank + c0);
+    }
+}
+template <typename T> static void ph_score_rows_t(gpt2_model *m) {
+    gpt2__cuda_state *S = (gpt2__cuda_state *)m->cuda;
+    const gpt2__lane L = gpt2__lane_of(S);
+    CHECK(gpt2__cuda_score_rows<T>(m, S, &L, g_sb_rows, g_sb_targets, g_sb_lp, g_sb_rank) == GPT2_OK);
+}
+static void ph_score_product(gpt2_model *m, int) { BY_DTYPE(m, ph_score_product_t); }
+static void ph_score_rows(gpt2_model *m, int) { BY_DTYPE(m, ph_score_rows_t); }
+static void score_breakdown(const char *size, gpt2_dtype dt) {
+    const int B = 16, T = 1024;
+    gpt2_model *m = random_model(size, dt, B, T, 0);
+    CHECK(m);
+    gpt2__cuda_state *S = (gpt2__cuda_state *)m->cuda;
+    if (g_score_rows > 0 && g_score_rows < S->logit_rows) S->logit_rows = g_score_rows;
+    std::vector<float> lp((size_t)B * (T - 1));
+    double sum, t[5];
+    run_score(m, B, T, lp.data(), &sum);
+    for (int r = 0; r < 5; r++) t[r] = run_score(m, B, T, lp.data(), &sum);
+    g_sb_rows = B * (T - 1);
+    std::vector<int> tg((size_t)g_sb_rows);
+    for (int i = 0; i < g_sb_rows; i++) tg[i] = (int)((i * 7919u + 13u) % (unsigned)m->cfg.n_vocab);
+    CU(cudaMalloc(&g_sb_targets, tg.size() * sizeof(int)));
+    CU(cudaMalloc(&g_sb_rank, tg.size() * sizeof(int)));
+    CU(cudaMalloc(&g_sb_lp, tg.size() * sizeof(double)));
+    CU(cudaMemcpy(g_sb_targets, tg.data(), tg.size() * sizeof(int), cudaMemcpyHostToDevice));
+    const double call = median(t, 5) * 1e3, prod = time_ms(S->stream, ph_score_product, m, 0),
+                 red = time_ms(S->stream, ph_score_reduce, m, 0), both = time_ms(S->stream, ph_score_rows, m, 0);
+    char label[64];
+    snprintf(label, sizeof label, "%s score 16 x 1024", size);
+    printf("breakdown %-28s  call %.3f  logits product %.3f  reduction %.3f  both as the call runs them %.3f  the rest "
+           "(forward, host) %.3f  (ms; chunks of %d rows)\n", label, call, prod, red, both, call - both, S->logit_rows);
+    if (g_profile && !strcmp(g_profile, "score")) {
+        CU(cudaStreamSynchronize(S->stream));
+        CU(cudaProfilerStart());
+        ph_score_rows(m, 0);
+        CU(cudaStreamSynchronize(S->stream));
+        CU(cudaProfilerStop());
+        printf("profiled %s score\n", size);
+    }
+    cudaFree(g_sb_targets); cudaFree(g_sb_rank); cudaFree(g_sb_lp);
+    gpt2_free(m);
+}
+
 /* ---- one decode step's kernels on a timeline (--trace SIZE; a build with -DBENCH_CUPTI ... -lcupti: make bench/trace)
 
    CUPTI's concurrent-kernel records of one many-row decode step (the throughput batch at position --at, as
@@ -674,6 +742,7 @@ int main(int argc, char **argv) {
             /* F16 (--dtype bf16|f32 before it: that dtype; 124M, or the size after it): a decode step of the throughput batch (1024; 256 for 1558M) at
                position 160, one of 1 at position 192, a prefill step of 4 x 1024 */
             const char *size = i + 1 < argc ? argv[i + 1] : "124M";
+            if (only && !strcmp(only, "score")) { score_breakdown(size, dt); return 0; } /* --only score: the scoring call */
             const int B = g_bd_rows > 0 ? g_bd_rows : !strcmp(size, "1558M") ? 256 : 1024;
             char label[64];
             gpt2_model *m = NULL;

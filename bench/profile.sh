@@ -2,7 +2,8 @@
 # bench/profile.sh [SIZE...] — where each standard workload's step spends its time, kernel by kernel (issue 5's
 # "show the profile"). For each size (default 124M 1558M, F16; DTYPE=bf16|f32 for another dtype) it profiles with Nsight Compute one step of each
 # kind that bench_gpt2 --breakdown builds: the throughput batch's decode step (1024 rows; 256 at 1558M; position
-# 160), a batch-1 decode step (position 192) and, for 124M, the prefill benchmark's 16 x 1024 step. ncu replays
+# 160), a batch-1 decode step (position 192) and, for 124M, the prefill benchmark's 16 x 1024 step and the scoring
+# workload's logits product and reductions (its breakdown line splits the scoring call). ncu replays
 # each kernel alone at the GPU's own clocks (--clock-control none) after flushing the caches (its default), so
 # kernels neither overlap as they do in the step (programmatic dependent launch, parts) nor find their inputs in
 # L2: the kernel times add up to more than the step's own time, which the breakdown lines printed first give
@@ -34,10 +35,11 @@ for size in $sizes; do
     timeout 200 bench/bench_gpt2 --dtype $dt --breakdown $size 2>&1 | grep "^breakdown" | tee -a "$out/profile.txt"
     [ "$size" = 124M ] && timeout 200 bench/bench_gpt2 --dtype $dt --only prefill --prefill-seqs 16 --breakdown $size 2>&1 | grep "^breakdown" |
         tee -a "$out/profile.txt"
-    for kind in decode one prefill; do
-        [ "$kind" = prefill ] && [ "$size" != 124M ] && continue
+    for kind in decode one prefill score; do
+        [ "$kind" = prefill ] || [ "$kind" = score ] && [ "$size" != 124M ] && continue
         extra=""
         [ "$kind" = prefill ] && extra="--only prefill --prefill-seqs 16"
+        [ "$kind" = score ] && extra="--only score"
         tag="$size-$dt-$kind"
         timeout 400 "$NCU" --profile-from-start off --clock-control none --metrics "$want" --csv --page raw \
             --log-file "$raw/$tag.ncu.csv" bench/bench_gpt2 --dtype $dt $extra --profile $kind --breakdown $size > "$raw/$tag.out" 2>&1
