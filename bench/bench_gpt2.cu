@@ -425,6 +425,18 @@ static void ph_step(gpt2_model *m, int) {
     else CHECK(gpt2__cuda_step_body(m, &g_d, g_N, g_P, g_n, S->parts_last) == GPT2_OK);
 }
 
+/* with --profile KIND: fn once more between cudaProfilerStart and cudaProfilerStop (ncu --profile-from-start off) */
+static void profile_once(gpt2_model *m, const char *kind, void (*fn)(gpt2_model *, int), const char *label) {
+    if (!g_profile || strcmp(g_profile, kind)) return;
+    gpt2__cuda_state *S = (gpt2__cuda_state *)m->cuda;
+    CU(cudaStreamSynchronize(S->stream));
+    CU(cudaProfilerStart());
+    fn(m, 0);
+    CU(cudaStreamSynchronize(S->stream));
+    CU(cudaProfilerStop());
+    printf("profiled %s\n", label);
+}
+
 /* one step of n sequences: prompt chunks of T tokens (T > 1) or decode rows at position T (T < 0: -T) */
 static void breakdown(const char *label, gpt2_model *m, int n, int T, const char *kind) {
     gpt2__cuda_state *S = (gpt2__cuda_state *)m->cuda;
@@ -462,14 +474,7 @@ static void breakdown(const char *label, gpt2_model *m, int n, int T, const char
         printf("breakdown %-28s  split: attention on its %d SMs %.3f; on the other %d: gemms %.3f  norms %.3f  logits %.3f  (ms)\n", label,
                S->green_sms, a, S->sms - S->green_sms, g, nr, lg);
     }
-    if (g_profile && !strcmp(g_profile, kind)) { /* the whole step once more, alone, for the profiler */
-        CU(cudaStreamSynchronize(S->stream));
-        CU(cudaProfilerStart());
-        ph_step(m, 0);
-        CU(cudaStreamSynchronize(S->stream));
-        CU(cudaProfilerStop());
-        printf("profiled %s\n", label);
-    }
+    profile_once(m, kind, ph_step, label); /* the whole step once more, alone, for the profiler */
     free(tok); free(next); free(seqs);
 }
 
@@ -528,14 +533,7 @@ static void score_breakdown(const char *size, gpt2_dtype dt) {
     snprintf(label, sizeof label, "%s score 16 x 1024", size);
     printf("breakdown %-28s  call %.3f  logits product %.3f  reduction %.3f  both as the call runs them %.3f  the rest "
            "(forward, host) %.3f  (ms; chunks of %d rows)\n", label, call, prod, red, both, call - both, S->logit_rows);
-    if (g_profile && !strcmp(g_profile, "score")) {
-        CU(cudaStreamSynchronize(S->stream));
-        CU(cudaProfilerStart());
-        ph_score_rows(m, 0);
-        CU(cudaStreamSynchronize(S->stream));
-        CU(cudaProfilerStop());
-        printf("profiled %s score\n", size);
-    }
+    profile_once(m, "score", ph_score_rows, label);
     cudaFree(g_sb_targets); cudaFree(g_sb_rank); cudaFree(g_sb_lp);
     gpt2_free(m);
 }

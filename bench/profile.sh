@@ -33,8 +33,10 @@ mkdir -p "$raw"
 for size in $sizes; do
     # the steps' own times first, without the profiler attached (ncu slows every launch, profiled or not)
     timeout 200 bench/bench_gpt2 --dtype $dt --breakdown $size 2>&1 | grep "^breakdown" | tee -a "$out/profile.txt"
-    [ "$size" = 124M ] && timeout 200 bench/bench_gpt2 --dtype $dt --only prefill --prefill-seqs 16 --breakdown $size 2>&1 | grep "^breakdown" |
-        tee -a "$out/profile.txt"
+    for w in prefill score; do
+        [ "$size" = 124M ] && timeout 200 bench/bench_gpt2 --dtype $dt --only $w --prefill-seqs 16 --breakdown $size 2>&1 |
+            grep "^breakdown" | tee -a "$out/profile.txt"
+    done
     for kind in decode one prefill score; do
         [ "$kind" = prefill ] || [ "$kind" = score ] && [ "$size" != 124M ] && continue
         extra=""
