@@ -1,7 +1,7 @@
 /* server.c — an OpenAI-compatible completions server over gpt2.cuh's incremental engine.
 
    ./server -m DIR --host 127.0.0.1 --port 8080 [--api-key KEY] [--backend cpu|cuda] [--dtype f32|f16|bf16]
-            [--max-batch N] [--max-queue N] [--max-body BYTES]
+            [--max-batch N] [--max-queue N] [--max-body BYTES] [--score-slots N]
 
    Endpoints (OpenAI's shapes): POST /v1/completions (streaming with Server-Sent Events), GET /v1/models,
    GET /health, POST /tokenize, POST /detokenize, GET /metrics (Prometheus text).
@@ -9,8 +9,11 @@
    Threads: one stepping thread owns the model. It runs gpt2_engine_step while any request is queued or in flight,
    and the scoring jobs (echo with logprobs) that HTTP threads hand it when the engine is idle (scoring uses the KV
    slots the engine's requests hold; while a scoring job waits, HTTP threads hold their new requests back, so the
-   engine empties), so no other call ever runs on the model beside the engine's work. HTTP threads submit requests (gpt2_engine_submit) and cancel them (gpt2_engine_cancel);
-   the engine's callbacks copy each token into the request's job under one lock and wake the thread that answers it.
+   engine empties), so no other call ever runs on the model beside the engine's work. With --score-slots N the
+   scoring jobs run instead on an instance of the model of their own, one at a time, in the HTTP thread that got
+   them: beside the engine's steps (separate models run on separate threads at once), waiting for nothing. HTTP
+   threads submit requests (gpt2_engine_submit) and cancel them (gpt2_engine_cancel); the engine's callbacks copy
+   each token into the request's job under one lock and wake the thread that answers it.
    A request's tokens never depend on what else is in flight, so a seeded request returns what ./demo returns.
 
    HTTP: GNU libmicrohttpd (Debian's libmicrohttpd-dev), a small, well-kept C library that runs its own threads
@@ -82,6 +85,8 @@ typedef struct job {
 
 static struct {
     gpt2_model *m; gpt2_tokenizer *tok; gpt2_engine *e;
+    gpt2_model *sm;             /* --score-slots N: the scoring jobs' own instance of the model (NULL: they use m) */
+    pthread_mutex_t score_lock; /* one gpt2_score on sm at a time */
     int V, max_seq, eos;
     char model_id[256];
     const char *api_key;
@@ -202,6 +207,9 @@ static void job_cancel(job *j) {
 
 /* echo with logprobs > 0: the most likely tokens at each prompt position after the first, from the logits of
    gpt2_forward (what lm-evaluation-harness reads to tell whether a continuation is greedy) */
+/* the model that scores: an instance of its own (--score-slots), else the engine's, when the engine is idle */
+static gpt2_model *scoring_model(void) { return g.sm ? g.sm : g.m; }
+
 static void prompt_alternatives(job *j) {
     const int K = j->logprobs, V = g.V;
     j->ptop_ids = (int **)calloc((size_t)j->n_prompts, sizeof(int *));
@@ -213,7 +221,7 @@ static void prompt_alternatives(job *j) {
         float *logits = (float *)malloc((size_t)T * V * sizeof(float));
         j->ptop_ids[p] = (int *)malloc((size_t)T * K * sizeof(int));
         j->ptop_lp[p] = (float *)malloc((size_t)T * K * sizeof(float));
-        if (!logits || !j->ptop_ids[p] || !j->ptop_lp[p] || gpt2_forward(g.m, j->prompts[p], 1, T, logits) != GPT2_OK) {
+        if (!logits || !j->ptop_ids[p] || !j->ptop_lp[p] || gpt2_forward(scoring_model(), j->prompts[p], 1, T, logits) != GPT2_OK) {
             free(logits); free(j->ptop_ids[p]); free(j->ptop_lp[p]);
             j->ptop_ids[p] = NULL; j->ptop_lp[p] = NULL;
             continue;
@@ -250,7 +258,7 @@ static void run_score(job *j) {
         sr[p].tokens = j->prompts[p]; sr[p].n_tokens = j->prompt_lens[p];
         sr[p].n_context = 1; sr[p].logprobs = j->plp[p];
     }
-    if (gpt2_score(g.m, sr, j->n_prompts) != GPT2_OK)
+    if (gpt2_score(scoring_model(), sr, j->n_prompts) != GPT2_OK)
         snprintf(j->score_err, sizeof j->score_err, "%s", gpt2_last_error());
     free(sr);
     if (!j->score_err[0] && j->logprobs > 0) prompt_alternatives(j);
@@ -986,19 +994,24 @@ static enum MHD_Result completions(struct MHD_Connection *conn, const upload *cx
         return send_error(conn, 503, NULL, stopping ? "shutting_down" : "queue_full",
                           stopping ? "the server is shutting down" : "the queue is full; retry later");
     }
-    /* echo with logprobs: the prompt's token logprobs first, from gpt2_score on the stepping thread */
-    if (j->echo && j->logprobs >= 0) {
+    /* echo with logprobs: the prompt's token logprobs first, from gpt2_score: here on the scoring instance
+       (--score-slots), else on the stepping thread once the engine is idle */
+    if (j->echo && j->logprobs >= 0 && g.sm) {
+        pthread_mutex_lock(&g.score_lock);
+        run_score(j);
+        pthread_mutex_unlock(&g.score_lock);
+    } else if (j->echo && j->logprobs >= 0) {
         pthread_mutex_lock(&g.lock);
         if (g.score_tail) g.score_tail->score_next = j; else g.score_head = j;
         g.score_tail = j;
         pthread_cond_signal(&g.work);
         while (!j->scored) pthread_cond_wait(&j->cond, &g.lock);
         pthread_mutex_unlock(&g.lock);
-        if (j->score_err[0]) {
-            pthread_mutex_lock(&g.lock); g.pending -= j->n_choices; pthread_mutex_unlock(&g.lock);
-            job_free(j);
-            return send_error(conn, 400, "prompt", NULL, "%s", j->score_err);
-        }
+    }
+    if (j->score_err[0]) {
+        pthread_mutex_lock(&g.lock); g.pending -= j->n_choices; pthread_mutex_unlock(&g.lock);
+        job_free(j);
+        return send_error(conn, 400, "prompt", NULL, "%s", j->score_err);
     }
     char err[512] = "";
     pthread_mutex_lock(&g.lock);
@@ -1250,7 +1263,7 @@ static void completed(void *cls, struct MHD_Connection *conn, void **con_cls, en
 static void usage(void) {
     fprintf(stderr,
         "usage: server [-m DIR] [--host ADDR] [--port N] [--api-key KEY] [--backend cpu|cuda] [--dtype f32|f16|bf16]\n"
-        "              [--max-batch N] [--max-queue N] [--max-body BYTES]\n"
+        "              [--max-batch N] [--max-queue N] [--max-body BYTES] [--score-slots N]\n"
         "An OpenAI-compatible completions server (POST /v1/completions, GET /v1/models, GET /health,\n"
         "POST /tokenize, POST /detokenize, GET /metrics).\n"
         "  -m DIR           model directory (default: weights, the embedded model); its name is the model's id\n"
@@ -1261,12 +1274,15 @@ static void usage(void) {
         "  --dtype D        f32, f16 or bf16 (default: f16 on cuda, f32 on cpu)\n"
         "  --max-batch N    requests in flight at once (default: the engine's)\n"
         "  --max-queue N    requests waiting beyond those before 503 (default 1024)\n"
-        "  --max-body N     largest request body in bytes before 413 (default 1048576)\n");
+        "  --max-body N     largest request body in bytes before 413 (default 1048576)\n"
+        "  --score-slots N  score (echo with logprobs) on an instance of the model of its own, N sequences at once:\n"
+        "                   scoring then never waits for generation, nor generation for it, for a second copy of\n"
+        "                   the weights in memory (default 0: scoring runs on the engine's model when it is idle)\n");
 }
 
 int main(int argc, char **argv) {
     const char *dir = "weights", *host = "127.0.0.1";
-    int port = 8080;
+    int port = 8080, score_slots = 0;
     gpt2_options opt = gpt2_default_options();
     g.max_queue = 1024; g.max_body = 1 << 20;
     for (int i = 1; i < argc; i++) {
@@ -1281,6 +1297,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(a, "--max-batch")) opt.max_batch = atoi(v);
         else if (!strcmp(a, "--max-queue")) g.max_queue = atoi(v);
         else if (!strcmp(a, "--max-body")) g.max_body = (size_t)atol(v);
+        else if (!strcmp(a, "--score-slots")) score_slots = atoi(v);
         else if (!strcmp(a, "--backend")) {
             if (!strcmp(v, "cpu")) opt.backend = GPT2_BACKEND_CPU;
             else if (!strcmp(v, "cuda")) opt.backend = GPT2_BACKEND_CUDA;
@@ -1292,8 +1309,8 @@ int main(int argc, char **argv) {
             else { fprintf(stderr, "server: --dtype %s: f32, f16 or bf16\n", v); return 2; }
         } else { fprintf(stderr, "server: unknown option %s\n", a); usage(); return 2; }
     }
-    if (port < 0 || port > 65535 || opt.max_batch < 0 || g.max_queue < 0 || g.max_body < 1) {
-        fprintf(stderr, "server: a bad --port, --max-batch, --max-queue or --max-body\n");
+    if (port < 0 || port > 65535 || opt.max_batch < 0 || g.max_queue < 0 || g.max_body < 1 || score_slots < 0) {
+        fprintf(stderr, "server: a bad --port, --max-batch, --max-queue, --max-body or --score-slots\n");
         return 2;
     }
     /* the model's id: the directory's name */
@@ -1315,6 +1332,13 @@ int main(int argc, char **argv) {
     if (gpt2_load(&g.m, dir, &opt) != GPT2_OK || gpt2_tokenizer_load(&g.tok, dir) != GPT2_OK) {
         fprintf(stderr, "server: %s\n", gpt2_last_error());
         return 1;
+    }
+    if (score_slots > 0) { /* the same weights, backend, dtype and context in an instance for scoring alone */
+        gpt2_options so = opt;
+        so.backend = gpt2_model_backend(g.m); so.dtype = gpt2_model_dtype(g.m);
+        so.max_batch = score_slots; so.max_seq = gpt2_model_max_seq(g.m);
+        if (gpt2_load(&g.sm, dir, &so) != GPT2_OK) { fprintf(stderr, "server: --score-slots: %s\n", gpt2_last_error()); return 1; }
+        pthread_mutex_init(&g.score_lock, NULL);
     }
     g.V = gpt2_model_config(g.m).n_vocab;
     g.max_seq = gpt2_model_max_seq(g.m);
@@ -1347,10 +1371,10 @@ int main(int argc, char **argv) {
                                             MHD_OPTION_LISTENING_ADDRESS_REUSE, (unsigned)1,
                                             MHD_OPTION_END);
     if (!d) { fprintf(stderr, "server: cannot listen on %s:%d: %s\n", host, port, strerror(errno)); return 1; }
-    fprintf(stderr, "server: model '%s' (%s, %s, max batch %d) on http://%s:%d\n", g.model_id,
+    fprintf(stderr, "server: model '%s' (%s, %s, max batch %d%s) on http://%s:%d\n", g.model_id,
             gpt2_model_backend(g.m) == GPT2_BACKEND_CUDA ? "cuda" : "cpu",
             gpt2_model_dtype(g.m) == GPT2_DTYPE_F16 ? "f16" : gpt2_model_dtype(g.m) == GPT2_DTYPE_BF16 ? "bf16" : "f32",
-            gpt2_model_max_batch(g.m), host, port);
+            gpt2_model_max_batch(g.m), g.sm ? ", scoring on an instance of its own" : "", host, port);
 
     int sig = 0;
     sigwait(&sigs, &sig);
@@ -1371,5 +1395,6 @@ int main(int argc, char **argv) {
     gpt2_engine_free(g.e);
     gpt2_tokenizer_free(g.tok);
     gpt2_free(g.m);
+    if (g.sm) gpt2_free(g.sm);
     return 0;
 }

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The server's tests: ./server on two free loopback ports (the embedded model, CPU backend), the openai client
+# The server's tests: ./server on three free loopback ports (the embedded model, CPU backend), the openai client
 # against them (tests/server/test_server.py), then SIGTERM: each server must exit 0. Skips (exit 0, with a
 # message) where python3 or its openai package is missing. Bounded: the tests 60 s, each server 10 s to start and to stop.
 set -u
@@ -11,19 +11,21 @@ fi
 [ -x ./server ] && [ -x ./demo ] || { echo "server tests: ./server and ./demo must be built first"; exit 1; }
 port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
 KEY=test-key-$$
-P1=$(port); P2=$(port)
+P1=$(port); P2=$(port); P3=$(port)
 LOG=$(mktemp -d)
 ./server --backend cpu --host 127.0.0.1 --port "$P1" --api-key "$KEY" --max-batch 64 > "$LOG/main.log" 2>&1 &
 S1=$!
 ./server --backend cpu --host 127.0.0.1 --port "$P2" --api-key "$KEY" --max-batch 1 --max-queue 0 --max-body 4096 \
   > "$LOG/small.log" 2>&1 &
 S2=$!
+./server --backend cpu --host 127.0.0.1 --port "$P3" --api-key "$KEY" --max-batch 2 --score-slots 2 > "$LOG/scorer.log" 2>&1 &
+S3=$!
 up() { python3 -c "import sys, urllib.request; urllib.request.urlopen('http://127.0.0.1:$1/health', timeout=1)" 2>/dev/null; }
-for _ in $(seq 100); do up "$P1" && up "$P2" && break; sleep 0.1; done
+for _ in $(seq 100); do up "$P1" && up "$P2" && up "$P3" && break; sleep 0.1; done
 rc=0
-SERVER_URL=http://127.0.0.1:$P1 SMALL_URL=http://127.0.0.1:$P2 SERVER_KEY=$KEY ROOT=. \
+SERVER_URL=http://127.0.0.1:$P1 SMALL_URL=http://127.0.0.1:$P2 SCORER_URL=http://127.0.0.1:$P3 SERVER_KEY=$KEY ROOT=. \
   timeout 60 python3 tests/server/test_server.py || rc=1
-for s in $S1 $S2; do
+for s in $S1 $S2 $S3; do
   kill -TERM "$s" 2>/dev/null
   for _ in $(seq 100); do kill -0 "$s" 2>/dev/null || break; sleep 0.1; done
   if kill -0 "$s" 2>/dev/null; then echo "FAIL a server did not exit within 10 s of SIGTERM"; kill -KILL "$s"; rc=1

@@ -1,8 +1,9 @@
 """./server under the official openai client (and raw HTTP where a status or header is the point).
 
-Run by tests/server/run.sh, which starts two servers on the embedded model (CPU backend) and passes their
-addresses: SERVER_URL (the main one, with --api-key SERVER_KEY) and SMALL_URL (--max-batch 1 --max-queue 0
---max-body 4096: the queue and the body limits). Prints `server tests: N passed, N failed`."""
+Run by tests/server/run.sh, which starts three servers on the embedded model (CPU backend) and passes their
+addresses: SERVER_URL (the main one, with --api-key SERVER_KEY), SMALL_URL (--max-batch 1 --max-queue 0
+--max-body 4096: the queue and the body limits) and SCORER_URL (--max-batch 2 --score-slots 2: scoring on an
+instance of its own). Prints `server tests: N passed, N failed`."""
 import http.client
 import json
 import os
@@ -18,6 +19,7 @@ import openai
 
 URL = os.environ["SERVER_URL"]
 SMALL = os.environ["SMALL_URL"]
+SCORER = os.environ["SCORER_URL"]
 KEY = os.environ["SERVER_KEY"]
 ROOT = os.environ.get("ROOT", ".")
 MODEL = "weights"
@@ -246,6 +248,29 @@ def echo_scoring_beside_streams_leaves_them_as_alone():
             lps.append(complete(prompt=text, max_tokens=0, echo=True, logprobs=0).choices[0].logprobs.token_logprobs)
     streams_each_as_alone(8, 48, 300, score_four_times)
     check(len(lps) == 4 and all(lp == alone for lp in lps), "echo logprobs beside streams differ from those alone")
+
+
+@test
+def score_slots_score_beside_generation_without_waiting():
+    """--score-slots: echo scoring runs while a long generation holds the engine (without them it would wait for the
+    generation's end), and gives the engine model's logprobs bit for bit"""
+    text = "ROMEO: But soft, what light through yonder window breaks?"
+    alone = complete(prompt=text, max_tokens=0, echo=True, logprobs=1).choices[0].logprobs
+    c, r = raw(SCORER, "POST", "/v1/completions", {"model": MODEL, "prompt": "ROMEO:", "max_tokens": 1000,
+                                                   "stream": True, "ignore_eos": True}, stream=True)
+    check(r.status == 200, f"status {r.status}")
+    r.fp.readline()
+    scorer = openai.OpenAI(base_url=SCORER + "/v1", api_key=KEY, max_retries=0, timeout=30)
+    t0 = time.time()
+    got = scorer.completions.create(model=MODEL, prompt=text, max_tokens=0, echo=True, logprobs=1).choices[0].logprobs
+    took = time.time() - t0
+    busy = metric(SCORER, "gpt2_requests_in_flight")
+    c.sock.close()
+    c.close()
+    check(busy >= 1, "the generation had ended before the scoring did")
+    check(took < 1.0, f"scoring took {took:.2f} s beside the generation")
+    check(got.token_logprobs == alone.token_logprobs and got.top_logprobs == alone.top_logprobs,
+          "logprobs differ from the engine model's")
 
 
 def metric(url, name):
