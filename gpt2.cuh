@@ -5776,9 +5776,9 @@ typedef struct gpt2__tmap { alignas(64) unsigned long long w[16]; } gpt2__tmap;
 
 /* The Hopper bulk-copy pieces of gpt2__attn_stream_kernel's TMA form: a transaction barrier in shared memory, and a
    3-D box of a tensor map copied into shared memory, its bytes counted on such a barrier. */
-static __device__ __forceinline__ void gpt2__mbar_init(uint64_t *bar) {
+static __device__ __forceinline__ void gpt2__mbar_init(uint64_t *bar, unsigned arrivals) {
 #if __CUDA_ARCH__ >= 900
-    asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;\n" ::"r"((unsigned)__cvta_generic_to_shared(bar)));
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"((unsigned)__cvta_generic_to_shared(bar)), "r"(arrivals));
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
 #endif
 }
@@ -5794,6 +5794,18 @@ static __device__ __forceinline__ void gpt2__mbar_wait(uint64_t *bar, unsigned p
     while (!done)
         asm volatile("{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n selp.u32 %0, 1, 0, p;\n}\n"
                      : "=r"(done) : "r"((unsigned)__cvta_generic_to_shared(bar)), "r"(parity) : "memory");
+#endif
+}
+static __device__ __forceinline__ void gpt2__mbar_arrive(uint64_t *bar) {
+#if __CUDA_ARCH__ >= 900
+    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"((unsigned)__cvta_generic_to_shared(bar)) : "memory");
+#endif
+}
+static __device__ __forceinline__ void gpt2__tma2(void *dst, const gpt2__tmap *map, int x, int y, uint64_t *bar) {
+#if __CUDA_ARCH__ >= 900
+    asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];\n"
+                 ::"r"((unsigned)__cvta_generic_to_shared(dst)), "l"((uint64_t)map), "r"(x), "r"(y),
+                 "r"((unsigned)__cvta_generic_to_shared(bar)) : "memory");
 #endif
 }
 static __device__ __forceinline__ void gpt2__tma3(void *dst, const gpt2__tmap *map, int x, int y, int z, uint64_t *bar, uint64_t pol) {
@@ -5871,9 +5883,9 @@ static __device__ __forceinline__ uint64_t gpt2__wg_desc(const void *p) {
 }
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 #define GPT2__WG 1
-static __device__ __forceinline__ void gpt2__wg_keep(float (&d)[32]) { /* the compiler must not move d across the wait */
+template <int N> static __device__ __forceinline__ void gpt2__wg_keep(float (&d)[N]) { /* the compiler must not move d across the wait */
 #pragma unroll
-    for (int i = 0; i < 32; i++) asm volatile("" : "+f"(d[i])::"memory");
+    for (int i = 0; i < N; i++) asm volatile("" : "+f"(d[i])::"memory");
 }
 /* the instruction for element type TY (f16, bf16): d's 32 registers, a's 4, b's descriptor, scale_d, TB */
 #define GPT2__WG_MMA(TY)                                                                                               \
@@ -5886,15 +5898,42 @@ static __device__ __forceinline__ void gpt2__wg_mma(float (&d)[32], const uint32
 template <int TB>
 static __device__ __forceinline__ void gpt2__wg_mma(float (&d)[32], const uint32_t *a, uint64_t b, int scale_d, __nv_bfloat16) { GPT2__WG_MMA("bf16"); }
 #undef GPT2__WG_MMA
+/* D (m64n256, fp32: d[4j + i] the m16n8 accumulators of columns 8j.., as above) (+)= A (m64k16) x B (k16n256), both
+   from shared memory by descriptor, K contiguous in each (128-byte swizzle): gpt2__score_gemm_kernel's product */
+#define GPT2__WG_MMA256(TY)                                                                                            \
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %130, 0;\n"                                                        \
+                 "wgmma.mma_async.sync.aligned.m64n256k16.f32." TY "." TY " {"                                          \
+                 "%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31," \
+                 "%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63," \
+                 "%64,%65,%66,%67,%68,%69,%70,%71,%72,%73,%74,%75,%76,%77,%78,%79,%80,%81,%82,%83,%84,%85,%86,%87,%88,%89,%90,%91,%92,%93,%94,%95," \
+                 "%96,%97,%98,%99,%100,%101,%102,%103,%104,%105,%106,%107,%108,%109,%110,%111,%112,%113,%114,%115,%116,%117,%118,%119,%120,%121,%122,%123,%124,%125,%126,%127" \
+                 "}, %128, %129, p, 1, 1, 0, 0;\n}\n"                                                            \
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), \
+                 "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), \
+                 "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), \
+                 "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]), \
+                 "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]), "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]), \
+                 "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]), "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95]), \
+                 "+f"(d[96]), "+f"(d[97]), "+f"(d[98]), "+f"(d[99]), "+f"(d[100]), "+f"(d[101]), "+f"(d[102]), "+f"(d[103]), "+f"(d[104]), "+f"(d[105]), "+f"(d[106]), "+f"(d[107]), "+f"(d[108]), "+f"(d[109]), "+f"(d[110]), "+f"(d[111]), \
+                 "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]), "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]), "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127]) \
+                 : "l"(a), "l"(b), "r"(scale_d) : "memory")
+static __device__ __forceinline__ void gpt2__wg_mma256(float (&d)[128], uint64_t a, uint64_t b, int scale_d, __half) { GPT2__WG_MMA256("f16"); }
+static __device__ __forceinline__ void gpt2__wg_mma256(float (&d)[128], uint64_t a, uint64_t b, int scale_d, __nv_bfloat16) { GPT2__WG_MMA256("bf16"); }
+#undef GPT2__WG_MMA256
+/* the registers a wgmma reads ready before it; the products issued since the last commit made one group; wait until
+   at most N groups are in flight */
+static __device__ __forceinline__ void gpt2__wg_fence(void) { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
+static __device__ __forceinline__ void gpt2__wg_commit(void) { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
+template <int N> static __device__ __forceinline__ void gpt2__wg_wait(void) { asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory"); }
 /* one group of four k16 steps, issued, committed and waited for */
 template <int TB, typename T>
 static __device__ __forceinline__ void gpt2__wg_4(float (&d)[32], const uint32_t (*a)[4], const T *b, int step_bytes, int first) {
     gpt2__wg_keep(d);
-    asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+    gpt2__wg_fence();
 #pragma unroll
     for (int k = 0; k < 4; k++) gpt2__wg_mma<TB>(d, a[k], gpt2__wg_desc((const char *)b + k * step_bytes), !(first && k == 0), T());
-    asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
-    asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+    gpt2__wg_commit();
+    gpt2__wg_wait<0>();
     gpt2__wg_keep(d);
 }
 #else
@@ -6019,6 +6058,8 @@ typedef struct gpt2__cuda_state {
     int use_graphs;                     /* tests turn it off to compare replay with eager */
     int flash;                          /* gpt2__attn_prefill_kernel serves prompt chunks */
     int flash_wg;                       /* ... its products on wgmma (head size 64, code built for sm_90a) */
+    int score_fused;                    /* gpt2_score's logits product reduces its own tiles (gpt2__score_gemm_kernel) */
+    unsigned long long score_map[16];   /* ... the head's tensor map for it */
     int pdl;                            /* sm_90+: kernels that follow a kernel use programmatic dependent launch */
     int few_row;                        /* decode products of <= GPT2__FEW_ROW_MAX rows go to gpt2__few_row_kernel where verified
                                            (tests turn it off to compare) */
@@ -7709,7 +7750,7 @@ __global__ void __launch_bounds__(32 * WB) gpt2__attn_stream_kernel(const T *__r
     float *rec = (float *)((T *)gpt2__amma_sh + (size_t)WB * NS * STAGE) + warp * (8 * HD + 16);
     uint64_t *bars = (uint64_t *)((float *)((T *)gpt2__amma_sh + (size_t)WB * NS * STAGE) + WB * (8 * HD + 16)) + warp * NS;
     if (TMA && lane == 0)
-        for (int i = 0; i < NS; i++) gpt2__mbar_init(bars + i);
+        for (int i = 0; i < NS; i++) gpt2__mbar_init(bars + i, 1);
     gpt2__pdl_enter();
     if (item >= n_items) return;
     const int sp = item % n_span, h = (item / n_span) % H, z = item / (n_span * H);
@@ -7879,21 +7920,12 @@ static int gpt2__attn_mma_enable(gpt2__cuda_state *S) {
     return ok;
 }
 
-/* TMA tensor maps of the K and V caches for gpt2__attn_stream_kernel's TMA form (S->kv_tma): each cache as
-   L * max_batch * H planes of [max_seq][64] T, read in boxes of 32 x 64 with the 128-byte swizzle. Only where the
-   kernel's TMA form was built for sm_90+ and runs on such a GPU, and the driver encodes tensor maps; else the
-   cp.async form runs (the same bits). */
-template <typename T>
-static void gpt2__kv_maps(gpt2_model *m, gpt2__cuda_state *S) {
-    S->kv_tma = 0;
+/* A TMA tensor map of a row-major T array (T 16-bit) of rank 2 or 3, its innermost dimension dims[0] (strides: the
+   byte strides of the outer ones, multiples of 16), read in boxes of box[] elements with the 128-byte swizzle (box[0]
+   * 2 bytes at most 128); elements past dims read as zero. 0 where the driver does not encode tensor maps. */
+static int gpt2__tmap_encode(gpt2__tmap *map, gpt2_dtype dt, unsigned rank, const void *base, const unsigned long long *dims,
+                             const unsigned long long *strides, const unsigned *box) {
 #if CUDART_VERSION >= 12000
-    const int C = m->cfg.n_embd, H = m->cfg.n_head;
-    cudaFuncAttributes fa;
-    if (C != 64 * H || cudaFuncGetAttributes(&fa, gpt2__attn_stream_kernel<T, 2, GPT2__AMMA_WB, true>) != cudaSuccess ||
-        fa.binaryVersion < 90 || fa.ptxVersion < 90) {
-        cudaGetLastError();
-        return;
-    }
     typedef CUresult (*enc_fn)(CUtensorMap *, CUtensorMapDataType, cuuint32_t, void *, const cuuint64_t *, const cuuint64_t *,
                                const cuuint32_t *, const cuuint32_t *, CUtensorMapInterleave, CUtensorMapSwizzle,
                                CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
@@ -7902,23 +7934,44 @@ static void gpt2__kv_maps(gpt2_model *m, gpt2__cuda_state *S) {
     if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &f, 12000, cudaEnableDefault, &q) != cudaSuccess ||
         q != cudaDriverEntryPointSuccess || !f) {
         cudaGetLastError();
+        return 0;
+    }
+    cuuint64_t d[3], st[2];
+    cuuint32_t b[3], one[3] = {1, 1, 1};
+    for (unsigned i = 0; i < rank; i++) { d[i] = dims[i]; b[i] = box[i]; if (i + 1 < rank) st[i] = strides[i]; }
+    return ((enc_fn)f)((CUtensorMap *)map, dt == GPT2_DTYPE_F16 ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, rank,
+                       (void *)base, d, st, b, one, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                       CU_TENSOR_MAP_L2_PROMOTION_L2_128B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+#else
+    (void)map; (void)dt; (void)rank; (void)base; (void)dims; (void)strides; (void)box;
+    return 0;
+#endif
+}
+
+/* TMA tensor maps of the K and V caches for gpt2__attn_stream_kernel's TMA form (S->kv_tma): each cache as
+   L * max_batch * H planes of [max_seq][64] T, read in boxes of 32 x 64 with the 128-byte swizzle. Only where the
+   kernel's TMA form was built for sm_90+ and runs on such a GPU, and the driver encodes tensor maps; else the
+   cp.async form runs (the same bits). */
+template <typename T>
+static void gpt2__kv_maps(gpt2_model *m, gpt2__cuda_state *S) {
+    S->kv_tma = 0;
+    const int C = m->cfg.n_embd, H = m->cfg.n_head;
+    cudaFuncAttributes fa;
+    if (C != 64 * H || cudaFuncGetAttributes(&fa, gpt2__attn_stream_kernel<T, 2, GPT2__AMMA_WB, true>) != cudaSuccess ||
+        fa.binaryVersion < 90 || fa.ptxVersion < 90) {
+        cudaGetLastError();
         return;
     }
-    const cuuint64_t dims[3] = {64, (cuuint64_t)m->max_seq, (cuuint64_t)m->cfg.n_layer * (cuuint64_t)m->max_batch * (cuuint64_t)H};
-    const cuuint64_t strides[2] = {64 * sizeof(T), (cuuint64_t)m->max_seq * 64 * sizeof(T)};
-    const cuuint32_t box[3] = {64, 32, 1}, one[3] = {1, 1, 1};
+    const unsigned long long dims[3] = {64, (unsigned long long)m->max_seq, (unsigned long long)m->cfg.n_layer * m->max_batch * H};
+    const unsigned long long strides[2] = {64 * sizeof(T), (unsigned long long)m->max_seq * 64 * sizeof(T)};
+    const unsigned box[3] = {64, 32, 1};
     void *base[2] = {S->k_cache, S->v_cache};
     for (int k = 0; k < 2; k++) {
         gpt2__tmap map;
-        if (((enc_fn)f)((CUtensorMap *)&map, gpt2__cuda_type<T>::id == CUDA_R_16F ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16
-                                                                               : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16,
-                        3, base[k], dims, strides, box, one, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
-                        CU_TENSOR_MAP_L2_PROMOTION_L2_128B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) != CUDA_SUCCESS)
-            return;
+        if (!gpt2__tmap_encode(&map, m->dtype, 3, base[k], dims, strides, box)) return;
         memcpy(S->kv_map[k], &map, sizeof map);
     }
     S->kv_tma = 1;
-#endif
 }
 
 /* Shared memory of gpt2__attn_mma_kernel's block: the merge records, and with staging a span's K and V */
@@ -9570,13 +9623,244 @@ __global__ void __launch_bounds__(256) gpt2__score_kernel(const float *__restric
     }
 }
 
+/* Scoring's fused form (F16/BF16, built for sm_90a): the logits never reach memory. For n scored rows (their final
+   layer norm ln [n][C], T; C a multiple of 8) against the head W [V][C]:
+   gpt2__score_target_kernel: tl[r] = ln[r] . W[targets[r]] in fp32 (the target's logit, one dot product a row; lanes
+   take 8 elements each, summed in lane order), and cnt[r] = 0. Grid: ceil(n / 8) blocks of 8 warps, a warp a row.
+   gpt2__score_gemm_kernel: the product ln W^T in tiles of 64 rows x 256 columns, each tile reduced where it is made
+   (gpt2__score_tile): for each of its rows the largest logit m and the sum of exp(l - m) over its columns (fp32,
+   each thread's 64 in order, then across the 4 threads sharing the row), kept in part[r][tile column]; and how many
+   of its logits exceed tl[r] (the target's own column excluded), added to cnt[r]. Persistent: one block an SM walks
+   the tiles, the rows of a column of tiles before the next column (the head's 256 rows are read from memory once,
+   the rows' ln stays in L2). A block: a producer warpgroup, one thread of which moves 64-wide K slices of a tile's
+   rows and head rows by TMA (128-byte swizzle) into a ring of 5 stages, and two consumer warpgroups that take the
+   block's tiles in turn (one m64n256k16 wgmma a k16 step, both operands from shared memory; a stage freed once its
+   products are waited for) and take turns at the products too, so that one's reduction runs beside the other's
+   products (named barriers). Elements past n rows, C or V read as zeros; columns past V are left out of both
+   reductions. The reduction matches gpt2__score_kernel's to within fp32 rounding of each tile's sum.
+   gpt2__score_finish_kernel: lp[r] = tl[r] - log-sum-exp from the row's tile pairs (in double, lanes in order) and
+   rank[r] = cnt[r], gpt2__score_kernel's rule. Grid: as the first. */
+#define GPT2__SC_BM 64
+#define GPT2__SC_BN 256
+#define GPT2__SC_BK 64
+#define GPT2__SC_ST 5
+static size_t gpt2__score_smem(void) { return 1024 + (size_t)GPT2__SC_ST * (GPT2__SC_BM + GPT2__SC_BN) * GPT2__SC_BK * 2 + 2 * GPT2__SC_ST * 8; }
+
+template <typename T>
+__global__ void __launch_bounds__(256) gpt2__score_target_kernel(const T *__restrict__ ln, const T *__restrict__ W, int n, int C,
+                                                                 const int *__restrict__ targets, float *__restrict__ tl, int *__restrict__ cnt) {
+    const int r = blockIdx.x * 8 + (threadIdx.x >> 5), lane = threadIdx.x & 31;
+    if (r >= n) return;
+    const T *a = ln + (size_t)r * C, *b = W + (size_t)targets[r] * C;
+    float s = 0.0f;
+    for (int k = lane * 8; k < C; k += 256) {
+        float x[8], y[8];
+        gpt2__load_chunk<T, 8>(a + k, x);
+        gpt2__load_chunk<T, 8>(b + k, y);
+#pragma unroll
+        for (int i = 0; i < 8; i++) s = fmaf(x[i], y[i], s);
+    }
+    for (int o = 16; o; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+    if (lane == 0) { tl[r] = s; cnt[r] = 0; }
+}
+
+/* one tile's reduction by a consumer warpgroup: its thread holds rows r0 and r0 + 8, columns c + 8j + {0, 1}
+   (d[4j + 2h + e]); WHOLE: every column of the tile is below V */
+template <bool WHOLE>
+static __device__ __forceinline__ void gpt2__score_tile(const float (&d)[128], int r0, int c, int n, int V, int nt, int nt_n, const int *__restrict__ targets,
+                                                        const float *__restrict__ tl, float2 *__restrict__ part, int *__restrict__ cnt) {
+    const float L2E = 1.4426950408889634f;
+#pragma unroll
+    for (int h = 0; h < 2; h++) {
+        const int row = r0 + 8 * h;
+        const bool live = row < n;
+        const float lt = live ? tl[row] : 0.0f;
+        const int tg = live ? targets[row] : -1;
+        float mx = -INFINITY;
+#pragma unroll
+        for (int j = 0; j < 32; j++)
+#pragma unroll
+            for (int e = 0; e < 2; e++)
+                if (WHOLE || c + 8 * j + e < V) mx = fmaxf(mx, d[4 * j + 2 * h + e]);
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+        float sum = 0.0f;
+        int above = 0;
+#pragma unroll
+        for (int j = 0; j < 32; j++)
+#pragma unroll
+            for (int e = 0; e < 2; e++) {
+                const int col = c + 8 * j + e;
+                if (WHOLE || col < V) {
+                    const float v = d[4 * j + 2 * h + e];
+                    sum += gpt2__ex2((v - mx) * L2E);
+                    above += (v > lt) & (col != tg);
+                }
+            }
+        sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+        sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+        above += __shfl_xor_sync(0xffffffffu, above, 1);
+        above += __shfl_xor_sync(0xffffffffu, above, 2);
+        if ((threadIdx.x & 3) == 0 && live) {
+            part[(size_t)row * nt_n + nt] = make_float2(mx, sum);
+            if (above) atomicAdd(cnt + row, above);
+        }
+    }
+}
+
+/* named barrier id among 256 threads (the two consumer warpgroups): wait for it, or arrive without waiting */
+static __device__ __forceinline__ void gpt2__bar_sync256(int id) { asm volatile("bar.sync %0, 256;\n" ::"r"(id) : "memory"); }
+static __device__ __forceinline__ void gpt2__bar_arrive256(int id) { asm volatile("bar.arrive %0, 256;\n" ::"r"(id) : "memory"); }
+
+template <typename T>
+__global__ void __launch_bounds__(384, 1) gpt2__score_gemm_kernel(const __grid_constant__ gpt2__tmap amap, const __grid_constant__ gpt2__tmap bmap,
+                                                                  int n, int V, int C, const int *__restrict__ targets,
+                                                                  const float *__restrict__ tl, float2 *__restrict__ part, int *__restrict__ cnt) {
+#if GPT2__WG
+    constexpr int BM = GPT2__SC_BM, BN = GPT2__SC_BN, BK = GPT2__SC_BK, ST = GPT2__SC_ST;
+    extern __shared__ __align__(16) unsigned char gpt2__score_sh[];
+    T *As = (T *)(((uintptr_t)gpt2__score_sh + 1023) & ~(uintptr_t)1023), *Bs = As + ST * BM * BK;
+    uint64_t *full = (uint64_t *)(Bs + ST * BN * BK), *empty = full + ST;
+    /* the warp's index read from lane 0, so the compiler knows it is the same across the warp (wgmma in code it
+       thinks divergent is serialized) */
+    const int tid = threadIdx.x, w = __shfl_sync(0xffffffffu, tid >> 5, 0), lane = tid & 31;
+    const int mt_n = (n + BM - 1) / BM, nt_n = (V + BN - 1) / BN, tiles = mt_n * nt_n, kb_n = (C + BK - 1) / BK;
+    if (tid == 0)
+        for (int s = 0; s < ST; s++) { gpt2__mbar_init(full + s, 1); gpt2__mbar_init(empty + s, 4); }
+    __syncthreads();
+    if (w >= 8) { /* the producer warpgroup: its first lane alone moves the stages; its registers go to the consumers */
+        asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n");
+        if (w == 8 && lane == 0) {
+            int it = 0;
+            for (int t = blockIdx.x; t < tiles; t += gridDim.x)
+                for (int kb = 0; kb < kb_n; kb++, it++) {
+                    const int s = it % ST;
+                    if (it >= ST) gpt2__mbar_wait(empty + s, (it / ST - 1) & 1);
+                    gpt2__mbar_expect(full + s, (BM + BN) * BK * sizeof(T));
+                    gpt2__tma2(As + s * BM * BK, &amap, kb * BK, (t % mt_n) * BM, full + s);
+                    gpt2__tma2(Bs + s * BN * BK, &bmap, kb * BK, (t / mt_n) * BN, full + s);
+                }
+        }
+        return;
+    }
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n");
+    /* consumer warpgroup g takes the block's tiles g, g + 2, ...; the two take turns at the products (named
+       barriers 1 + g: g's turn), so that one's reduction runs beside the other's products */
+    const int g = w >> 2, wl = w & 3, q = lane >> 2, tq = lane & 3;
+    float d[128];
+    for (int j = g, t = blockIdx.x + g * gridDim.x; t < tiles; j += 2, t += 2 * gridDim.x) {
+        const int mt = t % mt_n, nt = t / mt_n;
+        if (j > 0) gpt2__bar_sync256(1 + g);
+        int it = j * kb_n, held = -1; /* the stage of the group still in flight */
+        /* K slice kb: its stage in, four k16 products (64 rows x 256 columns each) issued as a group; the group before
+           it waited for and its stage freed (at the tile's last slice, both) */
+        for (int kb = 0; kb < kb_n; kb++, it++) {
+            const int s = it % ST;
+            gpt2__mbar_wait(full + s, (it / ST) & 1);
+            const T *a = As + s * BM * BK, *b = Bs + s * BN * BK;
+            gpt2__wg_fence();
+#pragma unroll
+            for (int kk = 0; kk < 4; kk++) gpt2__wg_mma256(d, gpt2__wg_desc(a + kk * 16), gpt2__wg_desc(b + kk * 16), kb > 0 || kk > 0, T());
+            gpt2__wg_commit();
+            if (kb == kb_n - 1) {
+                gpt2__wg_wait<0>();
+                if (lane == 0) { if (held >= 0) gpt2__mbar_arrive(empty + held); gpt2__mbar_arrive(empty + s); }
+            } else {
+                gpt2__wg_wait<1>();
+                if (lane == 0 && held >= 0) gpt2__mbar_arrive(empty + held);
+                held = s;
+            }
+        }
+        gpt2__wg_keep(d);
+        if (t + gridDim.x < tiles) gpt2__bar_arrive256(2 - g); /* the other's turn */
+        const int r0 = mt * BM + wl * 16 + q, c = nt * BN + 2 * tq;
+        if (nt * BN + BN <= V) gpt2__score_tile<true>(d, r0, c, n, V, nt, nt_n, targets, tl, part, cnt);
+        else gpt2__score_tile<false>(d, r0, c, n, V, nt, nt_n, targets, tl, part, cnt);
+    }
+#else
+    (void)n; (void)V; (void)C; (void)targets; (void)tl; (void)part; (void)cnt;
+    __trap(); /* launched only where built for sm_90a (S->score_fused) */
+#endif
+}
+
+__global__ void __launch_bounds__(256) gpt2__score_finish_kernel(const float2 *__restrict__ part, int nt_n, int n, const float *__restrict__ tl,
+                                                                 const int *__restrict__ cnt, double *__restrict__ lp, int *__restrict__ rank) {
+    const int r = blockIdx.x * 8 + (threadIdx.x >> 5), lane = threadIdx.x & 31;
+    if (r >= n) return;
+    const float2 *p = part + (size_t)r * nt_n;
+    float mx = -INFINITY;
+    for (int i = lane; i < nt_n; i += 32) mx = fmaxf(mx, p[i].x);
+    for (int o = 16; o; o >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
+    double s = 0.0;
+    for (int i = lane; i < nt_n; i += 32) s += (double)p[i].y * exp((double)p[i].x - (double)mx);
+    for (int o = 16; o; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+    if (lane == 0) {
+        lp[r] = (double)tl[r] - ((double)mx + log(s));
+        rank[r] = cnt[r];
+    }
+}
+
+/* The head's tensor map for gpt2__score_gemm_kernel and its shared memory: S->score_fused where both are set and the
+   kernel was built for sm_90a (wg) */
+template <typename T>
+static int gpt2__score_enable(gpt2_model *m, gpt2__cuda_state *S, int wg) {
+    const int C = m->cfg.n_embd;
+    if (!wg || C % 8 || sizeof(T) != 2) return 0;
+    const unsigned long long dims[2] = {(unsigned long long)C, (unsigned long long)m->cfg.n_vocab}, strides[1] = {(unsigned long long)C * sizeof(T)};
+    const unsigned box[2] = {GPT2__SC_BK, GPT2__SC_BN};
+    gpt2__tmap map;
+    if (!gpt2__tmap_encode(&map, m->dtype, 2, S->lm_head, dims, strides, box) ||
+        cudaFuncSetAttribute(gpt2__score_gemm_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)gpt2__score_smem()) != cudaSuccess) {
+        cudaGetLastError();
+        return 0;
+    }
+    memcpy(S->score_map, &map, sizeof map);
+    return 1;
+}
+
+/* The fused form over n rows (their ln at ln): chunks of as many rows as S->logits holds their tile pairs, targets and
+   counts */
+template <typename T>
+static gpt2_status gpt2__cuda_score_fused(gpt2_model *m, gpt2__cuda_state *S, const gpt2__lane *L, const T *ln, int n, const int *targets,
+                                          double *lp, int *rank) {
+    const int C = m->cfg.n_embd, V = m->cfg.n_vocab, nt_n = (V + GPT2__SC_BN - 1) / GPT2__SC_BN;
+    const size_t room = (size_t)S->logit_rows * S->ldv * sizeof(float), per = (size_t)nt_n * sizeof(float2) + sizeof(float) + sizeof(int);
+    const int cap = room / per < (size_t)n ? (int)(room / per) : n;
+    gpt2__tmap bmap;
+    memcpy(&bmap, S->score_map, sizeof bmap);
+    for (int c0 = 0; c0 < n; c0 += cap) {
+        const int nr = n - c0 < cap ? n - c0 : cap;
+        float2 *part = (float2 *)L->logits;
+        float *tl = (float *)(part + (size_t)nr * nt_n);
+        int *cnt = (int *)(tl + nr);
+        const T *a = ln + (size_t)c0 * C;
+        const unsigned long long dims[2] = {(unsigned long long)C, (unsigned long long)nr}, strides[1] = {(unsigned long long)C * sizeof(T)};
+        const unsigned box[2] = {GPT2__SC_BK, GPT2__SC_BM};
+        gpt2__tmap amap;
+        if (!gpt2__tmap_encode(&amap, m->dtype, 2, a, dims, strides, box))
+            return gpt2__fail(GPT2_ERR_DEVICE, "%s:%d: gpt2_score: the driver refused a tensor map of %d rows", __FILE__, __LINE__, nr);
+        gpt2__score_target_kernel<T><<<(nr + 7) / 8, 256, 0, L->stream>>>(a, (const T *)S->lm_head, nr, C, targets + c0, tl, cnt);
+        GPT2__LAUNCHED();
+        const int tiles = (nr + GPT2__SC_BM - 1) / GPT2__SC_BM * nt_n;
+        gpt2__score_gemm_kernel<T><<<tiles < S->sms ? tiles : S->sms, 384, gpt2__score_smem(), L->stream>>>(amap, bmap, nr, V, C, targets + c0,
+                                                                                                          tl, part, cnt);
+        GPT2__LAUNCHED();
+        gpt2__score_finish_kernel<<<(nr + 7) / 8, 256, 0, L->stream>>>(part, nt_n, nr, tl, cnt, lp + c0, rank + c0);
+        GPT2__LAUNCHED();
+    }
+    return GPT2_OK;
+}
+
 /* The scored rows of a step (n of them, their final layer norm in S->ln in order) to lp / rank on the device: the
-   logits product over chunks of at most S->logit_rows rows into S->logits (prompt rows' class, so a row's logits do
-   not depend on the chunk), each chunk reduced by gpt2__score_kernel before the next overwrites it. */
+   fused form where it runs (S->score_fused), else the logits product over chunks of at most S->logit_rows rows into
+   S->logits (prompt rows' class, so a row's logits do not depend on the chunk), each chunk reduced by
+   gpt2__score_kernel before the next overwrites it. */
 template <typename T>
 static gpt2_status gpt2__cuda_score_rows(gpt2_model *m, gpt2__cuda_state *S, const gpt2__lane *L, int n, const int *targets, double *lp,
                                          int *rank) {
     const int C = m->cfg.n_embd;
+    if constexpr (sizeof(T) == 2)
+        if (S->score_fused) return gpt2__cuda_score_fused<T>(m, S, L, (const T *)L->ln, n, targets, lp, rank);
     for (int c0 = 0; c0 < n; c0 += S->logit_rows) {
         const int nr = n - c0 < S->logit_rows ? n - c0 : S->logit_rows;
         gpt2_status st = gpt2__linear<T>(m, S, L, 0, L->logits, S->lm_head, (const T *)L->ln + (size_t)c0 * C, NULL, S->ldv, nr, nr, C,
@@ -10297,6 +10581,8 @@ static gpt2_status gpt2__cuda_init_state(gpt2_model *m, gpt2__cuda_state *S, con
         if (m->dtype == GPT2_DTYPE_F16) gpt2__kv_maps<__half>(m, S);
         else gpt2__kv_maps<__nv_bfloat16>(m, S);
     }
+    if (m->dtype != GPT2_DTYPE_F32)
+        S->score_fused = m->dtype == GPT2_DTYPE_F16 ? gpt2__score_enable<__half>(m, S, wg) : gpt2__score_enable<__nv_bfloat16>(m, S, wg);
     if (m->dtype == GPT2_DTYPE_F16) { S->ln_fold = gpt2__ln_fold_enable<__half>(S); return gpt2__few_row_check<__half>(m, S); }
     if (m->dtype == GPT2_DTYPE_BF16) { S->ln_fold = gpt2__ln_fold_enable<__nv_bfloat16>(S); return gpt2__few_row_check<__nv_bfloat16>(m, S); }
     return gpt2__few_row_check<float>(m, S);

@@ -36,7 +36,8 @@
 
    Path switches, for A/B runs of the engine's paths (before the sizes or the mode): --no-lookahead --no-pdl --no-skinny
    --no-lnf --no-lnf-fit --no-gather --no-stage --no-att-mma --no-hold --parts N --part-rows R --att-sms N --split-ctx D
-   --att-ns 2|3 --att-tma 0|1 --prefill-order 0|1 --score-rows R (each described where it is declared, below). */
+   --att-ns 2|3 --att-tma 0|1 --prefill-order 0|1 --score-rows R --no-fused-score --score-tokens N (each described where it
+   is declared, below). */
 #define GPT2_IMPLEMENTATION
 #include "gpt2.cuh"
 
@@ -156,6 +157,10 @@ static int g_lnf_fit = 1;   /* --no-lnf-fit: the LN-folded products' full ring, 
 static int g_stage = 1;     /* --no-stage: decode attention reads few rows' cached K/V from global memory (L2) */
 static int g_att_mma = 1;   /* --no-att-mma: decode attention on the CUDA cores (gpt2__attn_kernel) */
 static int g_hold = 1;      /* --no-hold: gpt2_generate feeds an idle engine's decode rows as their prompts end */
+static int g_score_fused = 1; /* --no-fused-score: scoring's logits through cuBLAS and gpt2__score_kernel (not the fused
+                                 gpt2__score_gemm_kernel) */
+static int g_score_tokens = 0; /* --score-tokens N: the scoring workload's model loaded with prefill_tokens N (default:
+                                   the engine's step budget) */
 static int g_spec = 0;      /* --spec K: gpt2_generate verifies up to K draft tokens a step (gpt2_model.spec) */
 static int g_parts = -1;    /* --parts N: decode steps in up to N parts at once (gpt2__cuda_parts; 1: one run; -1: default;
                                more than 2 needs -DGPT2__MAX_PARTS) */
@@ -217,6 +222,7 @@ static gpt2_model *random_model(const char *size, gpt2_dtype dt, int max_batch, 
     if (!g_gather) S->gather = 0;
     if (!g_stage) S->att_stage = 0;
     if (!g_att_mma) S->att_mma = 0;
+    if (!g_score_fused) S->score_fused = 0;
     m->no_hold = !g_hold;
     m->spec = g_spec;
     if (g_parts >= 1) S->parts = g_parts;
@@ -512,7 +518,7 @@ static void ph_score_product(gpt2_model *m, int) { BY_DTYPE(m, ph_score_product_
 static void ph_score_rows(gpt2_model *m, int) { BY_DTYPE(m, ph_score_rows_t); }
 static void score_breakdown(const char *size, gpt2_dtype dt) {
     const int B = 16, T = 1024;
-    gpt2_model *m = random_model(size, dt, B, T, 0);
+    gpt2_model *m = random_model(size, dt, B, T, g_score_tokens);
     CHECK(m);
     gpt2__cuda_state *S = (gpt2__cuda_state *)m->cuda;
     if (g_score_rows > 0 && g_score_rows < S->logit_rows) S->logit_rows = g_score_rows;
@@ -706,6 +712,8 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--no-stage")) g_stage = 0;
         else if (!strcmp(argv[i], "--no-att-mma")) g_att_mma = 0;
         else if (!strcmp(argv[i], "--no-hold")) g_hold = 0;
+        else if (!strcmp(argv[i], "--no-fused-score")) g_score_fused = 0;
+        else if (!strcmp(argv[i], "--score-tokens") && i + 1 < argc) g_score_tokens = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--parts") && i + 1 < argc) g_parts = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--part-rows") && i + 1 < argc) g_part_rows = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--att-sms") && i + 1 < argc) g_att_sms = atoi(argv[++i]);
@@ -851,7 +859,7 @@ int main(int argc, char **argv) {
             /* 16 texts of 1024 tokens, loaded as a user would for them (gpt2_load with max_batch 16, max_seq 1024: the
                engine's own step budget) */
             const int B = 16, T = 1024;
-            gpt2_model *m = random_model(size, dt, B, T, 0);
+            gpt2_model *m = random_model(size, dt, B, T, g_score_tokens);
             if (!m) continue;
             gpt2__cuda_state *S = (gpt2__cuda_state *)m->cuda;
             if (g_score_rows > 0 && g_score_rows < S->logit_rows) S->logit_rows = g_score_rows;
