@@ -80,6 +80,8 @@ static const char demo_usage[] =
     "  --spec K              speculation: at most K draft tokens (prompt lookup) a request verifies in a step;\n"
     "                        0: off (default 8; the text is the same either way, only the speed changes)\n"
     "  --stats               print backend, dtype, device, tokens/s (prefill, decode) and drafts kept on stderr\n"
+    "  --step-tokens N       prompt tokens one engine step may take (default: the engine's, 4096 on cuda; with --score\n"
+    "                        16384: scoring runs faster in bigger steps, for more GPU memory)\n"
     "  --score FILE          score FILE (\"-\": standard input) instead of generating: prints its token count, the\n"
     "                        mean log-probability of its tokens after the first, and the perplexity. A text longer\n"
     "                        than the model's context is read in windows of that length, each token scored once\n"
@@ -132,6 +134,7 @@ typedef struct demo_args {
     int spec;                /* --spec K, or -1: the engine's default */
     int score;               /* --score: score texts instead of generating */
     const char *score_file;  /* --score FILE (NULL with --batch-file) */
+    int step_tokens;         /* --step-tokens N (0: not given) */
     int stride, prepend_eos, logprobs; /* logprobs: --score's --logprobs */
     char *prompt;            /* the positional words joined by spaces, or NULL */
 } demo_args;
@@ -358,7 +361,7 @@ static int demo_parse_args(int argc, char **argv, demo_args *a) {
             continue;
         }
         static const char *const valued[] = {"-m", "-f", "-o", "--seed", "--batch", "--backend", "--dtype", "--batch-file",
-                                             "--spec", "--stride", "--stop", "--logit-bias"};
+                                             "--spec", "--stride", "--stop", "--logit-bias", "--step-tokens"};
         int known = -1;
         for (int k = 0; k < DEMO_N_NUMBERS; k++) if (!strcmp(name, demo_numbers[k].flag)) known = k;
         for (size_t k = 0; k < sizeof valued / sizeof valued[0]; k++) if (!strcmp(name, valued[k])) known = DEMO_N_NUMBERS;
@@ -379,6 +382,7 @@ static int demo_parse_args(int argc, char **argv, demo_args *a) {
         else if (!strcmp(name, "--batch")) { if (!demo_parse_long(name, val, 1, 1 << 20, &v)) return 0; a->batch = (int)v; }
         else if (!strcmp(name, "--spec")) { if (!demo_parse_long(name, val, 0, 1024, &v)) return 0; a->spec = (int)v; }
         else if (!strcmp(name, "--stride")) { if (!demo_parse_long(name, val, 1, 1 << 20, &v)) return 0; a->stride = (int)v; }
+        else if (!strcmp(name, "--step-tokens")) { if (!demo_parse_long(name, val, 1, 262144, &v)) return 0; a->step_tokens = (int)v; }
         else if (!strcmp(name, "--stop")) { if (!demo_add_stop_option(&a->gen, val)) return 0; a->given |= DEMO_GIVEN_STOP; }
         else if (!strcmp(name, "--logit-bias")) { if (!demo_add_bias_option(a, val)) return 0; }
         else if (!strcmp(name, "--seed")) {
@@ -1258,10 +1262,14 @@ static FILE *demo_open_output(const demo_args *a) {
     return f;
 }
 
+/* Scoring's step when --step-tokens is not given: 16 windows of 1024 a step */
+#define DEMO_SCORE_STEP 16384
+
 static gpt2_options demo_options(const demo_args *a) {
     gpt2_options o = gpt2_default_options();
     o.backend = a->backend;
     o.dtype = a->dtype;
+    o.step_tokens = a->step_tokens ? a->step_tokens : a->score ? DEMO_SCORE_STEP : 0;
     return o;
 }
 

@@ -122,6 +122,9 @@ typedef struct gpt2_options {
     gpt2_dtype dtype;       /* AUTO: F16 on CUDA, F32 on CPU */
     int max_batch;          /* sequences in flight at once; 0: engine decides */
     int max_seq;            /* prompt + generated tokens per sequence; 0: n_ctx */
+    int step_tokens;        /* prompt tokens one engine step may take (gpt2_generate's prompts; on the GPU gpt2_score's
+                               windows too); 0: 4096 on the GPU, 2048 on the CPU. More: faster scoring and long
+                               prompts for more GPU memory (the step's activations) */
 } gpt2_options;
 GPT2_API gpt2_options gpt2_default_options(void);
 
@@ -816,7 +819,7 @@ struct gpt2_model {
     gpt2_dtype dtype;                /* resolved */
     int device;
     int max_batch, max_seq;
-    int prefill_tokens;              /* prompt tokens one engine step may feed (set by the backend; 0: 2048) */
+    int prefill_tokens;              /* prompt tokens one engine step may feed (options.step_tokens; 0: the backend's) */
     int no_hold;                     /* gpt2_generate: an idle engine's admitted requests decode as their prompts end (bench) */
     int spec;                        /* gpt2_generate: most draft tokens a request verifies in a step (GPT2_SPEC_TOKENS;
                                         tests and bench change it) */
@@ -4699,6 +4702,8 @@ static gpt2_status gpt2__load_ckpt(gpt2_model **out, const char *cfg_text, size_
         return gpt2__fail(GPT2_ERR_ARG, "options.dtype = %d is not a gpt2_dtype", (int)opt.dtype);
     if (opt.max_batch < 0 || opt.max_batch > 65536)
         return gpt2__fail(GPT2_ERR_ARG, "options.max_batch = %d is out of range (0..65536)", opt.max_batch);
+    if (opt.step_tokens < 0 || opt.step_tokens > 262144)
+        return gpt2__fail(GPT2_ERR_ARG, "options.step_tokens = %d is out of range (0..262144)", opt.step_tokens);
     gpt2_model *m = (gpt2_model *)gpt2__zalloc(sizeof *m);
     if (!m) return gpt2__fail(GPT2_ERR_OOM, "cannot allocate the model");
     gpt2_status st = gpt2__parse_config(cfg_text, cfg_len, cfg_name, &m->cfg, &m->n_inner, &m->arch);
@@ -4709,6 +4714,7 @@ static gpt2_status gpt2__load_ckpt(gpt2_model **out, const char *cfg_text, size_
         return gpt2__fail(GPT2_ERR_ARG, "options.max_seq = %d is out of range (0..n_ctx = %d)", opt.max_seq, n_ctx);
     }
     m->max_seq = opt.max_seq ? opt.max_seq : m->cfg.n_ctx;
+    m->prefill_tokens = opt.step_tokens;
     m->spec = GPT2_SPEC_TOKENS > 0 ? GPT2_SPEC_TOKENS : 0;
     /* backend: AUTO takes the GPU when one is usable */
     m->backend = opt.backend;

@@ -485,6 +485,13 @@ static int test_bad_arguments_are_rejected(void) {
     EXPECT(gpt2_load(&m, "tests/models/micro_f32", &o) == GPT2_ERR_ARG && strstr(gpt2_last_error(), "max_seq"),
            "max_seq > n_ctx: %s", gpt2_last_error());
     o.max_seq = 0;
+    const int bad_steps[2] = {-1, 262145};
+    for (int i = 0; i < 2; i++) {
+        o.step_tokens = bad_steps[i];
+        EXPECT(gpt2_load(&m, "tests/models/micro_f32", &o) == GPT2_ERR_ARG && strstr(gpt2_last_error(), "options.step_tokens"),
+               "step_tokens %d: %s", o.step_tokens, gpt2_last_error());
+    }
+    o.step_tokens = 0;
     o.dtype = (gpt2_dtype)(GPT2_DTYPE_BF16 + 1);
     EXPECT(gpt2_load(&m, "tests/models/micro_f32", &o) == GPT2_ERR_ARG && strstr(gpt2_last_error(), "dtype"),
            "dtype %d: %s", (int)o.dtype, gpt2_last_error());
