@@ -292,6 +292,10 @@ GPT2_API int          gpt2_model_max_seq(const gpt2_model *model);
 #ifndef GPT2_GEMM_REF_ROWS
 #define GPT2_GEMM_REF_ROWS 128 /* CUDA: decode rows compute as the cuBLASLt algorithm picked for this many rows */
 #endif
+#ifndef GPT2_GEMM_PROMPT_ROWS
+#define GPT2_GEMM_PROMPT_ROWS 4096 /* CUDA: prompt rows compute as the algorithm picked for this many (whatever
+                                      options.step_tokens is, so that it changes no bit) */
+#endif
 #ifndef GPT2_SPLIT_MIN_K
 #define GPT2_SPLIT_MIN_K 384 /* CUDA: least K per piece when decode rows of a residual-feeding layer split K */
 #endif
@@ -7115,7 +7119,7 @@ static gpt2_status gpt2__decode_lt(gpt2__cuda_state *S, const gpt2__lane *L, voi
 /* A linear layer over N fed rows, the first P of them prompt rows: D [N][O] = X [N][I] @ W^T (+ bias, + activation), as
    gpt2__gemm_run. Each kind of row has its own reference cuBLASLt algorithm (any tile of its class runs: the same
    arithmetic), so a row computes the same in any step:
-     prompt rows: the algorithm picked for a full prompt step (prefill_tokens rows);
+     prompt rows: the algorithm picked for a prompt step of GPT2_GEMM_PROMPT_ROWS rows;
      decode rows (and every logits row): the one picked for GPT2_GEMM_REF_ROWS rows (gpt2__decode_lt), or for at
      most GPT2__FEW_ROW_MAX of them gpt2__few_row_kernel where gpt2__few_row_check found it to give the same bits.
    With part (a layer feeding the residual, epilogue bias), decode rows instead leave gpt2__decode_pieces(I) fp32
@@ -7125,11 +7129,12 @@ template <typename T>
 static gpt2_status gpt2__linear(gpt2_model *m, gpt2__cuda_state *S, const gpt2__lane *L, int few, void *D, const void *W, const void *X, const void *bias,
                                 int O, int N, int P, int I, int epi, int out_f32, int ldd, float *part) {
     const cudaDataType_t dt = gpt2__cuda_type<T>::id;
+    (void)m;
     if (ldd < O) ldd = O;
     gpt2_status st;
     /* prompt rows: cuBLASLt's GELU epilogue is the tanh form; another activation follows the bias epilogue */
     const int lt_act = epi == GPT2__EPI_BIAS_ACT && S->mlp_act != GPT2__ACT_GELU_TANH;
-    if (P > 0 && (st = gpt2__gemm_run(S, L, dt, D, W, X, bias, O, P, I, lt_act ? GPT2__EPI_BIAS : epi, out_f32, ldd, m->prefill_tokens, 1)))
+    if (P > 0 && (st = gpt2__gemm_run(S, L, dt, D, W, X, bias, O, P, I, lt_act ? GPT2__EPI_BIAS : epi, out_f32, ldd, GPT2_GEMM_PROMPT_ROWS, 1)))
         return st;
     if (P > 0 && lt_act) {
         if (out_f32 || ldd != O) return gpt2__fail(GPT2_ERR_ARG, "%s:%d: prompt activation over rows %d apart, %d wide", __FILE__, __LINE__, ldd, O);
