@@ -5784,7 +5784,8 @@ template <int N> static __device__ __forceinline__ void gpt2__cp_wait(void) {
 /* A TMA tensor map (CUtensorMap's 128 opaque bytes), passed to kernels as a __grid_constant__ parameter. */
 typedef struct gpt2__tmap { alignas(64) unsigned long long w[16]; } gpt2__tmap;
 
-/* The Hopper bulk-copy pieces of gpt2__attn_stream_kernel's TMA form: a transaction barrier in shared memory, and a
+/* The Hopper bulk-copy pieces of gpt2__attn_stream_kernel's TMA form and scoring's fused product: a transaction
+   barrier in shared memory (a phase ends once `arrivals` threads arrived and the bytes expected came), and a 2-D or
    3-D box of a tensor map copied into shared memory, its bytes counted on such a barrier. */
 static __device__ __forceinline__ void gpt2__mbar_init(uint64_t *bar, unsigned arrivals) {
 #if __CUDA_ARCH__ >= 900
