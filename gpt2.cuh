@@ -28,6 +28,7 @@
        GPT2_GEMM_REF_ROWS     CUDA: decode rows of a weight compute what the cuBLASLt algorithm picked for this
                               many rows computes (any tile of its class, whatever the step's rows), so a
                               request's output never depends on its batch (default 128)
+       GPT2_GEMM_PROMPT_ROWS  CUDA: the same for prompt rows (default 4096), whatever options.step_tokens is
        GPT2_SPLIT_MIN_K       CUDA: decode rows of the two linear layers that feed the residual (attention
                               projection, MLP projection) split K into up to 4 fixed pieces of at least this
                               many (default 384; a large value turns split-K off)
@@ -242,7 +243,10 @@ GPT2_API void        gpt2_engine_counts(gpt2_engine *engine, int *queued, int *i
    n_context = 1). A text of n_context tokens (one token with n_context 1, say) scores nothing: n_scored 0,
    sum_logprob 0, perplexity undefined. A text of no tokens is an error.
    The logits are never copied out: each row is reduced to the scored token's log-softmax (the sum over the
-   vocabulary in double) and its rank, a bounded number of rows at a time. */
+   vocabulary in double) and its rank, a bounded number of rows at a time; on the GPU in F16/BF16 with code built
+   for sm_90a, inside the logits product, tile by tile (fp32 sums over 256 logits, then double). A rank counts the
+   other tokens whose logit exceeds the target's: where two logits are within rounding of each other, GPU forms
+   may count one differently. */
 typedef struct gpt2_score_request {
     const int *tokens; int n_tokens;
     int n_context;          /* tokens before it only condition; at least 1 */
@@ -293,8 +297,8 @@ GPT2_API int          gpt2_model_max_seq(const gpt2_model *model);
 #define GPT2_GEMM_REF_ROWS 128 /* CUDA: decode rows compute as the cuBLASLt algorithm picked for this many rows */
 #endif
 #ifndef GPT2_GEMM_PROMPT_ROWS
-#define GPT2_GEMM_PROMPT_ROWS 4096 /* CUDA: prompt rows compute as the algorithm picked for this many (whatever
-                                      options.step_tokens is, so that it changes no bit) */
+#define GPT2_GEMM_PROMPT_ROWS 4096 /* CUDA: prompt rows compute as the algorithm picked for this many rows computes,
+                                      whatever options.step_tokens is (so that it changes no bit) */
 #endif
 #ifndef GPT2_SPLIT_MIN_K
 #define GPT2_SPLIT_MIN_K 384 /* CUDA: least K per piece when decode rows of a residual-feeding layer split K */
