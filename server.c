@@ -1,7 +1,7 @@
 /* server.c — an OpenAI-compatible completions server over gpt2.cuh's incremental engine.
 
    ./server -m DIR --host 127.0.0.1 --port 8080 [--api-key KEY] [--backend cpu|cuda] [--dtype f32|f16|bf16]
-            [--max-batch N] [--max-queue N] [--max-body BYTES] [--score-slots N]
+            [--max-batch N] [--max-queue N] [--max-body BYTES] [--score-slots N] [--step-tokens N]
 
    Endpoints (OpenAI's shapes): POST /v1/completions (streaming with Server-Sent Events), GET /v1/models,
    GET /health, POST /tokenize, POST /detokenize, GET /metrics (Prometheus text).
@@ -1263,7 +1263,7 @@ static void completed(void *cls, struct MHD_Connection *conn, void **con_cls, en
 static void usage(void) {
     fprintf(stderr,
         "usage: server [-m DIR] [--host ADDR] [--port N] [--api-key KEY] [--backend cpu|cuda] [--dtype f32|f16|bf16]\n"
-        "              [--max-batch N] [--max-queue N] [--max-body BYTES] [--score-slots N]\n"
+        "              [--max-batch N] [--max-queue N] [--max-body BYTES] [--score-slots N] [--step-tokens N]\n"
         "An OpenAI-compatible completions server (POST /v1/completions, GET /v1/models, GET /health,\n"
         "POST /tokenize, POST /detokenize, GET /metrics).\n"
         "  -m DIR           model directory (default: weights, the embedded model); its name is the model's id\n"
@@ -1277,7 +1277,9 @@ static void usage(void) {
         "  --max-body N     largest request body in bytes before 413 (default 1048576)\n"
         "  --score-slots N  score (echo with logprobs) on an instance of the model of its own, N sequences at once:\n"
         "                   scoring then never waits for generation, nor generation for it, for a second copy of\n"
-        "                   the weights in memory (default 0: scoring runs on the engine's model when it is idle)\n");
+        "                   the weights in memory (default 0: scoring runs on the engine's model when it is idle)\n"
+        "  --step-tokens N  prompt tokens one engine step may take, 1..262144 (default: the engine's, 4096 on cuda);\n"
+        "                   on cuda more makes long prompts and scoring faster for more GPU memory, never other text\n");
 }
 
 int main(int argc, char **argv) {
@@ -1298,6 +1300,10 @@ int main(int argc, char **argv) {
         else if (!strcmp(a, "--max-queue")) g.max_queue = atoi(v);
         else if (!strcmp(a, "--max-body")) g.max_body = (size_t)atol(v);
         else if (!strcmp(a, "--score-slots")) score_slots = atoi(v);
+        else if (!strcmp(a, "--step-tokens")) {
+            opt.step_tokens = atoi(v);
+            if (opt.step_tokens < 1) { fprintf(stderr, "server: --step-tokens %s: 1..262144\n", v); return 2; }
+        }
         else if (!strcmp(a, "--backend")) {
             if (!strcmp(v, "cpu")) opt.backend = GPT2_BACKEND_CPU;
             else if (!strcmp(v, "cuda")) opt.backend = GPT2_BACKEND_CUDA;

@@ -10,6 +10,11 @@ if ! command -v python3 >/dev/null || ! python3 -c "import openai" 2>/dev/null; 
 fi
 [ -x ./server ] && [ -x ./demo ] || { echo "server tests: ./server and ./demo must be built first"; exit 1; }
 port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+# a step budget out of range is refused at start, naming it (0 and below by the server, above 262144 by gpt2_load)
+for bad in 0 262145; do
+  out=$(./server --backend cpu --step-tokens $bad 2>&1) && { echo "FAIL ./server --step-tokens $bad started"; exit 1; }
+  echo "$out" | grep -q "step.tokens" || { echo "FAIL ./server --step-tokens $bad: $out"; exit 1; }
+done
 KEY=test-key-$$
 P1=$(port); P2=$(port); P3=$(port)
 LOG=$(mktemp -d)
@@ -18,7 +23,8 @@ S1=$!
 ./server --backend cpu --host 127.0.0.1 --port "$P2" --api-key "$KEY" --max-batch 1 --max-queue 0 --max-body 4096 \
   > "$LOG/small.log" 2>&1 &
 S2=$!
-./server --backend cpu --host 127.0.0.1 --port "$P3" --api-key "$KEY" --max-batch 2 --score-slots 2 > "$LOG/scorer.log" 2>&1 &
+./server --backend cpu --host 127.0.0.1 --port "$P3" --api-key "$KEY" --max-batch 2 --score-slots 2 \
+  --step-tokens 16384 > "$LOG/scorer.log" 2>&1 &
 S3=$!
 up() { python3 -c "import sys, urllib.request; urllib.request.urlopen('http://127.0.0.1:$1/health', timeout=1)" 2>/dev/null; }
 for _ in $(seq 100); do up "$P1" && up "$P2" && up "$P3" && break; sleep 0.1; done
