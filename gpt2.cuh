@@ -7131,10 +7131,9 @@ static gpt2_status gpt2__decode_lt(gpt2__cuda_state *S, const gpt2__lane *L, voi
    pieces part [k][N-P][O] without the bias, for gpt2__residual_ln_kernel to add up (gpt2__resid). few: the decode
    rows go to the few-row kernel (gpt2__paths.few_row: gpt2__few_row_use said it serves this product). */
 template <typename T>
-static gpt2_status gpt2__linear(gpt2_model *m, gpt2__cuda_state *S, const gpt2__lane *L, int few, void *D, const void *W, const void *X, const void *bias,
+static gpt2_status gpt2__linear(gpt2__cuda_state *S, const gpt2__lane *L, int few, void *D, const void *W, const void *X, const void *bias,
                                 int O, int N, int P, int I, int epi, int out_f32, int ldd, float *part) {
     const cudaDataType_t dt = gpt2__cuda_type<T>::id;
-    (void)m;
     if (ldd < O) ldd = O;
     gpt2_status st;
     /* prompt rows: cuBLASLt's GELU epilogue is the tanh form; another activation follows the bias epilogue */
@@ -9292,7 +9291,7 @@ static gpt2_status gpt2__cuda_run_t(gpt2_model *m, gpt2__cuda_state *S, gpt2__la
             const gpt2__ln_fold<T> f = {S->x2, L.x, L.part, ad.stride, gpt2__decode_pieces(F), (const T *)S->layers[l - 1].fcp_b,
                                     y->ln1_w, y->ln1_b, cf->ln_eps};
             st = gpt2__ln_fold_run<T>(S, &L, qkv, y->qkv_w, y->qkv_b, 3 * C, N, C, GPT2__ACT_NONE, f);
-        } else st = gpt2__linear<T>(m, S, &L, p.few_row[0], qkv, y->qkv_w, ln, y->qkv_b, 3 * C, N, P, C, GPT2__EPI_BIAS, 0, 0, NULL);
+        } else st = gpt2__linear<T>(S, &L, p.few_row[0], qkv, y->qkv_w, ln, y->qkv_b, 3 * C, N, P, C, GPT2__EPI_BIAS, 0, 0, NULL);
         if (st) return st;
         if ((st = gpt2__attention<T>(S, &L, &p, m, l, d, N))) return st;
         /* The last layer's rows after attention serve only the logits: with d->n_gat (a step of prompt rows, not
@@ -9310,7 +9309,7 @@ static gpt2_status gpt2__cuda_run_t(gpt2_model *m, gpt2__cuda_state *S, gpt2__la
                 return st;
             ad.P = Pl; /* (the decode rows' pieces are where they were: N - P = Nl - Pl rows) */
         }
-        if ((st = gpt2__linear<T>(m, S, &L, p.few_row[1], proj, y->proj_w, al, y->proj_b, C, Nl, Pl, C, GPT2__EPI_BIAS, 0, 0, L.part))) return st;
+        if ((st = gpt2__linear<T>(S, &L, p.few_row[1], proj, y->proj_w, al, y->proj_b, C, Nl, Pl, C, GPT2__EPI_BIAS, 0, 0, L.part))) return st;
         ad.bias = (const T *)y->proj_b;
         ad.pieces = gpt2__decode_pieces(C);
         if (fuse) {
@@ -9321,11 +9320,11 @@ static gpt2_status gpt2__cuda_run_t(gpt2_model *m, gpt2__cuda_state *S, gpt2__la
             ad.defer = 1;
             st = gpt2__residual_ln<T>(L.stream, Nl, xl, ad, NULL, NULL, NULL, NULL, NULL, y->ln2_w, y->ln2_b, ln, C, cf->ln_eps, L.pdl);
             ad.defer = 0;
-            if (!st) st = gpt2__linear<T>(m, S, &L, p.few_row[2], fc, y->fc_w, ln, y->fc_b, F, Nl, Pl, C, GPT2__EPI_BIAS_ACT, 0, 0, NULL);
+            if (!st) st = gpt2__linear<T>(S, &L, p.few_row[2], fc, y->fc_w, ln, y->fc_b, F, Nl, Pl, C, GPT2__EPI_BIAS_ACT, 0, 0, NULL);
         }
         if (st) return st;
         /* prompt rows into att (free once the proj product has read it): proj's output joins them again below */
-        if ((st = gpt2__linear<T>(m, S, &L, p.few_row[3], att, y->fcp_w, fc, y->fcp_b, C, Nl, Pl, F, GPT2__EPI_BIAS, 0, 0, L.part))) return st;
+        if ((st = gpt2__linear<T>(S, &L, p.few_row[3], att, y->fcp_w, fc, y->fcp_b, C, Nl, Pl, F, GPT2__EPI_BIAS, 0, 0, L.part))) return st;
         ad.bias = (const T *)y->fcp_b;
         ad.pieces = gpt2__decode_pieces(F);
         if (fuse && !last) continue;
@@ -9337,7 +9336,7 @@ static gpt2_status gpt2__cuda_run_t(gpt2_model *m, gpt2__cuda_state *S, gpt2__la
         if (st) return st;
     }
     if (!head) return GPT2_OK;
-    return gpt2__linear<T>(m, S, &L, p.few_row[4], L.logits, S->lm_head, ln, NULL, S->ldv, n_out, 0, C, GPT2__EPI_NONE, 1, S->ldv, NULL);
+    return gpt2__linear<T>(S, &L, p.few_row[4], L.logits, S->lm_head, ln, NULL, S->ldv, n_out, 0, C, GPT2__EPI_NONE, 1, S->ldv, NULL);
 }
 
 static gpt2_status gpt2__cuda_run(gpt2_model *m, const gpt2__lane *L, const gpt2__cuda_meta *d, int N, int P, int n_out, int all_rows,
@@ -9879,7 +9878,7 @@ static gpt2_status gpt2__cuda_score_rows(gpt2_model *m, gpt2__cuda_state *S, con
         if (S->score_fused) return gpt2__cuda_score_fused<T>(m, S, L, (const T *)L->ln, n, targets, lp, rank);
     for (int c0 = 0; c0 < n; c0 += S->logit_rows) {
         const int nr = n - c0 < S->logit_rows ? n - c0 : S->logit_rows;
-        gpt2_status st = gpt2__linear<T>(m, S, L, 0, L->logits, S->lm_head, (const T *)L->ln + (size_t)c0 * C, NULL, S->ldv, nr, nr, C,
+        gpt2_status st = gpt2__linear<T>(S, L, 0, L->logits, S->lm_head, (const T *)L->ln + (size_t)c0 * C, NULL, S->ldv, nr, nr, C,
                                          GPT2__EPI_NONE, 1, S->ldv, NULL);
         if (st) return st;
         gpt2__score_kernel<<<nr, 256, 0, L->stream>>>(L->logits, m->cfg.n_vocab, S->ldv, targets + c0, lp + c0, rank + c0);

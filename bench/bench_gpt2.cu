@@ -378,17 +378,17 @@ template <typename T> static void ph_gemms_t(gpt2_model *m) {
     const gpt2__paths p = gpt2__paths_of(S, m, &g_d, g_N, g_P, g_n, 0, &L);
     for (int l = 0; l < m->cfg.n_layer; l++) {
         const gpt2__cuda_layer *y = &S->layers[l];
-        CHECK(gpt2__linear<T>(m, S, &L, p.few_row[0], S->qkv, y->qkv_w, S->ln, y->qkv_b, 3 * C, N, g_P, C, GPT2__EPI_BIAS, 0, 0, NULL) == GPT2_OK);
-        CHECK(gpt2__linear<T>(m, S, &L, p.few_row[1], S->proj, y->proj_w, S->att, y->proj_b, C, N, g_P, C, GPT2__EPI_BIAS, 0, 0, S->part) == GPT2_OK);
-        CHECK(gpt2__linear<T>(m, S, &L, p.few_row[2], S->fc, y->fc_w, S->ln, y->fc_b, F, N, g_P, C, GPT2__EPI_BIAS_ACT, 0, 0, NULL) == GPT2_OK);
-        CHECK(gpt2__linear<T>(m, S, &L, p.few_row[3], S->att, y->fcp_w, S->fc, y->fcp_b, C, N, g_P, F, GPT2__EPI_BIAS, 0, 0, S->part) == GPT2_OK);
+        CHECK(gpt2__linear<T>(S, &L, p.few_row[0], S->qkv, y->qkv_w, S->ln, y->qkv_b, 3 * C, N, g_P, C, GPT2__EPI_BIAS, 0, 0, NULL) == GPT2_OK);
+        CHECK(gpt2__linear<T>(S, &L, p.few_row[1], S->proj, y->proj_w, S->att, y->proj_b, C, N, g_P, C, GPT2__EPI_BIAS, 0, 0, S->part) == GPT2_OK);
+        CHECK(gpt2__linear<T>(S, &L, p.few_row[2], S->fc, y->fc_w, S->ln, y->fc_b, F, N, g_P, C, GPT2__EPI_BIAS_ACT, 0, 0, NULL) == GPT2_OK);
+        CHECK(gpt2__linear<T>(S, &L, p.few_row[3], S->att, y->fcp_w, S->fc, y->fcp_b, C, N, g_P, F, GPT2__EPI_BIAS, 0, 0, S->part) == GPT2_OK);
     }
 }
 template <typename T> static void ph_logits_t(gpt2_model *m) {
     gpt2__cuda_state *S = (gpt2__cuda_state *)m->cuda;
     const gpt2__lane L = gpt2__lane_of(S);
     const gpt2__paths p = gpt2__paths_of(S, m, &g_d, g_N, g_P, g_n, 0, &L);
-    CHECK(gpt2__linear<T>(m, S, &L, p.few_row[4], S->logits, S->lm_head, S->ln, NULL, S->ldv, g_n, 0, m->cfg.n_embd, GPT2__EPI_NONE, 1, S->ldv, NULL) ==
+    CHECK(gpt2__linear<T>(S, &L, p.few_row[4], S->logits, S->lm_head, S->ln, NULL, S->ldv, g_n, 0, m->cfg.n_embd, GPT2__EPI_NONE, 1, S->ldv, NULL) ==
           GPT2_OK);
 }
 template <typename T> static void ph_norms_t(gpt2_model *m) {
@@ -496,7 +496,7 @@ template <typename T> static void ph_score_product_t(gpt2_model *m) {
     const int C = m->cfg.n_embd;
     for (int c0 = 0; c0 < g_sb_rows; c0 += S->logit_rows) {
         const int nr = g_sb_rows - c0 < S->logit_rows ? g_sb_rows - c0 : S->logit_rows;
-        CHECK(gpt2__linear<T>(m, S, &L, 0, S->logits, S->lm_head, (const T *)S->ln + (size_t)c0 * C, NULL, S->ldv, nr, nr, C,
+        CHECK(gpt2__linear<T>(S, &L, 0, S->logits, S->lm_head, (const T *)S->ln + (size_t)c0 * C, NULL, S->ldv, nr, nr, C,
                               GPT2__EPI_NONE, 1, S->ldv, NULL) == GPT2_OK);
     }
 }
