@@ -29,7 +29,7 @@
                             more between cudaProfilerStart and cudaProfilerStop, for `ncu --profile-from-start off`
                             (bench/profile.sh)
    bench/trace --trace SIZE: one many-row decode step's kernels on a timeline (CUPTI, `make bench/trace`;
-                            TRACE_ALL=1 lists them)
+                            TRACE_ALL=1 lists them); --only score --trace SIZE: the scoring call's kernels by family
    bench/bench_gpt2 [--reps N] --spec-text DIR [K...]: speculation on real text: the model in DIR (e.g. weights)
                             continues a passage greedily, 256 tokens, without drafts and with at most K draft tokens a
                             step (default 2 4 6 8): ms per token, drafts kept, and whether the tokens are the same
@@ -554,6 +554,7 @@ static void score_breakdown(const char *size, gpt2_dtype dt) {
 #ifdef BENCH_CUPTI
 #include <cupti.h>
 #include <algorithm>
+#include <string>
 struct trace_k { uint64_t t0, t1; int attn; const char *name; };
 static std::vector<trace_k> g_tr;
 static void CUPTIAPI tr_request(uint8_t **buf, size_t *size, size_t *max_records) {
@@ -624,6 +625,52 @@ static void trace_step(const char *size, gpt2_dtype dt) {
                        k.attn ? 'A' : '.', k.name);
     }
     free(tok); free(next); free(seqs);
+    gpt2_free(m);
+}
+
+/* --only score --trace SIZE: the scoring workload's call (16 texts of 1024 tokens, --score-tokens N for the step) on
+   a timeline: the call's span from its first kernel's start to its last one's end, the time no kernel ran in it
+   (the host's turns between steps), and each kernel family's count and summed time, the largest first. */
+static void trace_score(const char *size, gpt2_dtype dt) {
+    if (cuptiActivityRegisterCallbacks(tr_request, tr_complete) != CUPTI_SUCCESS ||
+        cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL) != CUPTI_SUCCESS) { fprintf(stderr, "CUPTI unavailable\n"); exit(1); }
+    const int B = 16, T = 1024;
+    gpt2_model *m = random_model(size, dt, B, T, g_score_tokens);
+    CHECK(m);
+    std::vector<float> lp((size_t)B * (T - 1));
+    double sum;
+    for (int r = 0; r < 3; r++) run_score(m, B, T, lp.data(), &sum);
+    CU(cudaDeviceSynchronize());
+    cuptiActivityFlushAll(1);
+    for (int rep = 0; rep < 3; rep++) {
+        g_tr.clear();
+        const double call = run_score(m, B, T, lp.data(), &sum);
+        CU(cudaDeviceSynchronize());
+        cuptiActivityFlushAll(1);
+        if (g_tr.empty()) { printf("trace: no kernel records\n"); break; }
+        std::sort(g_tr.begin(), g_tr.end(), [](const trace_k &a, const trace_k &b) { return a.t0 < b.t0; });
+        uint64_t t1 = g_tr.front().t1;
+        std::vector<std::pair<uint64_t, uint64_t>> all;
+        std::vector<std::pair<std::string, std::pair<int, double>>> fam;
+        for (const trace_k &k : g_tr) {
+            t1 = std::max(t1, k.t1);
+            all.push_back({k.t0, k.t1});
+            std::string name(k.name);
+            name = name.substr(0, name.find_first_of("<("));
+            size_t f = 0;
+            while (f < fam.size() && fam[f].first != name) f++;
+            if (f == fam.size()) fam.push_back({name, {0, 0.0}});
+            fam[f].second.first++;
+            fam[f].second.second += (double)(k.t1 - k.t0);
+        }
+        const double span = (double)(t1 - g_tr.front().t0), busy = tr_union(all);
+        printf("trace %s score %d x %d (%s, step %d tokens): call %.3f ms, kernels from first to last %.3f ms, %zu kernels, "
+               "none running %.3f ms\n", size, B, T, dtype_name(dt), m->prefill_tokens, call * 1e3, span / 1e6, g_tr.size(),
+               (span - busy) / 1e6);
+        if (rep < 2) continue;
+        std::sort(fam.begin(), fam.end(), [](const auto &a, const auto &b) { return a.second.second > b.second.second; });
+        for (const auto &f : fam) printf("  %8.3f ms %5d  %.70s\n", f.second.second / 1e6, f.second.first, f.first.c_str());
+    }
     gpt2_free(m);
 }
 #endif
@@ -729,7 +776,11 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--score-rows") && i + 1 < argc) g_score_rows = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--bd-rows") && i + 1 < argc) g_bd_rows = atoi(argv[++i]);
 #ifdef BENCH_CUPTI
-        else if (!strcmp(argv[i], "--trace") && i + 1 < argc) { trace_step(argv[i + 1], dt); return 0; }
+        else if (!strcmp(argv[i], "--trace") && i + 1 < argc) {
+            if (only && !strcmp(only, "score")) trace_score(argv[i + 1], dt);
+            else trace_step(argv[i + 1], dt);
+            return 0;
+        }
 #endif
         else if (!strcmp(argv[i], "--spec") && i + 1 < argc) g_spec = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--sampling") && i + 1 < argc) {
