@@ -1,5 +1,5 @@
-/* tests/sanitize_kernels.cu — gpt2.cuh's few-row decode products and its sampler on random data, with no cuBLASLt
-   call, for compute-sanitizer (tests/sanitize.sh runs it under racecheck, memcheck and synccheck).
+/* tests/sanitize_kernels.cu — gpt2.cuh's few-row decode products, its sampler and scoring's fused product on random
+   data, with no cuBLASLt call, for compute-sanitizer (tests/sanitize.sh runs it under racecheck, memcheck and synccheck).
 
    Why a program of its own: racecheck cannot get past cuBLASLt. Over cuBLASLt's kernels it runs for hours (and
    reports hazards inside them: it does not follow their barriers), and with a kernel filter (`--kernel-name
@@ -17,6 +17,8 @@
      multiply-add chain bit for bit (GELU within 1e-5);
    - the sampler (gpt2__sample_kernel) at vocabularies 1003 and 50257: greedy, top-k, top-p, both, no cut, with and
      without a pure decode step's advance record;
+   - scoring's fused product (sm_90a code, F16 and BF16) on three shapes, against the host's log-probabilities and
+     ranks;
    and checks what can be checked without cuBLASLt: the two block widths give the same bits, and so do the two
    rings (output and updated residual rows); the sampler picks the CPU's token. Prints one line per group and
    "N checks, N failed". With `few` as the argument: row counts 1, 2, 9 and 16 only, the logits' shape 5000 columns
@@ -271,8 +273,82 @@ static void sampler_vocab(int V) {
     cudaFree(d_logits); cudaFree(d_picks); cudaFree(d_next); cudaFree(d_pos); cudaFree(d_tok);
 }
 
+/* Scoring's fused product (gpt2__cuda_score_fused: gpt2__score_target_kernel, gpt2__score_gemm_kernel,
+   gpt2__score_finish_kernel; sm_90a code) on n random rows of width C against a random head of V rows: each row's
+   log-probability within 1e-5 (1 + |lp|) of the host's, from the logits in double, and its rank between how many
+   logits exceed the target's by more than 1e-5 (1 + max |logit|) and how many come within that of it or above */
+template <typename T>
+static void score_shape(gpt2__cuda_state *S, const char *dt, int n, int C, int V) {
+    static gpt2_model m;
+    memset(&m, 0, sizeof m);
+    m.cfg.n_embd = C; m.cfg.n_vocab = V; m.dtype = gpt2__cuda_type<T>::id == CUDA_R_16F ? GPT2_DTYPE_F16 : GPT2_DTYPE_BF16;
+    int wg = 0; /* the code running was built for sm_90a */
+    CK(cudaMemcpyFromSymbol(&wg, gpt2__built_wg, sizeof wg));
+    std::vector<T> ln((size_t)n * C), w((size_t)V * C);
+    for (auto &e : ln) e = tof<T>(frand(2.0f));
+    for (auto &e : w) e = tof<T>(frand(0.1f));
+    std::vector<int> tg(n);
+    for (int r = 0; r < n; r++) tg[r] = (int)((r * 7919u + 13u) % (unsigned)V);
+    T *d_ln, *d_w;
+    int *d_tg, *d_rank;
+    double *d_lp;
+    CK(cudaMalloc(&d_ln, ln.size() * sizeof(T))); CK(cudaMalloc(&d_w, w.size() * sizeof(T)));
+    CK(cudaMalloc(&d_tg, n * sizeof(int))); CK(cudaMalloc(&d_rank, n * sizeof(int))); CK(cudaMalloc(&d_lp, n * sizeof(double)));
+    CK(cudaMemcpy(d_ln, ln.data(), ln.size() * sizeof(T), cudaMemcpyHostToDevice));
+    CK(cudaMemcpy(d_w, w.data(), w.size() * sizeof(T), cudaMemcpyHostToDevice));
+    CK(cudaMemcpy(d_tg, tg.data(), n * sizeof(int), cudaMemcpyHostToDevice));
+    S->lm_head = d_w;
+    S->ldv = (V + 7) & ~7;
+    S->logit_rows = n; /* the buffer of the tiles' sums: as the engine sizes it, at least n rows of ldv floats */
+    CK(cudaMalloc(&S->logits, (size_t)S->logit_rows * S->ldv * sizeof(float)));
+    if (!wg) printf("%s score: not built for sm_90a here: the fused product does not run\n", dt);
+    else if (!gpt2__score_enable<T>(&m, S, wg)) {
+        printf("%s score: the fused product cannot run here (a driver that encodes tensor maps)\n", dt);
+        expect(0, "fused score enabled");
+    } else {
+        gpt2__lane L = gpt2__lane_of(S);
+        ST_OK((gpt2__cuda_score_fused<T>(&m, S, &L, d_ln, n, d_tg, d_lp, d_rank)));
+        CK(cudaStreamSynchronize(S->stream));
+        std::vector<double> lp(n);
+        std::vector<int> rank(n);
+        CK(cudaMemcpy(lp.data(), d_lp, n * sizeof(double), cudaMemcpyDeviceToHost));
+        CK(cudaMemcpy(rank.data(), d_rank, n * sizeof(int), cudaMemcpyDeviceToHost));
+        std::vector<double> lg(V);
+        int bad = 0;
+        for (int r = 0; r < n; r++) {
+            double mx = -INFINITY, ma = 0, sum = 0;
+            for (int v = 0; v < V; v++) {
+                double a = 0;
+                for (int k = 0; k < C; k++) a += (double)(float)ln[(size_t)r * C + k] * (double)(float)w[(size_t)v * C + k];
+                lg[v] = a;
+                mx = a > mx ? a : mx;
+                ma = fabs(a) > ma ? fabs(a) : ma;
+            }
+            for (int v = 0; v < V; v++) sum += exp(lg[v] - mx);
+            const double want = lg[tg[r]] - mx - log(sum), eps = 1e-5 * (1 + ma);
+            int lo = 0, hi = 0;
+            for (int v = 0; v < V; v++)
+                if (v != tg[r]) lo += lg[v] > lg[tg[r]] + eps, hi += lg[v] >= lg[tg[r]] - eps;
+            if (fabs(lp[r] - want) > 1e-5 * (1 + fabs(want)) || rank[r] < lo || rank[r] > hi) {
+                if (bad++ < 3) printf("  row %d: log-probability %.9f rank %d, host %.9f ranks %d..%d\n", r, lp[r], rank[r], want, lo, hi);
+            }
+        }
+        char what[160];
+        snprintf(what, sizeof what, "%s score %d rows x %d against %d: %d rows off the host's", dt, n, C, V, bad);
+        expect(bad == 0, what);
+        printf("%s score %4d rows x %4d against %5d\n", dt, n, C, V);
+    }
+    cudaFree(d_ln); cudaFree(d_w); cudaFree(d_tg); cudaFree(d_rank); cudaFree(d_lp); cudaFree(S->logits);
+    S->logits = NULL;
+}
+
 template <typename T>
 static void run_dtype(gpt2__cuda_state *S, const char *dt) {
+    /* scoring's fused product: a head narrower than a tile, K below a slice; GPT-2's 768 against a cut vocabulary (the
+       whole one without few); rows past a pair of tiles */
+    score_shape<T>(S, dt, 70, 32, 109);
+    score_shape<T>(S, dt, few ? 65 : 130, 768, few ? 5000 : 50257);
+    score_shape<T>(S, dt, 200, 1600, 1031);
     if (!gpt2__few_row_enable<T>() || !gpt2__few_row_enable<T, GPT2__FEW_ROW_NW_WIDE>()) {
         printf("%s: gpt2__few_row_kernel cannot run on this GPU (sm_80+ code needed)\n", dt);
         expect(0, "skinny kernel enabled");
