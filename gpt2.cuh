@@ -326,6 +326,7 @@ GPT2_API int          gpt2_model_max_seq(const gpt2_model *model);
 #define GPT2__ARGMAX_LD 4          /* 16-byte loads per thread in flight in the sampler's argmax */
 #define GPT2__MAX_GRAPHS 16
 #define GPT2__MAX_GEMMS 256
+#define GPT2__SCORE_ROW_BYTES 16   /* gpt2_score's staging a fed row: its log-probability (double), rank and target (int) */
 
 /* decode attention */
 #ifndef GPT2__SPAN_LEN
@@ -6065,7 +6066,9 @@ typedef struct gpt2__cuda_state {
     uint64_t *fly_draw[2];              /* per blob [max_rows]: the row's draw (its index in the request's outputs) */
     float *stash;                       /* [stash_rows][ldv]: raw logits of a step's rows with logprobs */
     int stash_rows;
-    cudaEvent_t fly_done[2];            /* per blob: recorded once its step's ids are back */
+    cudaEvent_t fly_done[2];            /* per blob: recorded once its step's ids are back (gpt2_score's: its results) */
+    void *score_d, *score_h;            /* gpt2_score's rows, per staging blob [max_rows]: log-probabilities (double),
+                                           ranks and target ids (int); on the device, and pinned on the host */
     int feed_n;                         /* the last launched step's sequences when it was pure decode, else -1 */
     int lookahead;                      /* gpt2_generate may launch a step before reading the one before (tests: off) */
     gpt2__cuda_graph graphs[GPT2__MAX_GRAPHS];
@@ -9890,83 +9893,106 @@ static gpt2_status gpt2__cuda_score_rows(gpt2_model *m, gpt2__cuda_state *S, con
 /* gpt2_score on the GPU. Windows (gpt2__score_next, in order) are packed into steps like prompts: whole windows, at
    most max_batch of them (a KV slot each) and S->max_rows fed rows. A step's last layer runs on its scored rows alone
    (the compacted rows of gpt2__cuda_run_t), whose final layer norm gpt2__cuda_score_rows turns into log-probabilities
-   and ranks on the device; only those (a double and an int a token) come back. The sums are added on the host in the
-   CPU's order (request, window, row). Device memory: the logits buffer the backend already holds, and 16 bytes a
-   fed row. */
+   and ranks on the device; only those (a double and an int a token) come back. Steps alternate between the two
+   staging blobs (h_meta, and S->score_h / S->score_d for the rows): the host packs and launches a step, then reads the
+   one before it (its event, fly_done), so the GPU never waits for the host between steps. The sums are added on the
+   host in the CPU's order (request, window, row). Device memory: the logits buffer the backend already holds, and
+   S->score_d. */
+typedef struct gpt2__score_rows_at { double *lp; int *rank, *targets; } gpt2__score_rows_at;
+static gpt2__score_rows_at gpt2__score_rows_in(void *base, int R, int b) {
+    char *p = (char *)base + (size_t)b * R * GPT2__SCORE_ROW_BYTES;
+    gpt2__score_rows_at a = {(double *)p, (int *)(p + (size_t)R * sizeof(double)), (int *)(p + (size_t)R * (sizeof(double) + sizeof(int)))};
+    return a;
+}
+
+/* Packs nw windows (N fed rows) into staging blob b and launches their step; its results land in S->score_h's blob b,
+   fly_done[b] recorded after them. */
+static gpt2_status gpt2__cuda_score_step(gpt2_model *m, const gpt2_score_request *reqs, const gpt2__score_win *win, int nw, int N, int b) {
+    gpt2__cuda_state *S = (gpt2__cuda_state *)m->cuda;
+    const gpt2__score_rows_at hr = gpt2__score_rows_in(S->score_h, S->max_rows, b), dr = gpt2__score_rows_in(S->score_d, S->max_rows, b);
+    gpt2__cuda_meta h = gpt2__meta_at(S->h_meta[b], N, N, 0), d = gpt2__meta_at(S->d_meta, N, N, 0);
+    int n = 0;
+    for (int k = 0, r = 0; k < nw; k++) {
+        const int *tok = reqs[win[k].req].tokens + win[k].s;
+        for (int p = 0; p < win[k].n_in; p++, r++) {
+            h.tok[r] = tok[p];
+            h.pos[r] = p;
+            h.slot[r] = k;
+            if (p < win[k].first) continue;
+            h.out_row[n] = h.gat[n] = r;
+            h.outc[n] = n;
+            hr.targets[n++] = tok[p + 1];
+        }
+    }
+    gpt2__plan_attention(&h, N, S->flash);
+    d.n_att = h.n_att;
+    d.n_tiles = h.n_tiles; d.tile_keys = h.tile_keys;
+    d.n_gat = n; d.gat_P = n;
+    if (cudaMemcpyAsync(S->d_meta, S->h_meta[b], h.bytes, cudaMemcpyHostToDevice, S->stream) != cudaSuccess ||
+        cudaMemcpyAsync(dr.targets, hr.targets, (size_t)n * sizeof(int), cudaMemcpyHostToDevice, S->stream) != cudaSuccess)
+        return gpt2__fail(GPT2_ERR_DEVICE, "%s:%d: gpt2_score: copying a step's rows: %s", __FILE__, __LINE__, cudaGetErrorString(cudaGetLastError()));
+    const gpt2__lane lane = gpt2__lane_of(S);
+    gpt2_status st = gpt2__cuda_run(m, &lane, &d, N, N, n, 0, 0);
+    if (!st)
+        st = m->dtype == GPT2_DTYPE_F16 ? gpt2__cuda_score_rows<__half>(m, S, &lane, n, dr.targets, dr.lp, dr.rank)
+           : m->dtype == GPT2_DTYPE_BF16 ? gpt2__cuda_score_rows<__nv_bfloat16>(m, S, &lane, n, dr.targets, dr.lp, dr.rank)
+           : gpt2__cuda_score_rows<float>(m, S, &lane, n, dr.targets, dr.lp, dr.rank);
+    if (!st && (cudaMemcpyAsync(hr.lp, dr.lp, (size_t)n * sizeof(double), cudaMemcpyDeviceToHost, S->stream) != cudaSuccess ||
+                cudaMemcpyAsync(hr.rank, dr.rank, (size_t)n * sizeof(int), cudaMemcpyDeviceToHost, S->stream) != cudaSuccess ||
+                cudaEventRecord(S->fly_done[b], S->stream) != cudaSuccess))
+        st = gpt2__fail(GPT2_ERR_DEVICE, "%s:%d: gpt2_score: %s", __FILE__, __LINE__, cudaGetErrorString(cudaGetLastError()));
+    return st;
+}
+
+/* Waits for the step in staging blob b (nw windows) and adds its rows to their requests. */
+static gpt2_status gpt2__cuda_score_collect(gpt2_model *m, gpt2_score_request *reqs, const gpt2__score_win *win, int nw, int b) {
+    gpt2__cuda_state *S = (gpt2__cuda_state *)m->cuda;
+    if (cudaEventSynchronize(S->fly_done[b]) != cudaSuccess)
+        return gpt2__fail(GPT2_ERR_DEVICE, "%s:%d: gpt2_score: %s", __FILE__, __LINE__, cudaGetErrorString(cudaGetLastError()));
+    const gpt2__score_rows_at hr = gpt2__score_rows_in(S->score_h, S->max_rows, b);
+    for (int k = 0, o = 0; k < nw; k++) {
+        gpt2_score_request *r = &reqs[win[k].req];
+        for (int p = win[k].first; p < win[k].n_in; p++, o++) {
+            const int at = win[k].s + p + 1 - r->n_context;
+            if (r->logprobs) r->logprobs[at] = (float)hr.lp[o];
+            if (r->ranks) r->ranks[at] = hr.rank[o];
+            r->sum_logprob += hr.lp[o];
+            r->n_scored++;
+        }
+    }
+    return GPT2_OK;
+}
+
 static gpt2_status gpt2__cuda_score(gpt2_model *m, gpt2_score_request *reqs, int n) {
     gpt2__cuda_state *S = (gpt2__cuda_state *)m->cuda;
-    const int L = m->max_seq, R = S->max_rows;
+    const int L = m->max_seq, R = S->max_rows, B = m->max_batch;
     GPT2__CU(cudaSetDevice(S->device));
     S->dup_step = 0;
-    gpt2__score_win *win = (gpt2__score_win *)gpt2__alloc((size_t)m->max_batch * sizeof *win);
-    int *targets = (int *)gpt2__alloc((size_t)R * sizeof(int)), *rank = (int *)gpt2__alloc((size_t)R * sizeof(int));
-    double *lp = (double *)gpt2__alloc((size_t)R * sizeof(double));
-    void *dev = NULL;
-    gpt2_status st = win && targets && rank && lp ? GPT2_OK : gpt2__fail(GPT2_ERR_OOM, "gpt2_score: cannot allocate its %d-row tables", R);
-    if (!st && cudaMalloc(&dev, (size_t)R * (sizeof(double) + 2 * sizeof(int))) != cudaSuccess) {
-        cudaGetLastError();
-        st = gpt2__fail(GPT2_ERR_OOM, "gpt2_score: cannot allocate %zu bytes on the GPU", (size_t)R * (sizeof(double) + 2 * sizeof(int)));
-    }
-    double *d_lp = (double *)dev;
-    int *d_rank = (int *)(d_lp + R), *d_targets = d_rank + R;
+    S->feed_n = -1; /* d_meta is the scorer's now */
+    gpt2__score_win *win = (gpt2__score_win *)gpt2__alloc(2 * (size_t)B * sizeof *win); /* [2][max_batch]: each blob's windows */
+    gpt2_status st = win ? GPT2_OK : gpt2__fail(GPT2_ERR_OOM, "gpt2_score: cannot allocate its window tables");
+    int nw[2] = {0, 0};
     gpt2__score_cursor cur = {0, 0};
     gpt2__score_win next;
     int have = !st && gpt2__score_next(reqs, n, L, &cur, &next);
-    while (!st && have) {
-        /* a step: windows while they fit */
-        int nw = 0, N = 0, n_out = 0;
-        while (have && nw < m->max_batch && N + next.n_in <= R) {
-            win[nw++] = next;
-            N += next.n_in;
-            have = gpt2__score_next(reqs, n, L, &cur, &next);
-        }
-        if (nw == 0) { st = gpt2__fail(GPT2_ERR_ARG, "gpt2_score: a window of %d rows exceeds the %d rows of a step", next.n_in, R); break; }
-        gpt2__cuda_meta h = gpt2__meta_at(S->h_meta[0], N, N, 0), d = gpt2__meta_at(S->d_meta, N, N, 0);
-        for (int k = 0, r = 0; k < nw; k++) {
-            const int *tok = reqs[win[k].req].tokens + win[k].s;
-            for (int p = 0; p < win[k].n_in; p++, r++) {
-                h.tok[r] = tok[p];
-                h.pos[r] = p;
-                h.slot[r] = k;
-                if (p < win[k].first) continue;
-                h.out_row[n_out] = h.gat[n_out] = r;
-                h.outc[n_out] = n_out;
-                targets[n_out++] = tok[p + 1];
+    for (int b = 0; !st && (have || nw[1 - b]); b ^= 1) {
+        if (have) { /* a step into blob b: windows while they fit */
+            int N = 0;
+            while (have && nw[b] < B && N + next.n_in <= R) {
+                win[(size_t)b * B + nw[b]++] = next;
+                N += next.n_in;
+                have = gpt2__score_next(reqs, n, L, &cur, &next);
             }
+            if (nw[b] == 0) { st = gpt2__fail(GPT2_ERR_ARG, "gpt2_score: a window of %d rows exceeds the %d rows of a step", next.n_in, R); break; }
+            if ((st = gpt2__cuda_score_step(m, reqs, win + (size_t)b * B, nw[b], N, b))) break;
         }
-        gpt2__plan_attention(&h, N, S->flash);
-        d.n_att = h.n_att;
-        d.n_tiles = h.n_tiles; d.tile_keys = h.tile_keys;
-        d.n_gat = n_out; d.gat_P = n_out;
-        if (cudaMemcpyAsync(S->d_meta, S->h_meta[0], h.bytes, cudaMemcpyHostToDevice, S->stream) != cudaSuccess ||
-            cudaMemcpyAsync(d_targets, targets, (size_t)n_out * sizeof(int), cudaMemcpyHostToDevice, S->stream) != cudaSuccess) {
-            st = gpt2__fail(GPT2_ERR_DEVICE, "%s:%d: gpt2_score: copying a step's rows: %s", __FILE__, __LINE__, cudaGetErrorString(cudaGetLastError()));
-            break;
-        }
-        const gpt2__lane lane = gpt2__lane_of(S);
-        st = gpt2__cuda_run(m, &lane, &d, N, N, n_out, 0, 0);
-        if (!st)
-            st = m->dtype == GPT2_DTYPE_F16 ? gpt2__cuda_score_rows<__half>(m, S, &lane, n_out, d_targets, d_lp, d_rank)
-               : m->dtype == GPT2_DTYPE_BF16 ? gpt2__cuda_score_rows<__nv_bfloat16>(m, S, &lane, n_out, d_targets, d_lp, d_rank)
-               : gpt2__cuda_score_rows<float>(m, S, &lane, n_out, d_targets, d_lp, d_rank);
-        if (!st && (cudaMemcpyAsync(lp, d_lp, (size_t)n_out * sizeof(double), cudaMemcpyDeviceToHost, S->stream) != cudaSuccess ||
-                    cudaMemcpyAsync(rank, d_rank, (size_t)n_out * sizeof(int), cudaMemcpyDeviceToHost, S->stream) != cudaSuccess ||
-                    cudaStreamSynchronize(S->stream) != cudaSuccess))
-            st = gpt2__fail(GPT2_ERR_DEVICE, "%s:%d: gpt2_score: %s", __FILE__, __LINE__, cudaGetErrorString(cudaGetLastError()));
-        if (st) { cudaStreamSynchronize(S->stream); break; }
-        for (int k = 0, o = 0; k < nw; k++) {
-            gpt2_score_request *r = &reqs[win[k].req];
-            for (int p = win[k].first; p < win[k].n_in; p++, o++) {
-                const int at = win[k].s + p + 1 - r->n_context;
-                if (r->logprobs) r->logprobs[at] = (float)lp[o];
-                if (r->ranks) r->ranks[at] = rank[o];
-                r->sum_logprob += lp[o];
-                r->n_scored++;
-            }
+        if (nw[1 - b]) { /* the step before, in the other blob */
+            st = gpt2__cuda_score_collect(m, reqs, win + (size_t)(1 - b) * B, nw[1 - b], 1 - b);
+            nw[1 - b] = 0;
         }
     }
-    if (dev) cudaFree(dev);
-    GPT2_FREE(win); GPT2_FREE(targets); GPT2_FREE(rank); GPT2_FREE(lp);
+    if (st) cudaStreamSynchronize(S->stream);
+    GPT2_FREE(win);
     return st;
 }
 
@@ -10267,6 +10293,8 @@ static void gpt2__cuda_free(gpt2_model *m) {
     for (int i = 0; i < 2; i++) { GPT2_FREE(S->fly_req[i]); GPT2_FREE(S->fly_draw[i]); }
     cudaFree(S->d_meta);
     if (S->h_meta[0]) cudaFreeHost(S->h_meta[0]);
+    cudaFree(S->score_d);
+    if (S->score_h) cudaFreeHost(S->score_h);
     for (int i = 0; i < 2; i++) if (S->fly_done[i]) cudaEventDestroy(S->fly_done[i]);
     if (S->fork) cudaEventDestroy(S->fork);
     for (int i = 0; i < GPT2__MAX_PARTS; i++) {
@@ -10427,7 +10455,7 @@ static gpt2_status gpt2__cuda_init_state(gpt2_model *m, gpt2__cuda_state *S, con
     size_t part_per_row = H * (size_t)((m->max_seq + GPT2__SPAN_LEN - 1) / GPT2__SPAN_LEN) * (C / H + 2);
     if (part_per_row < 4 * C) part_per_row = 4 * C;
     size_t fixed = wbytes + GPT2__MAX_PARTS * S->lt_ws_size + ((size_t)64 << 20);
-    size_t per_row = C * 4 + (3 * C + 3 * C + F) * es + part_per_row * 4 + 4 * 4 + 64, per_slot_kv = 2 * L * (size_t)m->max_seq * C * es;
+    size_t per_row = C * 4 + (3 * C + 3 * C + F) * es + part_per_row * 4 + 4 * 4 + 64 + 2 * GPT2__SCORE_ROW_BYTES, per_slot_kv = 2 * L * (size_t)m->max_seq * C * es;
     size_t free_b = 0, total_b = 0;
     GPT2__CU(cudaMemGetInfo(&free_b, &total_b));
     /* prompt tokens per engine step: enough rows for the GEMMs to run at full rate */
@@ -10519,6 +10547,8 @@ static gpt2_status gpt2__cuda_init_state(gpt2_model *m, gpt2__cuda_state *S, con
     S->h_meta_dev = cudaHostGetDevicePointer(&mapped, S->h_meta[0], 0) == cudaSuccess ? (char *)mapped : NULL;
     cudaGetLastError();
     for (int i = 0; i < 2; i++) GPT2__CU(cudaEventCreateWithFlags(&S->fly_done[i], cudaEventDisableTiming));
+    GPT2__CU(cudaMalloc(&S->score_d, 2 * (size_t)S->max_rows * GPT2__SCORE_ROW_BYTES));
+    GPT2__CU(cudaMallocHost(&S->score_h, 2 * (size_t)S->max_rows * GPT2__SCORE_ROW_BYTES));
     S->feed_n = -1;
     /* weights: lay out, then upload through one staging buffer as large as the largest tensor in float32 */
     S->layers = (gpt2__cuda_layer *)gpt2__zalloc(L * sizeof(gpt2__cuda_layer));

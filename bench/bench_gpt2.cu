@@ -6,7 +6,8 @@
      throughput  1024 sequences (256 at 1558M): a 64-token prompt, then 192 tokens each; tokens/s
      prefill     16 sequences of 1024 prompt tokens, each to its next token; tokens/s
      score       16 texts of 1024 tokens through gpt2_score (n_context 1: tokens 1..1023 of each scored, their
-                 log-probabilities back on the host); tokens scored/s
+                 log-probabilities back on the host), the model loaded with step_tokens 16384 as ./demo --score loads
+                 it (--score-tokens N: N; 0: the engine's default step); tokens scored/s
    (default: 124M, f16, every workload, 3 repeats). Each line: the figure (median of the repeats, after a warm-up),
    the bytes and FLOPs it had to move/do, and the fraction of the roofline from the copy bandwidth and the fp16 GEMM
    rate measured at the start of the same run (in every dtype: F32 and BF16 rows are held to the fp16 rate too).
@@ -30,6 +31,8 @@
                             (bench/profile.sh)
    bench/trace --trace SIZE: one many-row decode step's kernels on a timeline (CUPTI, `make bench/trace`;
                             TRACE_ALL=1 lists them); --only score --trace SIZE: the scoring call's kernels by family
+                            (TRACE_ALL=1: each kernel, and when the host launched it; TRACE_ALL=kernels: without the
+                            launches, whose records slow the host)
    bench/bench_gpt2 [--reps N] --spec-text DIR [K...]: speculation on real text: the model in DIR (e.g. weights)
                             continues a passage greedily, 256 tokens, without drafts and with at most K draft tokens a
                             step (default 2 4 6 8): ms per token, drafts kept, and whether the tokens are the same
@@ -159,8 +162,10 @@ static int g_att_mma = 1;   /* --no-att-mma: decode attention on the CUDA cores 
 static int g_hold = 1;      /* --no-hold: gpt2_generate feeds an idle engine's decode rows as their prompts end */
 static int g_score_fused = 1; /* --no-fused-score: scoring's logits through cuBLAS and gpt2__score_kernel (not the fused
                                  gpt2__score_gemm_kernel) */
-static int g_score_tokens = 0; /* --score-tokens N: the scoring workload's model loaded with prefill_tokens N (default:
-                                   the engine's step budget) */
+static int g_score_tokens = -1; /* --score-tokens N: the scoring workload's model loaded with step_tokens N (0: the
+                                    engine's default step, 4096; default: all 16 x 1024 tokens in one step, as the prefill
+                                    workload loads and as the peers run them, and as ./demo --score loads) */
+static int score_step(int B, int T) { return g_score_tokens < 0 ? B * T : g_score_tokens; }
 static int g_spec = 0;      /* --spec K: gpt2_generate verifies up to K draft tokens a step (gpt2_model.spec) */
 static int g_parts = -1;    /* --parts N: decode steps in up to N parts at once (gpt2__cuda_parts; 1: one run; -1: default;
                                more than 2 needs -DGPT2__MAX_PARTS) */
@@ -518,7 +523,7 @@ static void ph_score_product(gpt2_model *m, int) { BY_DTYPE(m, ph_score_product_
 static void ph_score_rows(gpt2_model *m, int) { BY_DTYPE(m, ph_score_rows_t); }
 static void score_breakdown(const char *size, gpt2_dtype dt) {
     const int B = 16, T = 1024;
-    gpt2_model *m = random_model(size, dt, B, T, g_score_tokens);
+    gpt2_model *m = random_model(size, dt, B, T, score_step(B, T));
     CHECK(m);
     gpt2__cuda_state *S = (gpt2__cuda_state *)m->cuda;
     if (g_score_rows > 0 && g_score_rows < S->logit_rows) S->logit_rows = g_score_rows;
@@ -555,8 +560,11 @@ static void score_breakdown(const char *size, gpt2_dtype dt) {
 #include <cupti.h>
 #include <algorithm>
 #include <string>
-struct trace_k { uint64_t t0, t1; int attn; const char *name; };
+struct trace_k { uint64_t t0, t1; int attn; const char *name; uint32_t corr; };
 static std::vector<trace_k> g_tr;
+static std::vector<std::pair<uint32_t, uint64_t>> g_api; /* (correlation id, the launching API call's start) */
+struct trace_api { uint64_t t0, t1; const char *name; };
+static std::vector<trace_api> g_calls; /* every API call (TRACE_ALL=api) */
 static void CUPTIAPI tr_request(uint8_t **buf, size_t *size, size_t *max_records) {
     *size = 8 << 20;
     *buf = (uint8_t *)aligned_alloc(8, *size);
@@ -567,7 +575,13 @@ static void CUPTIAPI tr_complete(CUcontext, uint32_t, uint8_t *buf, size_t, size
     while (cuptiActivityGetNextRecord(buf, valid, &r) == CUPTI_SUCCESS)
         if (r->kind == CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL) {
             const CUpti_ActivityKernel10 *k = (const CUpti_ActivityKernel10 *)r;
-            g_tr.push_back({k->start, k->end, strstr(k->name, "attn_stream") != NULL, strdup(k->name)});
+            g_tr.push_back({k->start, k->end, strstr(k->name, "attn_stream") != NULL, strdup(k->name), k->correlationId});
+        } else if (r->kind == CUPTI_ACTIVITY_KIND_RUNTIME || r->kind == CUPTI_ACTIVITY_KIND_DRIVER) {
+            const CUpti_ActivityAPI *a = (const CUpti_ActivityAPI *)r;
+            g_api.push_back({a->correlationId, a->start});
+            const char *nm = NULL;
+            cuptiGetCallbackName(r->kind == CUPTI_ACTIVITY_KIND_RUNTIME ? CUPTI_CB_DOMAIN_RUNTIME_API : CUPTI_CB_DOMAIN_DRIVER_API, a->cbid, &nm);
+            g_calls.push_back({a->start, a->end, nm ? nm : "?"});
         }
     free(buf);
 }
@@ -634,8 +648,10 @@ static void trace_step(const char *size, gpt2_dtype dt) {
 static void trace_score(const char *size, gpt2_dtype dt) {
     if (cuptiActivityRegisterCallbacks(tr_request, tr_complete) != CUPTI_SUCCESS ||
         cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL) != CUPTI_SUCCESS) { fprintf(stderr, "CUPTI unavailable\n"); exit(1); }
+    if (getenv("TRACE_ALL") && strcmp(getenv("TRACE_ALL"), "kernels") && (cuptiActivityEnable(CUPTI_ACTIVITY_KIND_RUNTIME) != CUPTI_SUCCESS ||
+                                cuptiActivityEnable(CUPTI_ACTIVITY_KIND_DRIVER) != CUPTI_SUCCESS)) { fprintf(stderr, "CUPTI: no API records\n"); exit(1); }
     const int B = 16, T = 1024;
-    gpt2_model *m = random_model(size, dt, B, T, g_score_tokens);
+    gpt2_model *m = random_model(size, dt, B, T, score_step(B, T));
     CHECK(m);
     std::vector<float> lp((size_t)B * (T - 1));
     double sum;
@@ -644,6 +660,8 @@ static void trace_score(const char *size, gpt2_dtype dt) {
     cuptiActivityFlushAll(1);
     for (int rep = 0; rep < 3; rep++) {
         g_tr.clear();
+        g_api.clear();
+        g_calls.clear();
         const double call = run_score(m, B, T, lp.data(), &sum);
         CU(cudaDeviceSynchronize());
         cuptiActivityFlushAll(1);
@@ -668,6 +686,24 @@ static void trace_score(const char *size, gpt2_dtype dt) {
                "none running %.3f ms\n", size, B, T, dtype_name(dt), m->prefill_tokens, call * 1e3, span / 1e6, g_tr.size(),
                (span - busy) / 1e6);
         if (rep < 2) continue;
+        if (getenv("TRACE_ALL")) /* each kernel: start and end from the first one's start, the time none ran before it,
+                                    and when the host called its launch (from the same origin; -1: not recorded) */
+            for (size_t i = 0; i < g_tr.size(); i++) {
+                uint64_t before = g_tr[0].t0;
+                for (size_t j = 0; j < i; j++) before = std::max(before, g_tr[j].t1);
+                double launched = -1;
+                for (const auto &a : g_api)
+                    if (a.first == g_tr[i].corr) launched = ((double)a.second - (double)g_tr[0].t0) / 1e3;
+                printf("  %9.1f %9.1f  idle before %6.1f  launched %9.1f  %.60s\n", (g_tr[i].t0 - g_tr[0].t0) / 1e3,
+                       (g_tr[i].t1 - g_tr[0].t0) / 1e3, g_tr[i].t0 > before ? (g_tr[i].t0 - before) / 1e3 : 0.0, launched, g_tr[i].name);
+            }
+        if (getenv("TRACE_ALL") && !strcmp(getenv("TRACE_ALL"), "api")) { /* the host's API calls of 5 us or more */
+            std::sort(g_calls.begin(), g_calls.end(), [](const trace_api &a, const trace_api &b) { return a.t0 < b.t0; });
+            for (const trace_api &a : g_calls)
+                if (a.t1 - a.t0 >= 5000)
+                    printf("  api %9.1f %9.1f  %8.1f us  %s\n", ((double)a.t0 - (double)g_tr[0].t0) / 1e3, ((double)a.t1 - (double)g_tr[0].t0) / 1e3,
+                           (a.t1 - a.t0) / 1e3, a.name);
+        }
         std::sort(fam.begin(), fam.end(), [](const auto &a, const auto &b) { return a.second.second > b.second.second; });
         for (const auto &f : fam) printf("  %8.3f ms %5d  %.70s\n", f.second.second / 1e6, f.second.first, f.first.c_str());
     }
@@ -907,10 +943,10 @@ int main(int argc, char **argv) {
         }
     score:
         if (!only || !strcmp(only, "score")) {
-            /* 16 texts of 1024 tokens, loaded as a user would for them (gpt2_load with max_batch 16, max_seq 1024: the
-               engine's own step budget) */
+            /* 16 texts of 1024 tokens, loaded as ./demo --score loads for them (gpt2_load with max_batch 16, max_seq
+               1024, step_tokens 16384: all of them in one step; --score-tokens 0: the engine's default step) */
             const int B = 16, T = 1024;
-            gpt2_model *m = random_model(size, dt, B, T, g_score_tokens);
+            gpt2_model *m = random_model(size, dt, B, T, score_step(B, T));
             if (!m) continue;
             gpt2__cuda_state *S = (gpt2__cuda_state *)m->cuda;
             if (g_score_rows > 0 && g_score_rows < S->logit_rows) S->logit_rows = g_score_rows;
