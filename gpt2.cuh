@@ -6054,7 +6054,8 @@ typedef struct gpt2__cuda_state {
     void *ln, *qkv, *att, *proj, *fc;
     size_t part_floats;
     unsigned *att_count;                /* [max_rows][H] span counters of gpt2__attn_kernel, zero between launches */
-    void *d_meta, *h_meta[2];           /* device blob; two pinned host staging blobs, used in turn (gpt2__cuda_launch) */
+    void *d_meta, *h_meta[2];           /* device blob; two pinned host staging blobs, used in turn (gpt2__cuda_launch,
+                                           gpt2__cuda_score) */
     char *h_meta_dev;                   /* h_meta[0] as the device addresses it (mapped); NULL: ids come back by a copy */
     size_t meta_bytes;
     int stage;                          /* the staging blob of the step launched last */
