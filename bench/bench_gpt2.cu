@@ -585,6 +585,11 @@ static void CUPTIAPI tr_complete(CUcontext, uint32_t, uint8_t *buf, size_t, size
         }
     free(buf);
 }
+/* CUPTI's kernel records on, into g_tr */
+static void tr_enable(void) {
+    if (cuptiActivityRegisterCallbacks(tr_request, tr_complete) != CUPTI_SUCCESS ||
+        cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL) != CUPTI_SUCCESS) { fprintf(stderr, "CUPTI unavailable\n"); exit(1); }
+}
 /* summed length of the union of intervals */
 static double tr_union(std::vector<std::pair<uint64_t, uint64_t>> v) {
     std::sort(v.begin(), v.end());
@@ -598,8 +603,7 @@ static double tr_union(std::vector<std::pair<uint64_t, uint64_t>> v) {
     return sum;
 }
 static void trace_step(const char *size, gpt2_dtype dt) {
-    if (cuptiActivityRegisterCallbacks(tr_request, tr_complete) != CUPTI_SUCCESS ||
-        cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL) != CUPTI_SUCCESS) { fprintf(stderr, "CUPTI unavailable\n"); exit(1); }
+    tr_enable();
     const int B = g_bd_rows > 0 ? g_bd_rows : !strcmp(size, "1558M") ? 256 : 1024;
     gpt2_model *m = random_model(size, dt, B, 256, 0);
     CHECK(m);
@@ -646,8 +650,7 @@ static void trace_step(const char *size, gpt2_dtype dt) {
    a timeline: the call's span from its first kernel's start to its last one's end, the time no kernel ran in it
    (the host's turns between steps), and each kernel family's count and summed time, the largest first. */
 static void trace_score(const char *size, gpt2_dtype dt) {
-    if (cuptiActivityRegisterCallbacks(tr_request, tr_complete) != CUPTI_SUCCESS ||
-        cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL) != CUPTI_SUCCESS) { fprintf(stderr, "CUPTI unavailable\n"); exit(1); }
+    tr_enable();
     if (getenv("TRACE_ALL") && strcmp(getenv("TRACE_ALL"), "kernels") && (cuptiActivityEnable(CUPTI_ACTIVITY_KIND_RUNTIME) != CUPTI_SUCCESS ||
                                 cuptiActivityEnable(CUPTI_ACTIVITY_KIND_DRIVER) != CUPTI_SUCCESS)) { fprintf(stderr, "CUPTI: no API records\n"); exit(1); }
     const int B = 16, T = 1024;
